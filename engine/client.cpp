@@ -1,0 +1,574 @@
+// PFEI: descriptors, tickets, the concurrency window and per-page order.
+//
+// Locking: one mutex (mu_) guards every table and every OpenFile and Request
+// field; one condition variable (done_cv_) is notified whenever a request
+// finishes or a file's state changes. Page I/O itself never runs under mu_:
+// requests are handed to PageIo after the lock is dropped, and completions
+// take it only to record their result.
+//
+// Lifetimes: a Request is shared by the ticket table, its file's window and
+// page queue, and the I/O callback; an OpenFile by the descriptor table and
+// any thread waiting on it. close() waits until no request of the file is
+// incomplete, so no callback touches a file after it is gone.
+#include <boost/asio/thread_pool.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/local_page_io.h"
+#include "engine/local_pagefile.h"
+#include "engine/page_bounds.h"
+#include "engine/page_io.h"
+#include "pagefile/pagefile.h"
+
+namespace pagefile {
+
+namespace {
+
+struct OpenFile;
+
+struct Request {
+  uint64_t ticket = 0;
+  std::shared_ptr<OpenFile> file;
+  bool is_write = false;
+  int64_t page = 0;
+  std::span<std::byte> read_buffer;   // reads: the caller's buffer
+  std::vector<std::byte> write_data;  // writes: our copy of the page
+
+  bool done = false;       // the I/O has finished
+  bool in_window = true;   // counts against its file's concurrency window
+  bool confirming = false;  // a thread is confirming it
+  Status status;           // the I/O's error, if any
+  PageRead read_result = PageRead::kData;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+struct OpenFile {
+  Fd fd;
+  std::string name;
+  Location location = Location::kLocal;
+  std::unique_ptr<PageIo> io;
+  BufferPolicy policy;
+  uint32_t concurrency = 1;
+
+  bool closing = false;   // close() has begun: no new requests
+  bool exclusive = false;  // truncate is running: new requests wait
+
+  // Tickets in issue order that count against the window (lazily pruned:
+  // entries whose in_window is false are skipped).
+  std::deque<RequestPtr> window;
+  uint32_t in_window = 0;
+
+  // Requests of each page in issue order; only the front one is running.
+  std::unordered_map<int64_t, std::deque<RequestPtr>> page_queues;
+
+  // Tickets whose I/O has not finished; ordered, so "everything before
+  // ticket T" is a look at the smallest.
+  std::set<uint64_t> incomplete;
+  std::set<uint64_t> incomplete_writes;
+
+  // Pages whose latest write failed: not on disk, so sync must not say
+  // they are. A later successful write or a truncate below them clears it.
+  std::map<int64_t, Status> failed_pages;
+};
+using OpenFilePtr = std::shared_ptr<OpenFile>;
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(const ClientOptions& options) : options_(options), pool_(options.io_threads) {}
+
+  ~Impl() { (void)stop(); }
+
+  Status stop();
+  Result<Fd> open(std::string_view name, const OpenOptions& options);
+  Status close(Fd fd);
+  Result<Ticket> request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
+                         std::span<const std::byte> write_data, bool is_write);
+  Result<RequestPtr> confirm(Ticket ticket, bool is_write);
+  Status sync(Fd fd);
+  Status truncate(Fd fd, int64_t pages);
+  Result<FileStatus> status(Fd fd);
+  Status set_concurrency(Fd fd, uint32_t concurrency);
+  Status unlink(std::string_view name, Location location);
+  Status lock(Fd fd, LockMode mode, LockWait wait);
+  Status unlock(Fd fd);
+
+ private:
+  // REQUIRES: mu_ held. The open file of `fd`, or kInvalidArgument.
+  Result<OpenFilePtr> find_file(Fd fd) const;
+  Status check_running() const;
+  std::filesystem::path local_path(std::string_view name) const;
+  // Hands a request to its file's PageIo. Called without mu_.
+  void dispatch(const RequestPtr& request);
+  void complete(const RequestPtr& request, Status status, PageRead read_result);
+
+  const ClientOptions options_;
+  boost::asio::thread_pool pool_;
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool stopped_ = false;                                // GUARDED_BY(mu_)
+  uint64_t next_fd_ = 1;                                // GUARDED_BY(mu_)
+  uint64_t next_ticket_ = 1;                            // GUARDED_BY(mu_)
+  std::map<uint64_t, OpenFilePtr> files_;               // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, RequestPtr> tickets_;    // GUARDED_BY(mu_)
+};
+
+namespace {
+
+std::string fd_text(Fd fd) { return fmt::format("descriptor {}", fd.value); }
+
+// Drops window entries that no longer count.
+void prune_window(OpenFile& file) {
+  while (!file.window.empty() && !file.window.front()->in_window) file.window.pop_front();
+}
+
+void leave_window(OpenFile& file, Request& request) {
+  if (request.in_window) {
+    request.in_window = false;
+    --file.in_window;
+  }
+  prune_window(file);
+}
+
+}  // namespace
+
+Status Client::Impl::check_running() const {
+  if (stopped_) return Status::invalid_argument("client", "is stopped");
+  return Status::ok();
+}
+
+Result<OpenFilePtr> Client::Impl::find_file(Fd fd) const {
+  if (Status s = check_running(); !s) return s;
+  auto it = files_.find(fd.value);
+  if (it == files_.end() || it->second->closing) {
+    bool issued = fd.value != 0 && fd.value < next_fd_;
+    return Status::invalid_argument(fd_text(fd), issued ? "is closed" : "was never opened");
+  }
+  return it->second;
+}
+
+std::filesystem::path Client::Impl::local_path(std::string_view name) const {
+  return options_.local_dir / std::filesystem::path(name);
+}
+
+Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options) {
+  {
+    std::lock_guard lock(mu_);
+    if (Status s = check_running(); !s) return s;
+  }
+  if (name.empty()) return Status::invalid_argument("file name", "is empty");
+  if (name.find('\0') != std::string_view::npos) {
+    return Status::invalid_argument("file name", "contains a NUL byte");
+  }
+  if (options.page_size != 0) {
+    if (Status s = check_page_size(options.page_size); !s) return s.with_context(name);
+  }
+  if (options.policy) {
+    if (Status s = check_buffer_policy(*options.policy); !s) return s.with_context(name);
+  }
+  if (options.location == Location::kRemote) {
+    return Status::not_supported(
+        name, "remote Pagefiles need the bus, and this client has no bus configured");
+  }
+
+  LocalPagefile::OpenSpec spec;
+  spec.page_size = options.page_size;
+  spec.create = options.create;
+  spec.exclusive = options.exclusive;
+  spec.read_only = options.read_only;
+  spec.policy = options.policy.value_or(BufferPolicy{});
+  auto local = LocalPagefile::open(local_path(name), spec);
+  if (!local) return local.status();
+
+  auto file = std::make_shared<OpenFile>();
+  file->name = std::string(name);
+  file->location = options.location;
+  file->policy = options.policy.value_or((*local)->recorded_policy());
+  file->concurrency = options.concurrency != 0 ? options.concurrency : options_.concurrency;
+  file->io = std::make_unique<LocalPageIo>(std::move(*local), pool_);
+
+  std::lock_guard lock(mu_);
+  if (Status s = check_running(); !s) return s;
+  file->fd = Fd{next_fd_++};
+  files_.emplace(file->fd.value, file);
+  return file->fd;
+}
+
+Status Client::Impl::close(Fd fd) {
+  OpenFilePtr file;
+  Status first_error;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    file->closing = true;
+    done_cv_.notify_all();  // requests waiting for window room give up
+    done_cv_.wait(lock, [&] { return file->incomplete.empty() && !file->exclusive; });
+    // Unconfirmed tickets die with the file; their errors must not.
+    for (auto it = tickets_.begin(); it != tickets_.end();) {
+      if (it->second->file == file) {
+        if (first_error.is_ok() && !it->second->status.is_ok()) {
+          first_error = it->second->status.with_context(
+              fmt::format("unconfirmed {} of page {}", it->second->is_write ? "write" : "read",
+                          it->second->page));
+        }
+        it = tickets_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    file->window.clear();
+    files_.erase(fd.value);
+  }
+  // Closing the local file releases its lock.
+  file->io.reset();
+  return first_error;
+}
+
+Status Client::Impl::stop() {
+  std::vector<Fd> open_fds;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return Status::ok();
+    for (const auto& [value, file] : files_) open_fds.push_back(file->fd);
+  }
+  Status first_error;
+  for (Fd fd : open_fds) {
+    Status s = close(fd);
+    if (first_error.is_ok() && !s.is_ok() && !s.is(Code::kInvalidArgument)) first_error = s;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+  }
+  pool_.join();
+  return first_error;
+}
+
+Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
+                                     std::span<const std::byte> write_data, bool is_write) {
+  RequestPtr request;
+  bool start_now = false;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    OpenFilePtr file = *found;
+    size_t size = is_write ? write_data.size() : read_buffer.size();
+    if (Status s = check_page_access(page, size, file->io->page_size(), file->name); !s) return s;
+    if (is_write && file->io->read_only()) {
+      return Status::read_only(file->name, "write: file was opened read-only");
+    }
+
+    // Wait for truncate to finish and for room in the window. When the
+    // window is full, the oldest ticket leaves it as soon as its I/O is done;
+    // its result waits for its own confirm.
+    for (;;) {
+      done_cv_.wait(lock, [&] { return !file->exclusive || file->closing || stopped_; });
+      if (file->closing || stopped_) {
+        return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+      }
+      prune_window(*file);
+      if (file->in_window < file->concurrency) break;
+      RequestPtr oldest = file->window.front();
+      done_cv_.wait(lock, [&] {
+        return oldest->done || !oldest->in_window || file->closing || stopped_ ||
+               file->in_window < file->concurrency;
+      });
+      if (oldest->done) leave_window(*file, *oldest);
+    }
+
+    request = std::make_shared<Request>();
+    request->ticket = next_ticket_++;
+    request->file = file;
+    request->is_write = is_write;
+    request->page = page;
+    if (is_write) {
+      request->write_data.assign(write_data.begin(), write_data.end());
+    } else {
+      request->read_buffer = read_buffer;
+    }
+    tickets_.emplace(request->ticket, request);
+    file->window.push_back(request);
+    ++file->in_window;
+    file->incomplete.insert(request->ticket);
+    if (is_write) file->incomplete_writes.insert(request->ticket);
+    auto& queue = file->page_queues[page];
+    queue.push_back(request);
+    start_now = queue.size() == 1;
+  }
+  if (start_now) dispatch(request);
+  return Ticket{request->ticket};
+}
+
+void Client::Impl::dispatch(const RequestPtr& request) {
+  PageIo& io = *request->file->io;
+  if (request->is_write) {
+    io.write_async(request->page, request->write_data,
+                   [this, request](Status s) { complete(request, std::move(s), PageRead::kData); });
+  } else {
+    io.read_async(request->page, request->read_buffer, [this, request](Result<PageRead> r) {
+      if (r) {
+        complete(request, Status::ok(), *r);
+      } else {
+        complete(request, r.status(), PageRead::kData);
+      }
+    });
+  }
+}
+
+void Client::Impl::complete(const RequestPtr& request, Status status, PageRead read_result) {
+  RequestPtr next;
+  {
+    std::lock_guard lock(mu_);
+    OpenFile& file = *request->file;
+    request->done = true;
+    request->status = status;
+    request->read_result = read_result;
+    file.incomplete.erase(request->ticket);
+    if (request->is_write) {
+      file.incomplete_writes.erase(request->ticket);
+      if (status.is_ok()) {
+        file.failed_pages.erase(request->page);
+      } else {
+        file.failed_pages.insert_or_assign(request->page, status);
+      }
+    }
+    auto queue = file.page_queues.find(request->page);
+    queue->second.pop_front();
+    if (queue->second.empty()) {
+      file.page_queues.erase(queue);
+    } else {
+      next = queue->second.front();
+    }
+  }
+  done_cv_.notify_all();
+  if (next) dispatch(next);
+}
+
+Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
+  std::unique_lock lock(mu_);
+  if (Status s = check_running(); !s) return s;
+  std::string what = fmt::format("ticket {}", ticket.value);
+  auto it = tickets_.find(ticket.value);
+  if (it == tickets_.end()) {
+    if (ticket.value == 0 || ticket.value >= next_ticket_) {
+      return Status::invalid_argument(what, "was never issued");
+    }
+    return Status::invalid_argument(what, "is not outstanding (already confirmed, or its file was closed)");
+  }
+  RequestPtr request = it->second;
+  if (request->is_write != is_write) {
+    return Status::invalid_argument(
+        what, fmt::format("is a {0}; confirm it with {0}_confirm", request->is_write ? "write" : "read"));
+  }
+  if (request->confirming) return Status::invalid_argument(what, "is already being confirmed");
+  request->confirming = true;
+  done_cv_.wait(lock, [&] { return request->done; });
+  tickets_.erase(request->ticket);
+  leave_window(*request->file, *request);
+  done_cv_.notify_all();  // room in the window
+  return request;
+}
+
+Status Client::Impl::sync(Fd fd) {
+  OpenFilePtr file;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    uint64_t sync_point = next_ticket_;
+    done_cv_.wait(lock, [&] {
+      return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
+    });
+    if (!file->failed_pages.empty()) {
+      const auto& [page, error] = *file->failed_pages.begin();
+      return error.with_context(
+          fmt::format("{}: sync: {} page(s) failed to write, first page {}", file->name,
+                      file->failed_pages.size(), page));
+    }
+  }
+  return file->io->sync();
+}
+
+Status Client::Impl::truncate(Fd fd, int64_t pages) {
+  OpenFilePtr file;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    if (pages < 0) {
+      return Status::invalid_argument(file->name, fmt::format("truncate to {} pages", pages));
+    }
+    if (pages > 0) {
+      if (Status s = check_page_number(pages - 1, file->name); !s) return s;
+    }
+    done_cv_.wait(lock, [&] { return !file->exclusive; });
+    file->exclusive = true;
+    done_cv_.wait(lock, [&] { return file->incomplete.empty(); });
+  }
+  Status s = file->io->truncate(pages);
+  {
+    std::lock_guard lock(mu_);
+    if (s) file->failed_pages.erase(file->failed_pages.lower_bound(pages), file->failed_pages.end());
+    file->exclusive = false;
+  }
+  done_cv_.notify_all();
+  return s;
+}
+
+Result<FileStatus> Client::Impl::status(Fd fd) {
+  FileStatus st;
+  OpenFilePtr file;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    st.name = file->name;
+    st.location = file->location;
+    st.page_size = file->io->page_size();
+    st.policy = file->policy;
+    st.concurrency = file->concurrency;
+    st.in_flight = static_cast<uint32_t>(file->incomplete.size());
+    st.read_only = file->io->read_only();
+  }
+  auto pages = file->io->size_pages();
+  if (!pages) return pages.status();
+  st.pages = *pages;
+  return st;
+}
+
+Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  if (concurrency == 0) {
+    return Status::invalid_argument((*found)->name, "concurrency level must be at least 1");
+  }
+  (*found)->concurrency = concurrency;
+  done_cv_.notify_all();
+  return Status::ok();
+}
+
+Status Client::Impl::unlink(std::string_view name, Location location) {
+  {
+    std::lock_guard lock(mu_);
+    if (Status s = check_running(); !s) return s;
+  }
+  if (name.empty()) return Status::invalid_argument("file name", "is empty");
+  if (location == Location::kRemote) {
+    return Status::not_supported(
+        name, "remote Pagefiles need the bus, and this client has no bus configured");
+  }
+  Status s = LocalPagefile::unlink(local_path(name));
+  if (s.is(Code::kNotFound)) return Status::not_found(name, "does not exist");
+  return s;
+}
+
+Status Client::Impl::lock(Fd fd, LockMode mode, LockWait wait) {
+  OpenFilePtr file;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+  }
+  // May block in the kernel: never under mu_. close() cannot free the file
+  // meanwhile, as `file` holds it.
+  return file->io->lock(mode, wait);
+}
+
+Status Client::Impl::unlock(Fd fd) {
+  OpenFilePtr file;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+  }
+  return file->io->unlock();
+}
+
+// ---- Client: argument checks and forwarding -------------------------------
+
+Result<std::unique_ptr<Client>> Client::start(const ClientOptions& options) {
+  if (options.concurrency == 0) {
+    return Status::invalid_argument("client options", "concurrency level must be at least 1");
+  }
+  if (options.io_threads == 0) {
+    return Status::invalid_argument("client options", "io_threads must be at least 1");
+  }
+  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(options)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Status Client::stop() { return impl_->stop(); }
+
+Result<Fd> Client::open(std::string_view name, const OpenOptions& options) {
+  return impl_->open(name, options);
+}
+
+Status Client::close(Fd fd) { return impl_->close(fd); }
+
+Result<Ticket> Client::read_request(Fd fd, int64_t page, std::span<std::byte> buffer) {
+  return impl_->request(fd, page, buffer, {}, /*is_write=*/false);
+}
+
+Result<PageRead> Client::read_confirm(Ticket ticket) {
+  auto request = impl_->confirm(ticket, /*is_write=*/false);
+  if (!request) return request.status();
+  if (!(*request)->status.is_ok()) return (*request)->status;
+  return (*request)->read_result;
+}
+
+Result<Ticket> Client::write_request(Fd fd, int64_t page, std::span<const std::byte> data) {
+  return impl_->request(fd, page, {}, data, /*is_write=*/true);
+}
+
+Status Client::write_confirm(Ticket ticket) {
+  auto request = impl_->confirm(ticket, /*is_write=*/true);
+  if (!request) return request.status();
+  return (*request)->status;
+}
+
+Result<PageRead> Client::read(Fd fd, int64_t page, std::span<std::byte> buffer) {
+  auto ticket = read_request(fd, page, buffer);
+  if (!ticket) return ticket.status();
+  return read_confirm(*ticket);
+}
+
+Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
+  auto ticket = write_request(fd, page, data);
+  if (!ticket) return ticket.status();
+  return write_confirm(*ticket);
+}
+
+Status Client::sync(Fd fd) { return impl_->sync(fd); }
+Status Client::truncate(Fd fd, int64_t pages) { return impl_->truncate(fd, pages); }
+Result<FileStatus> Client::status(Fd fd) { return impl_->status(fd); }
+Status Client::set_concurrency(Fd fd, uint32_t concurrency) {
+  return impl_->set_concurrency(fd, concurrency);
+}
+Status Client::unlink(std::string_view name, Location location) {
+  return impl_->unlink(name, location);
+}
+Status Client::lock(Fd fd, LockMode mode, LockWait wait) { return impl_->lock(fd, mode, wait); }
+Status Client::unlock(Fd fd) { return impl_->unlock(fd); }
+
+}  // namespace pagefile

@@ -1,0 +1,38 @@
+// The header at the start of every local Pagefile (doc/page_format.md).
+//
+// It records what must never change after creation (the page size) and the
+// policy given at creation, and carries a checksum so that a damaged or
+// foreign file is refused instead of read as pages.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "pagefile/options.h"
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+// Pages start after the header. 4 KiB keeps every page aligned to the file
+// system block whatever the page size.
+inline constexpr size_t kHeaderSize = 4096;
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr std::string_view kHeaderMagic = "PAGEFILE";
+
+struct FileHeader {
+  uint32_t page_size = kDefaultPageSize;
+  BufferPolicy policy;
+  int64_t created_unix_ns = 0;
+};
+
+// The kHeaderSize bytes that represent `header`.
+std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header);
+
+// Parses a header; `what` names the file in errors. kCorruption when the
+// magic, checksum, version or a field is wrong.
+Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what);
+
+}  // namespace pagefile

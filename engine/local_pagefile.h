@@ -1,0 +1,91 @@
+// PFLI: the pages of one Pagefile in one local file.
+//
+// The file holds a header (engine/file_header.h) and then page N at byte
+// kHeaderSize + N * page_size. The size of the file in pages counts whole
+// pages only: a page cut short by a crash or a full disk reads as beyond the
+// end, never as half a page.
+//
+// The client uses this class for local Pagefiles and every page server uses
+// it for its share of a remote one, so the two differ only in the path
+// between them.
+//
+// Thread-safety: every method may be called from many threads at once.
+// Concurrent writes of the same page land in an unspecified order; callers
+// that need order (the client, the server) keep it themselves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/file_header.h"
+#include "pagefile/options.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+class LocalPagefile {
+ public:
+  struct OpenSpec {
+    uint32_t page_size = 0;  // 0: the recorded size, or the default on create
+    bool create = false;
+    bool exclusive = false;
+    bool read_only = false;
+    BufferPolicy policy;  // recorded when the file is created
+  };
+
+  // Opens or creates the Pagefile at `path`. Creation is atomic: the header
+  // is written and flushed in a temporary file that is then linked into
+  // place, so no reader ever sees a file without a whole header. Errors as
+  // Client::open.
+  static Result<std::unique_ptr<LocalPagefile>> open(const std::filesystem::path& path,
+                                                     const OpenSpec& spec);
+
+  // Removes the Pagefile at `path`; kNotFound when there is none.
+  static Status unlink(const std::filesystem::path& path);
+
+  ~LocalPagefile();
+  LocalPagefile(const LocalPagefile&) = delete;
+  LocalPagefile& operator=(const LocalPagefile&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint32_t page_size() const { return header_.page_size; }
+  const BufferPolicy& recorded_policy() const { return header_.policy; }
+  bool read_only() const { return read_only_; }
+
+  // Reads page `page` into `out` (exactly one page). kBeyondEnd, with `out`
+  // zeroed, for a page at or past the end.
+  Result<PageRead> read_page(int64_t page, std::span<std::byte> out) const;
+
+  // Writes page `page`. On failure (kNoSpace, kIOError...) the earlier
+  // content of every page is kept.
+  Status write_page(int64_t page, std::span<const std::byte> data);
+
+  // Makes every write that returned before this call durable (fdatasync).
+  Status sync();
+
+  // Sets the size to `pages` pages.
+  Status truncate(int64_t pages);
+
+  // The number of whole pages in the file.
+  Result<int64_t> size_pages() const;
+
+  // Open-file-description locks on one byte of the header (see pagefile.h).
+  Status lock(LockMode mode, LockWait wait);
+  Status unlock();
+
+ private:
+  LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only);
+  Status check_writable(std::string_view operation) const;
+
+  const int fd_;
+  const std::string name_;
+  const FileHeader header_;
+  const bool read_only_;
+};
+
+}  // namespace pagefile

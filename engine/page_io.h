@@ -1,0 +1,44 @@
+// The asynchronous page operations that local (PFLI) and remote (PFRI)
+// Pagefiles share. The client's request/confirm machinery (engine/client.cpp)
+// sits on this interface and never learns where a page lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "pagefile/options.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+class PageIo {
+ public:
+  using ReadDone = std::function<void(Result<PageRead>)>;
+  using WriteDone = std::function<void(Status)>;
+
+  virtual ~PageIo() = default;
+
+  virtual const std::string& name() const = 0;
+  virtual uint32_t page_size() const = 0;
+  virtual BufferPolicy recorded_policy() const = 0;
+  virtual bool read_only() const = 0;
+
+  // Start one page read or write. `done` runs exactly once, on another
+  // thread, never inside the call. REQUIRES: `out` / `data` stay valid until
+  // `done` has run.
+  virtual void read_async(int64_t page, std::span<std::byte> out, ReadDone done) = 0;
+  virtual void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) = 0;
+
+  // Blocking operations; the caller orders them against the page requests.
+  virtual Status sync() = 0;
+  virtual Status truncate(int64_t pages) = 0;
+  virtual Result<int64_t> size_pages() = 0;
+  virtual Status lock(LockMode mode, LockWait wait) = 0;
+  virtual Status unlock() = 0;
+};
+
+}  // namespace pagefile

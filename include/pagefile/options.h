@@ -1,0 +1,104 @@
+// Options of the Pagefile client and of each open Pagefile.
+//
+// Every field has a default that works; a program sets only what it cares
+// about. Options are plain values and may be copied between threads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+// Page sizes a Pagefile may have: a power of two in this range, fixed when the
+// file is created and recorded in it.
+inline constexpr uint32_t kMinPageSize = 512;
+inline constexpr uint32_t kMaxPageSize = 64 * 1024;
+inline constexpr uint32_t kDefaultPageSize = 4096;
+
+// OK when `page_size` is a power of two in [kMinPageSize, kMaxPageSize],
+// else kInvalidArgument naming the size and the rule it breaks.
+Status check_page_size(uint32_t page_size);
+
+// How a file will be accessed, declared at open (TOPs section 2.1.4). The
+// buffer pool derives allocation, replacement and read-ahead from it:
+//   kSequential  read ahead, do not keep pages already passed;
+//   kLooping     keep the loop when it fits, else replace most-recently-used;
+//   kRandom      least-recently-used, no read-ahead.
+enum class AccessType : uint8_t {
+  kRandom = 0,
+  kSequential = 1,
+  kLooping = 2,
+};
+
+// "random", "sequential", "looping".
+std::string_view access_type_name(AccessType type);
+// The inverse of access_type_name; kInvalidArgument for any other word.
+Result<AccessType> parse_access_type(std::string_view name);
+
+// A file's buffer policy: its access type and how many pages the client may
+// buffer for it. max_pages == 0 means "the pool decides".
+struct BufferPolicy {
+  AccessType access = AccessType::kRandom;
+  uint32_t min_pages = 0;
+  uint32_t max_pages = 0;
+
+  friend bool operator==(const BufferPolicy&, const BufferPolicy&) = default;
+};
+
+// OK unless max_pages is set and below min_pages.
+Status check_buffer_policy(const BufferPolicy& policy);
+
+// Where a Pagefile lives, chosen at open.
+enum class Location : uint8_t {
+  kLocal = 0,   // one file on this machine (PFLI)
+  kRemote = 1,  // pages on the page servers of the bus (PFRI)
+};
+
+std::string_view location_name(Location location);
+
+struct OpenOptions {
+  Location location = Location::kLocal;
+
+  // The page size of the file. 0 means: the size recorded in the file when it
+  // exists, kDefaultPageSize when it is created. A non-zero size that differs
+  // from the recorded one makes open fail with kInvalidArgument.
+  uint32_t page_size = 0;
+
+  // Create the file when it does not exist.
+  bool create = false;
+  // With `create`: fail with kAlreadyExists when the file exists.
+  bool exclusive = false;
+  // Open for reading only; writes, truncate and exclusive locks then fail
+  // with kReadOnly.
+  bool read_only = false;
+
+  // The buffer policy for this open. Unset means: the policy recorded in the
+  // file at creation (a new file records the one given here, or the default).
+  std::optional<BufferPolicy> policy;
+
+  // The most requests of this file that may be in flight at once; 0 means the
+  // client's level. See Client::write_request.
+  uint32_t concurrency = 0;
+};
+
+struct ClientOptions {
+  // Where local Pagefiles live: a relative name is resolved against it, an
+  // absolute name is used as it is.
+  std::filesystem::path local_dir = ".";
+
+  // The default concurrency level of every open file: how many requests of
+  // one file may be in flight before the next request waits. The paper's
+  // experiments use 1 to 24.
+  uint32_t concurrency = 8;
+
+  // Threads that carry out local page I/O. Requests beyond this many wait in
+  // a queue, so a level above it gains nothing for local files.
+  uint32_t io_threads = 16;
+};
+
+}  // namespace pagefile

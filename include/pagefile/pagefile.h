@@ -1,0 +1,196 @@
+// PFEI: the external interface of Pagefile.
+//
+// A Pagefile is a named file of fixed-size pages. It is like a UNIX file with
+// three differences (Falkenberg & Purtilo, section 4.4):
+//   - the unit of I/O is a page, numbered from 0;
+//   - reading and writing are each split into a request, which returns a
+//     Ticket at once, and a confirm, which waits for that request to finish;
+//     so a program keeps many requests in flight and the latencies of the
+//     disks behind them overlap instead of adding up;
+//   - whether the file is local or remote is chosen when it is opened.
+//
+//   auto client = pagefile::Client::start({.local_dir = "data"});
+//   if (!client) fail(client.status());
+//   auto fd = (*client)->open("orders", {.page_size = 8192, .create = true});
+//   std::vector<pagefile::Ticket> tickets;
+//   for (int64_t p = 0; p < 64; ++p)
+//     tickets.push_back(*(*client)->write_request(*fd, p, page(p)));
+//   for (auto t : tickets) check((*client)->write_confirm(t));
+//   check((*client)->sync(*fd));   // every write above is now on disk
+//
+// The concurrency window. Each open file has a concurrency level N (the
+// client's, or its own). At most N of its tickets are in flight; a request
+// made while N are in flight first waits for the oldest of them to finish.
+// That ticket stays valid and its confirm then returns at once with the
+// result, so one thread may issue any number of requests without deadlock.
+//
+// Ordering. Requests of one file that touch the same page take effect in the
+// order they were made: a read requested after a write of the same page sees
+// that write, two writes of one page land in order. Requests on different
+// pages run concurrently, in any order. sync, truncate and close wait for
+// every request of the file made before them.
+//
+// Thread-safety: a Client is thread-safe. Any thread may confirm a ticket
+// that another thread requested; each ticket is confirmed at most once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pagefile/options.h"
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+// A descriptor of one open Pagefile. Unique across every file the client has
+// opened: a closed descriptor is never given out again, so a stale one fails
+// cleanly instead of reaching another file.
+struct Fd {
+  uint64_t value = 0;
+  friend bool operator==(Fd, Fd) = default;
+};
+
+// One outstanding read or write request. Confirm it exactly once.
+struct Ticket {
+  uint64_t value = 0;
+  friend bool operator==(Ticket, Ticket) = default;
+};
+
+// What a read found.
+enum class PageRead : uint8_t {
+  kData,       // the page exists; the buffer holds it (a page inside the file
+               // that was never written reads as zeros and is kData too)
+  kBeyondEnd,  // the page is at or past the end of the file; the buffer was
+               // filled with zeros
+};
+
+enum class LockMode : uint8_t { kShared, kExclusive };
+enum class LockWait : uint8_t {
+  kTry,    // return kBusy at once when the lock is held elsewhere
+  kBlock,  // wait until the lock can be had
+};
+
+struct FileStatus {
+  std::string name;
+  Location location = Location::kLocal;
+  uint32_t page_size = 0;
+  int64_t pages = 0;  // size of the file in pages
+  BufferPolicy policy;
+  uint32_t concurrency = 0;  // this file's level
+  uint32_t in_flight = 0;    // its tickets that are still in flight
+  bool read_only = false;
+};
+
+// The largest page number a file may hold: the byte offset of its end must
+// fit a signed 64-bit file offset whatever the page size.
+inline constexpr int64_t kMaxPageNumber = (int64_t{1} << 46) - 1;
+
+class Client {
+ public:
+  // Starts a client: its I/O threads, and (later) its connection to the bus.
+  // Fails with kInvalidArgument for a concurrency level or thread count of 0.
+  static Result<std::unique_ptr<Client>> start(const ClientOptions& options = {});
+
+  // Stops the client as stop() does.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Closes every open file (waiting for their requests, as close does) and
+  // stops the I/O threads. Returns the first error a close reported. After
+  // stop every call fails with kInvalidArgument; stop itself may be repeated.
+  Status stop();
+
+  // Opens (or with options.create, creates) the Pagefile `name`.
+  // Fails with kNotFound when it does not exist and create is false,
+  // kAlreadyExists for create+exclusive on an existing file, kInvalidArgument
+  // for a bad page size, policy or name, or a page size other than the one
+  // recorded in the file, kCorruption when the file's header is damaged,
+  // kNotSupported for a remote file while no bus is configured, and the
+  // operating system's error otherwise (kReadOnly, kNoSpace, ...).
+  Result<Fd> open(std::string_view name, const OpenOptions& options = {});
+
+  // Waits for every request of the file still in flight, drops its
+  // unconfirmed tickets (their confirm then fails with kInvalidArgument),
+  // releases its lock and closes it. Returns the first error among the
+  // requests it dropped, so no failed write goes unreported. Does not sync.
+  Status close(Fd fd);
+
+  // Requests that page `page` of `fd` be read into `buffer`.
+  // REQUIRES: `buffer` stays valid and untouched until the ticket is
+  // confirmed or the file closed.
+  // Fails at once with kInvalidArgument for an unknown or closed descriptor,
+  // a buffer whose size is not the page size, or a page outside
+  // [0, kMaxPageNumber]. Errors of the read itself come from read_confirm.
+  Result<Ticket> read_request(Fd fd, int64_t page, std::span<std::byte> buffer);
+
+  // Waits for a read request to finish. Returns kData or kBeyondEnd, or the
+  // error of the read (the buffer's content is then unspecified). Fails with
+  // kInvalidArgument for a ticket never issued, one already confirmed, one of
+  // a closed file, or a write ticket.
+  Result<PageRead> read_confirm(Ticket ticket);
+
+  // Requests that `data` be written as page `page` of `fd`, extending the
+  // file when the page lies beyond its end (pages skipped over read as
+  // zeros). The data is copied: the caller may reuse it at once.
+  // Fails at once like read_request, and with kReadOnly for a file opened
+  // read-only.
+  Result<Ticket> write_request(Fd fd, int64_t page, std::span<const std::byte> data);
+
+  // Waits for a write request to finish: OK once the page is written (not
+  // yet durable: that is sync's job), else its error (kNoSpace, kIOError...),
+  // in which case the page holds what it held before or, for a page beyond
+  // the old end, reads as beyond the end. Ticket errors as read_confirm.
+  Status write_confirm(Ticket ticket);
+
+  // read_request followed by read_confirm.
+  Result<PageRead> read(Fd fd, int64_t page, std::span<std::byte> buffer);
+  // write_request followed by write_confirm.
+  Status write(Fd fd, int64_t page, std::span<const std::byte> data);
+
+  // Returns once every write of `fd` requested before the call is durable.
+  // Fails when any of those writes failed (its ticket still reports it too)
+  // or when the disk refuses to flush.
+  Status sync(Fd fd);
+
+  // Waits for the file's earlier requests, then sets its size to `pages`
+  // pages: pages at and beyond `pages` are gone, and a larger size adds
+  // pages of zeros.
+  Status truncate(Fd fd, int64_t pages);
+
+  // The file's page size, size, policy, concurrency level and tickets in
+  // flight. The size counts every write confirmed so far; a write still in
+  // flight may or may not be counted yet.
+  Result<FileStatus> status(Fd fd);
+
+  // Sets the concurrency level of one open file (the client's level is the
+  // default). Requests already in flight are not cancelled; lowering the
+  // level makes new requests wait until the count is below it.
+  Status set_concurrency(Fd fd, uint32_t concurrency);
+
+  // Removes the Pagefile `name`. kNotFound when there is none. Descriptors
+  // already open on it keep working until closed (as with UNIX unlink).
+  Status unlink(std::string_view name, Location location = Location::kLocal);
+
+  // Takes or changes this descriptor's lock on the file. A shared lock is
+  // compatible with other shared locks; an exclusive lock with none. Locks
+  // are held per descriptor, so two descriptors of one client conflict like
+  // two processes do. kTry fails with kBusy at once when the lock is held
+  // elsewhere; kBlock waits. Local files use the operating system's
+  // open-file-description locks, so processes on one machine see each other.
+  Status lock(Fd fd, LockMode mode, LockWait wait = LockWait::kTry);
+  // Releases this descriptor's lock; OK when it held none.
+  Status unlock(Fd fd);
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagefile

@@ -1,0 +1,34 @@
+// Names and checks of the buffer-policy fields declared at open.
+#include <fmt/format.h>
+
+#include "pagefile/options.h"
+
+namespace pagefile {
+
+std::string_view access_type_name(AccessType type) {
+  switch (type) {
+    case AccessType::kRandom: return "random";
+    case AccessType::kSequential: return "sequential";
+    case AccessType::kLooping: return "looping";
+  }
+  return "unknown";
+}
+
+Result<AccessType> parse_access_type(std::string_view name) {
+  for (AccessType type : {AccessType::kRandom, AccessType::kSequential, AccessType::kLooping}) {
+    if (name == access_type_name(type)) return type;
+  }
+  return Status::invalid_argument(
+      fmt::format("access type '{}'", name), "must be random, sequential or looping");
+}
+
+Status check_buffer_policy(const BufferPolicy& policy) {
+  if (policy.max_pages != 0 && policy.max_pages < policy.min_pages) {
+    return Status::invalid_argument(
+        "buffer policy",
+        fmt::format("max_pages {} is below min_pages {}", policy.max_pages, policy.min_pages));
+  }
+  return Status::ok();
+}
+
+}  // namespace pagefile

@@ -1,0 +1,152 @@
+// A full disk and a read-only disk, for real: tmpfs mounts in a private
+// mount namespace, so nothing leaks to the machine even if the test dies.
+// Exits 77 (skipped) where this process may not create one.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <sched.h>
+#include <sys/mount.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "pagefile/pagefile.h"
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using pagefile::test::page_pattern;
+using pagefile::test::TempDir;
+
+namespace {
+
+// A tmpfs of `bytes` mounted over a fresh directory.
+class SmallDisk {
+ public:
+  explicit SmallDisk(size_t bytes) {
+    std::string opts = "size=" + std::to_string(bytes);
+    if (::mount("pagefile-test", dir_.path().c_str(), "tmpfs", 0, opts.c_str()) != 0) {
+      FAIL("mount tmpfs: " << std::strerror(errno));
+    }
+  }
+  ~SmallDisk() { ::umount2(dir_.path().c_str(), MNT_DETACH); }
+  const std::filesystem::path& path() const { return dir_.path(); }
+  void remount_read_only() {
+    REQUIRE(::mount(nullptr, dir_.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
+  }
+
+ private:
+  TempDir dir_;
+};
+
+std::unique_ptr<Client> start(const std::filesystem::path& dir) {
+  auto c = Client::start({.local_dir = dir, .concurrency = 8});
+  REQUIRE_OK(c);
+  return std::move(*c);
+}
+
+}  // namespace
+
+TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusable") {
+  SmallDisk disk(256 * 1024);
+  auto client = start(disk.path());
+  Fd fd = *client->open("f", {.page_size = 4096, .create = true});
+  int64_t written = 0;
+  Status failure;
+  for (int64_t p = 0; p < 1000; ++p) {  // the disk holds at most ~60 pages
+    failure = client->write(fd, p, page_pattern(4096, p));
+    if (!failure) break;
+    ++written;
+  }
+  REQUIRE_FALSE(failure.is_ok());
+  CHECK(failure.is(Code::kNoSpace));
+  CHECK(failure.message().find("page " + std::to_string(written)) != std::string::npos);
+  CHECK(written > 10);
+
+  // Nothing acknowledged was lost, and the failed page is not half there.
+  CHECK(client->status(fd)->pages == written);
+  std::vector<std::byte> buf(4096);
+  for (int64_t p = 0; p < written; ++p) {
+    REQUIRE(*client->read(fd, p, buf) == PageRead::kData);
+    CHECK(buf == page_pattern(4096, p));
+  }
+  CHECK(*client->read(fd, written, buf) == PageRead::kBeyondEnd);
+
+  // The failed write is not durable, so sync must not say it is.
+  Status sync = client->sync(fd);
+  CHECK(sync.is(Code::kNoSpace));
+  CHECK(sync.message().find("sync") != std::string::npos);
+
+  // Rewriting an existing page needs no new space.
+  CHECK_OK(client->write(fd, 0, page_pattern(4096, 0, 9)));
+
+  // Giving up the failed page (truncating below it) clears the failure;
+  // freeing space lets writes succeed again.
+  CHECK_OK(client->truncate(fd, written / 2));
+  CHECK_OK(client->sync(fd));
+  CHECK_OK(client->write(fd, written / 2, page_pattern(4096, written / 2, 5)));
+  CHECK_OK(client->sync(fd));
+  REQUIRE(*client->read(fd, 0, buf) == PageRead::kData);
+  CHECK(buf == page_pattern(4096, 0, 9));
+}
+
+TEST_CASE("a full disk: an unconfirmed failed write is reported by close") {
+  SmallDisk disk(128 * 1024);
+  auto client = start(disk.path());
+  Fd fd = *client->open("f", {.page_size = 8192, .create = true});
+  for (int64_t p = 0; p < 40; ++p) REQUIRE_OK(client->write_request(fd, p, page_pattern(8192, p)));
+  Status closed = client->close(fd);
+  CHECK(closed.is(Code::kNoSpace));
+  CHECK(closed.message().find("unconfirmed write") != std::string::npos);
+}
+
+TEST_CASE("a full disk: creating a file fails cleanly and leaves nothing") {
+  SmallDisk disk(64 * 1024);
+  auto client = start(disk.path());
+  Fd fd = *client->open("big", {.page_size = 4096, .create = true});
+  for (int64_t p = 0; p < 100; ++p) {
+    if (!client->write(fd, p, page_pattern(4096, p))) break;
+  }
+  auto second = client->open("second", {.page_size = 4096, .create = true});
+  CHECK_CODE(second, Code::kNoSpace);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(disk.path())) {
+    names.push_back(e.path().filename().string());
+  }
+  CHECK(names == std::vector<std::string>{"big"});
+}
+
+TEST_CASE("a read-only disk: reads work, everything that writes says kReadOnly") {
+  SmallDisk disk(1024 * 1024);
+  {
+    auto client = start(disk.path());
+    Fd fd = *client->open("f", {.page_size = 2048, .create = true});
+    for (int64_t p = 0; p < 8; ++p) CHECK_OK(client->write(fd, p, page_pattern(2048, p)));
+    CHECK_OK(client->sync(fd));
+  }
+  disk.remount_read_only();
+  auto client = start(disk.path());
+  CHECK_CODE(client->open("f"), Code::kReadOnly);
+  CHECK_CODE(client->open("f", {.create = true}), Code::kReadOnly);
+  CHECK_CODE(client->open("new", {.create = true}), Code::kReadOnly);
+  CHECK_CODE(client->unlink("f"), Code::kReadOnly);
+  auto ro = client->open("f", {.read_only = true});
+  REQUIRE_OK(ro);
+  std::vector<std::byte> buf(2048);
+  for (int64_t p = 0; p < 8; ++p) {
+    REQUIRE(*client->read(*ro, p, buf) == PageRead::kData);
+    CHECK(buf == page_pattern(2048, p));
+  }
+  CHECK_CODE(client->write(*ro, 0, buf), Code::kReadOnly);
+}
+
+int main(int argc, char** argv) {
+  // A private mount namespace: our mounts vanish with this process.
+  if (::unshare(CLONE_NEWNS) != 0 ||
+      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    std::printf("skipped: cannot create a private mount namespace (%s); run as root\n",
+                std::strerror(errno));
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}

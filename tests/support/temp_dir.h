@@ -1,0 +1,61 @@
+// Helpers shared by the tests: a scratch directory removed afterwards, page
+// buffers with recognisable content, and doctest checks for Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "pagefile/status.h"
+
+namespace pagefile::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its content when
+// the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A page whose every byte depends on (seed, page), so a page read back from
+// the wrong place or of the wrong version is seen.
+std::vector<std::byte> page_pattern(uint32_t page_size, int64_t page, uint64_t seed = 1);
+
+inline const Status& status_of(const Status& s) { return s; }
+template <class T>
+const Status& status_of(const Result<T>& r) { return r.status(); }
+
+}  // namespace pagefile::test
+
+// CHECK/REQUIRE that a Status or Result is OK, printing the error when not.
+#define CHECK_OK(expr)                                                   \
+  do {                                                                   \
+    const ::pagefile::Status check_ok_status_ = ::pagefile::test::status_of(expr);    \
+    INFO(check_ok_status_.to_string());                                  \
+    CHECK(check_ok_status_.is_ok());                                     \
+  } while (0)
+#define REQUIRE_OK(expr)                                                 \
+  do {                                                                   \
+    const ::pagefile::Status require_ok_status_ = ::pagefile::test::status_of(expr);  \
+    INFO(require_ok_status_.to_string());                                \
+    REQUIRE(require_ok_status_.is_ok());                                 \
+  } while (0)
+// CHECK that a Status or Result failed with `code`.
+#define CHECK_CODE(expr, expected_code)                                           \
+  do {                                                                   \
+    const ::pagefile::Status check_code_status_ = ::pagefile::test::status_of(expr);  \
+    INFO(check_code_status_.to_string());                                \
+    CHECK(check_code_status_.code() == (expected_code));                          \
+  } while (0)
