@@ -54,7 +54,9 @@ struct OpenFile {
   Fd fd;
   std::string name;
   Location location = Location::kLocal;
-  std::unique_ptr<PageIo> io;
+  // Shared so that a call running outside mu_ (sync, a blocking lock) keeps
+  // the file open even when another thread closes the descriptor meanwhile.
+  std::shared_ptr<PageIo> io;
   BufferPolicy policy;
   uint32_t concurrency = 1;
 
@@ -195,7 +197,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   file->location = options.location;
   file->policy = options.policy.value_or((*local)->recorded_policy());
   file->concurrency = options.concurrency != 0 ? options.concurrency : options_.concurrency;
-  file->io = std::make_unique<LocalPageIo>(std::move(*local), pool_);
+  file->io = std::make_shared<LocalPageIo>(std::move(*local), pool_);
 
   std::lock_guard lock(mu_);
   if (Status s = check_running(); !s) return s;
@@ -206,6 +208,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
 
 Status Client::Impl::close(Fd fd) {
   OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
   Status first_error;
   {
     std::unique_lock lock(mu_);
@@ -230,9 +233,12 @@ Status Client::Impl::close(Fd fd) {
     }
     file->window.clear();
     files_.erase(fd.value);
+    io = std::move(file->io);
   }
-  // Closing the local file releases its lock.
-  file->io.reset();
+  // Dropping `io` closes the local file and releases its lock, unless a sync
+  // or blocking lock call of another thread still holds it; then the last of
+  // them closes it.
+  io.reset();
   return first_error;
 }
 
@@ -384,6 +390,7 @@ Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
 
 Status Client::Impl::sync(Fd fd) {
   OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
   {
     std::unique_lock lock(mu_);
     auto found = find_file(fd);
@@ -393,14 +400,16 @@ Status Client::Impl::sync(Fd fd) {
     done_cv_.wait(lock, [&] {
       return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
     });
+    if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
     if (!file->failed_pages.empty()) {
       const auto& [page, error] = *file->failed_pages.begin();
       return error.with_context(
           fmt::format("{}: sync: {} page(s) failed to write, first page {}", file->name,
                       file->failed_pages.size(), page));
     }
+    io = file->io;
   }
-  return file->io->sync();
+  return io->sync();
 }
 
 Status Client::Impl::truncate(Fd fd, int64_t pages) {
@@ -416,7 +425,8 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     if (pages > 0) {
       if (Status s = check_page_number(pages - 1, file->name); !s) return s;
     }
-    done_cv_.wait(lock, [&] { return !file->exclusive; });
+    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing; });
+    if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
     file->exclusive = true;
     done_cv_.wait(lock, [&] { return file->incomplete.empty(); });
   }
@@ -432,12 +442,13 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
 
 Result<FileStatus> Client::Impl::status(Fd fd) {
   FileStatus st;
-  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
   {
     std::lock_guard lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
-    file = *found;
+    const OpenFile* file = found->get();
+    io = file->io;
     st.name = file->name;
     st.location = file->location;
     st.page_size = file->io->page_size();
@@ -446,7 +457,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
     st.read_only = file->io->read_only();
   }
-  auto pages = file->io->size_pages();
+  auto pages = io->size_pages();
   if (!pages) return pages.status();
   st.pages = *pages;
   return st;
@@ -480,27 +491,28 @@ Status Client::Impl::unlink(std::string_view name, Location location) {
 }
 
 Status Client::Impl::lock(Fd fd, LockMode mode, LockWait wait) {
-  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
   {
     std::lock_guard lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
-    file = *found;
+    io = (*found)->io;
   }
-  // May block in the kernel: never under mu_. close() cannot free the file
-  // meanwhile, as `file` holds it.
-  return file->io->lock(mode, wait);
+  // May block in the kernel: never under mu_. A close meanwhile drops the
+  // descriptor; the file itself (and any lock this call then gets) lasts
+  // until the call returns and lets go of `io`.
+  return io->lock(mode, wait);
 }
 
 Status Client::Impl::unlock(Fd fd) {
-  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
   {
     std::lock_guard lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
-    file = *found;
+    io = (*found)->io;
   }
-  return file->io->unlock();
+  return io->unlock();
 }
 
 // ---- Client: argument checks and forwarding -------------------------------

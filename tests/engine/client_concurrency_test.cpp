@@ -146,3 +146,40 @@ TEST_CASE("close waits for requests in flight and reports nothing when they succ
   REQUIRE(*client->read(again, 99, buf) == PageRead::kData);
   CHECK(buf == page_pattern(8192, 99));
 }
+
+TEST_CASE("closing a descriptor while another thread waits for its lock") {
+  TempDir dir;
+  auto client = start(dir, 4);
+  Fd holder = *client->open("f", {.page_size = 512, .create = true});
+  Fd waiter = *client->open("f");
+  REQUIRE_OK(client->lock(holder, LockMode::kExclusive));
+  std::thread t([&] {
+    // Either outcome is fine; what matters is no crash and no hang.
+    (void)client->lock(waiter, LockMode::kExclusive, LockWait::kBlock);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_OK(client->close(waiter));
+  CHECK_OK(client->unlock(holder));  // lets the blocked call return
+  t.join();
+  // The waiter's file is closed now, so its lock is gone too.
+  Fd again = *client->open("f");
+  CHECK_OK(client->lock(again, LockMode::kExclusive, LockWait::kTry));
+}
+
+TEST_CASE("sync and status from several threads while writes stream in") {
+  TempDir dir;
+  auto client = start(dir, 8);
+  Fd fd = *client->open("f", {.page_size = 512, .create = true});
+  std::atomic<bool> stop{false};
+  std::thread syncer([&] {
+    for (int i = 0; i < 200 && !stop; ++i) {
+      CHECK_OK(client->sync(fd));
+      CHECK_OK(client->status(fd));
+    }
+  });
+  for (int64_t p = 0; p < 500; ++p) CHECK_OK(client->write(fd, p, page_pattern(512, p)));
+  stop = true;
+  syncer.join();
+  CHECK_OK(client->sync(fd));
+  CHECK(client->status(fd)->pages == 500);
+}
