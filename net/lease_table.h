@@ -1,0 +1,94 @@
+// Locks with leases, held at the catalog (TOPs file information server).
+//
+// Each file has SQLite's five lock levels (os_unix.c):
+//   kNone < kShared < kReserved < kPending < kExclusive
+// Compatibility, for owners of one file:
+//   - any number of owners may hold kShared;
+//   - at most one owner holds kReserved or kPending or kExclusive;
+//   - kReserved coexists with other owners' kShared;
+//   - while an owner holds kPending, no new kShared is granted (existing
+//     ones stay), so a writer waiting for readers to finish is not starved;
+//   - kExclusive coexists with nothing.
+// A request that cannot be granted fails with kBusy at once; waiting is the
+// caller's choice. Lowering a level (to kShared or kNone) always succeeds.
+// kPending is granted as a step on the way to kExclusive: an owner asking for
+// kExclusive while other owners hold kShared is left at kPending and told
+// kBusy, exactly as SQLite expects.
+//
+// Leases: an owner (one client) holds all its locks under one lease of
+// `lease` length from its last renew() or successful set_level(). When the
+// lease runs out, the owner loses every lock it had, as if it had died.
+//
+// Thread-safety: not thread-safe; the catalog serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pagefile/status.h"
+
+namespace pagefile::net {
+
+enum class LockLevel : uint8_t { kNone = 0, kShared, kReserved, kPending, kExclusive };
+
+std::string_view lock_level_name(LockLevel level);
+
+struct LockRecord {
+  uint64_t file_id = 0;
+  uint64_t owner = 0;
+  LockLevel level = LockLevel::kNone;
+  std::chrono::milliseconds expires_in{0};  // time left on the owner's lease
+};
+
+class LeaseTable {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  // `clock` defaults to steady_clock::now; tests pass their own.
+  explicit LeaseTable(std::chrono::milliseconds lease, Clock clock = {});
+
+  // Moves `owner`'s lock on `file_id` to `level`, renewing its lease.
+  // kBusy (message naming the level and why) when another owner's lock is in
+  // the way; then the owner keeps what it had, except for the kPending step
+  // described above.
+  Status set_level(uint64_t file_id, uint64_t owner, LockLevel level);
+
+  // The level `owner` holds on `file_id` (kNone once its lease ran out).
+  LockLevel level(uint64_t file_id, uint64_t owner);
+
+  // True when an owner other than `owner` holds kReserved or higher on
+  // `file_id` (SQLite's xCheckReservedLock).
+  bool reserved_by_other(uint64_t file_id, uint64_t owner);
+
+  // Extends `owner`'s lease. kNotFound when it holds no lock (never had one,
+  // or its lease already ran out and its locks are gone: the owner must
+  // assume it lost them).
+  Status renew(uint64_t owner);
+
+  // Drops every lock of `owner` (a client that says goodbye).
+  void release_owner(uint64_t owner);
+  // Drops every lock on `file_id` (the file was removed).
+  void release_file(uint64_t file_id);
+
+  // Every lock held now, ordered by file then owner.
+  std::vector<LockRecord> list();
+
+  std::chrono::milliseconds lease() const { return lease_; }
+
+ private:
+  // Forgets owners whose lease ran out. Every public call starts with it.
+  void expire();
+
+  std::chrono::milliseconds lease_;
+  Clock clock_;
+  // file -> owner -> level
+  std::map<uint64_t, std::map<uint64_t, LockLevel>> locks_;
+  // owner -> when its lease ends
+  std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;
+};
+
+}  // namespace pagefile::net
