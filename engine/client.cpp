@@ -26,6 +26,8 @@
 #include "engine/local_pagefile.h"
 #include "engine/page_bounds.h"
 #include "engine/page_io.h"
+#include "net/bus_client.h"
+#include "net/remote_page_io.h"
 #include "pagefile/pagefile.h"
 
 namespace pagefile {
@@ -109,6 +111,8 @@ class Client::Impl {
   Result<OpenFilePtr> find_file(Fd fd) const;
   Status check_running() const;
   std::filesystem::path local_path(std::string_view name) const;
+  // The bus, started on first use.
+  Result<std::shared_ptr<net::BusClient>> bus();
   // Hands a request to its file's PageIo. Called without mu_.
   void dispatch(const RequestPtr& request);
   void complete(const RequestPtr& request, Status status, PageRead read_result);
@@ -123,6 +127,9 @@ class Client::Impl {
   uint64_t next_ticket_ = 1;                            // GUARDED_BY(mu_)
   std::map<uint64_t, OpenFilePtr> files_;               // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, RequestPtr> tickets_;    // GUARDED_BY(mu_)
+
+  std::mutex bus_mu_;  // held while the bus starts, which may take a while
+  std::shared_ptr<net::BusClient> bus_;  // GUARDED_BY(bus_mu_)
 };
 
 namespace {
@@ -178,26 +185,31 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   if (options.policy) {
     if (Status s = check_buffer_policy(*options.policy); !s) return s.with_context(name);
   }
+  std::shared_ptr<PageIo> io;
   if (options.location == Location::kRemote) {
-    return Status::not_supported(
-        name, "remote Pagefiles need the bus, and this client has no bus configured");
+    auto bus_client = bus();
+    if (!bus_client) return bus_client.status();
+    auto remote = net::RemotePageIo::open(*bus_client, name, options);
+    if (!remote) return remote.status();
+    io = std::move(*remote);
+  } else {
+    LocalPagefile::OpenSpec spec;
+    spec.page_size = options.page_size;
+    spec.create = options.create;
+    spec.exclusive = options.exclusive;
+    spec.read_only = options.read_only;
+    spec.policy = options.policy.value_or(BufferPolicy{});
+    auto local = LocalPagefile::open(local_path(name), spec);
+    if (!local) return local.status();
+    io = std::make_shared<LocalPageIo>(std::move(*local), pool_);
   }
-
-  LocalPagefile::OpenSpec spec;
-  spec.page_size = options.page_size;
-  spec.create = options.create;
-  spec.exclusive = options.exclusive;
-  spec.read_only = options.read_only;
-  spec.policy = options.policy.value_or(BufferPolicy{});
-  auto local = LocalPagefile::open(local_path(name), spec);
-  if (!local) return local.status();
 
   auto file = std::make_shared<OpenFile>();
   file->name = std::string(name);
   file->location = options.location;
-  file->policy = options.policy.value_or((*local)->recorded_policy());
+  file->policy = options.policy.value_or(io->recorded_policy());
   file->concurrency = options.concurrency != 0 ? options.concurrency : options_.concurrency;
-  file->io = std::make_shared<LocalPageIo>(std::move(*local), pool_);
+  file->io = std::move(io);
 
   std::lock_guard lock(mu_);
   if (Status s = check_running(); !s) return s;
@@ -235,6 +247,8 @@ Status Client::Impl::close(Fd fd) {
     files_.erase(fd.value);
     io = std::move(file->io);
   }
+  Status closed = io->close();
+  if (first_error.is_ok()) first_error = closed;
   // Dropping `io` closes the local file and releases its lock, unless a sync
   // or blocking lock call of another thread still holds it; then the last of
   // them closes it.
@@ -259,7 +273,22 @@ Status Client::Impl::stop() {
     stopped_ = true;
   }
   pool_.join();
+  std::lock_guard lock(bus_mu_);
+  bus_.reset();
   return first_error;
+}
+
+Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
+  std::lock_guard lock(bus_mu_);
+  if (bus_) return bus_;
+  auto config = net::resolve_bus(options_.bus, options_.home);
+  if (!config) return config.status();
+  net::BusOptions bus_options;
+  bus_options.request_timeout_ms = options_.request_timeout_ms;
+  auto started = net::BusClient::start(*config, bus_options);
+  if (!started) return started.status();
+  bus_ = std::move(*started);
+  return bus_;
 }
 
 Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
@@ -482,8 +511,9 @@ Status Client::Impl::unlink(std::string_view name, Location location) {
   }
   if (name.empty()) return Status::invalid_argument("file name", "is empty");
   if (location == Location::kRemote) {
-    return Status::not_supported(
-        name, "remote Pagefiles need the bus, and this client has no bus configured");
+    auto bus_client = bus();
+    if (!bus_client) return bus_client.status();
+    return net::RemotePageIo::unlink(**bus_client, name);
   }
   Status s = LocalPagefile::unlink(local_path(name));
   if (s.is(Code::kNotFound)) return Status::not_found(name, "does not exist");

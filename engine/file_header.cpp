@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "engine/little_endian.h"
+
 namespace pagefile {
 
 namespace {
@@ -20,22 +22,6 @@ constexpr size_t kHeaderSizeAt = 28;
 constexpr size_t kCreatedAt = 32;
 constexpr size_t kChecksumAt = kHeaderSize - 8;
 
-// Little-endian regardless of the host, so a file moves between machines.
-template <class T>
-void put(std::span<std::byte> out, size_t at, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out[at + i] = static_cast<std::byte>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff);
-  }
-}
-
-template <class T>
-T get(std::span<const std::byte> in, size_t at) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<uint64_t>(in[at + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
 
 uint64_t checksum(std::span<const std::byte> bytes) {
   return XXH64(bytes.data(), kChecksumAt, /*seed=*/0x5061676546696c65ULL);
@@ -46,14 +32,14 @@ uint64_t checksum(std::span<const std::byte> bytes) {
 std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   std::array<std::byte, kHeaderSize> out{};
   std::memcpy(out.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size());
-  put<uint32_t>(out, kVersionAt, kFormatVersion);
-  put<uint32_t>(out, kPageSizeAt, header.page_size);
-  put<uint8_t>(out, kAccessAt, static_cast<uint8_t>(header.policy.access));
-  put<uint32_t>(out, kMinPagesAt, header.policy.min_pages);
-  put<uint32_t>(out, kMaxPagesAt, header.policy.max_pages);
-  put<uint32_t>(out, kHeaderSizeAt, static_cast<uint32_t>(kHeaderSize));
-  put<int64_t>(out, kCreatedAt, header.created_unix_ns);
-  put<uint64_t>(out, kChecksumAt, checksum(out));
+  put_le<uint32_t>(out, kVersionAt, kFormatVersion);
+  put_le<uint32_t>(out, kPageSizeAt, header.page_size);
+  put_le<uint8_t>(out, kAccessAt, static_cast<uint8_t>(header.policy.access));
+  put_le<uint32_t>(out, kMinPagesAt, header.policy.min_pages);
+  put_le<uint32_t>(out, kMaxPagesAt, header.policy.max_pages);
+  put_le<uint32_t>(out, kHeaderSizeAt, static_cast<uint32_t>(kHeaderSize));
+  put_le<int64_t>(out, kCreatedAt, header.created_unix_ns);
+  put_le<uint64_t>(out, kChecksumAt, checksum(out));
   return out;
 }
 
@@ -65,30 +51,30 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
   if (std::memcmp(bytes.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size()) != 0) {
     return Status::corruption(what, "not a Pagefile (bad magic in header)");
   }
-  if (get<uint64_t>(bytes, kChecksumAt) != checksum(bytes)) {
+  if (get_le<uint64_t>(bytes, kChecksumAt) != checksum(bytes)) {
     return Status::corruption(what, "header checksum mismatch (header damaged)");
   }
-  uint32_t version = get<uint32_t>(bytes, kVersionAt);
+  uint32_t version = get_le<uint32_t>(bytes, kVersionAt);
   if (version != kFormatVersion) {
     return Status::corruption(
         what, fmt::format("header format version {} (this build reads {})", version, kFormatVersion));
   }
-  if (get<uint32_t>(bytes, kHeaderSizeAt) != kHeaderSize) {
+  if (get_le<uint32_t>(bytes, kHeaderSizeAt) != kHeaderSize) {
     return Status::corruption(what, "header size field is wrong");
   }
   FileHeader header;
-  header.page_size = get<uint32_t>(bytes, kPageSizeAt);
+  header.page_size = get_le<uint32_t>(bytes, kPageSizeAt);
   if (Status s = check_page_size(header.page_size); !s) {
     return Status::corruption(what, fmt::format("recorded {}", s.message()));
   }
-  uint8_t access = get<uint8_t>(bytes, kAccessAt);
+  uint8_t access = get_le<uint8_t>(bytes, kAccessAt);
   if (access > static_cast<uint8_t>(AccessType::kLooping)) {
     return Status::corruption(what, fmt::format("unknown access type {} in header", access));
   }
   header.policy.access = static_cast<AccessType>(access);
-  header.policy.min_pages = get<uint32_t>(bytes, kMinPagesAt);
-  header.policy.max_pages = get<uint32_t>(bytes, kMaxPagesAt);
-  header.created_unix_ns = get<int64_t>(bytes, kCreatedAt);
+  header.policy.min_pages = get_le<uint32_t>(bytes, kMinPagesAt);
+  header.policy.max_pages = get_le<uint32_t>(bytes, kMaxPagesAt);
+  header.created_unix_ns = get_le<int64_t>(bytes, kCreatedAt);
   return header;
 }
 

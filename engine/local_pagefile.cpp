@@ -105,7 +105,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   if (spec.create && spec.read_only) {
     return Status::invalid_argument(name, "create and read_only together");
   }
-  int flags = (spec.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  int flags = (spec.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (spec.dsync ? O_DSYNC : 0);
 
   int fd = -1;
   // Two rounds at most: when create finds the file appeared meanwhile, open it.

@@ -35,6 +35,7 @@ class LocalPagefile {
     bool create = false;
     bool exclusive = false;
     bool read_only = false;
+    bool dsync = false;   // O_DSYNC: every write is durable when it returns
     BufferPolicy policy;  // recorded when the file is created
   };
 

@@ -2,24 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "pagefile/options.h"
 #include "pagefile/pagefile.h"
 
 namespace pagefile {
-
-Status check_page_size(uint32_t page_size) {
-  bool power_of_two = page_size != 0 && (page_size & (page_size - 1)) == 0;
-  if (!power_of_two || page_size < kMinPageSize || page_size > kMaxPageSize) {
-    return Status::invalid_argument(
-        fmt::format("page size {}", page_size),
-        fmt::format("must be a power of two from {} to {}", kMinPageSize, kMaxPageSize));
-  }
-  return Status::ok();
-}
-
-std::string_view location_name(Location location) {
-  return location == Location::kLocal ? "local" : "remote";
-}
 
 Status check_page_number(int64_t page, std::string_view what) {
   if (page < 0) {

@@ -39,6 +39,11 @@ class PageIo {
   virtual Result<int64_t> size_pages() = 0;
   virtual Status lock(LockMode mode, LockWait wait) = 0;
   virtual Status unlock() = 0;
+
+  // Called once by the client when the descriptor closes, after its
+  // requests finished: record what must outlive it (a remote file's size)
+  // and let go of locks.
+  virtual Status close() { return Status::ok(); }
 };
 
 }  // namespace pagefile

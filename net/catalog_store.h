@@ -1,6 +1,20 @@
 // The catalog's durable records: one per Pagefile (TOPs file information
-// server). Kept in an SQLite database (ordinary unix VFS) in the catalog
-// server's directory, so they survive restarts and crashes.
+// server). Kept in an SQLite database (the "unix" VFS, named explicitly so a
+// Pagefile VFS registered as default is never used) in the catalog server's
+// directory, so they survive restarts and crashes: WAL journal with
+// synchronous=FULL, so a record is on disk when create/set_size/remove
+// return.
+//
+// The database is marked as a catalog by PRAGMA application_id and its schema
+// version by PRAGMA user_version; the table layout is in catalog_store.cpp.
+// Ids come from a counter kept in the database, so an id is never given out
+// twice, even after its file is removed and the catalog reopened.
+//
+// SQLite's errors become: SQLITE_FULL kNoSpace, SQLITE_READONLY kReadOnly,
+// SQLITE_CORRUPT/NOTADB kCorruption, SQLITE_BUSY/LOCKED kBusy (after a short
+// busy timeout), SQLITE_PERM/AUTH kPermissionDenied, SQLITE_CANTOPEN the code
+// of its errno (a missing directory is kNotFound), anything else kIOError;
+// the message carries sqlite3_errmsg.
 //
 // Thread-safety: not thread-safe; the catalog serialises calls.
 #pragma once
@@ -18,9 +32,8 @@ struct sqlite3;
 
 namespace pagefile::net {
 
-enum class PlacementKind : uint8_t { kStripe = 0, kHash = 1 };
-std::string_view placement_name(PlacementKind kind);
-Result<PlacementKind> parse_placement(std::string_view name);  // "stripe" | "hash"
+// The public placement (pagefile/options.h), named for what the record holds.
+using PlacementKind = ::pagefile::Placement;
 
 struct FileRecord {
   std::string name;
@@ -39,7 +52,9 @@ struct FileRecord {
 class CatalogStore {
  public:
   // Opens or creates the database at `path` (its directory must exist).
-  // kCorruption when the file is not a catalog database.
+  // kCorruption when the file is not a catalog database (not SQLite, or
+  // another program's SQLite database, which is left untouched);
+  // kNotSupported when it was written by a newer schema version.
   static Result<std::unique_ptr<CatalogStore>> open(const std::filesystem::path& path);
   ~CatalogStore();
   CatalogStore(const CatalogStore&) = delete;
@@ -47,15 +62,19 @@ class CatalogStore {
 
   // Creates the record `proto.name` (its id and created time are assigned;
   // returned filled in). kAlreadyExists when the name is taken.
-  // kInvalidArgument for an empty name, a bad page size, an empty server
-  // list or stripe_pages 0.
+  // kInvalidArgument for an empty name or one with a NUL byte, a bad page
+  // size (check_page_size), a negative size, an unknown placement or access
+  // type, stripe_pages 0, an empty server list, an empty server address or
+  // one with a newline, or a bad buffer policy (check_buffer_policy).
   Result<FileRecord> create(const FileRecord& proto);
 
-  // kNotFound when there is no record of that name / id.
+  // kNotFound when there is no record of that name / id. kCorruption when
+  // the stored row holds a value create() could not have written.
   Result<FileRecord> lookup(std::string_view name);
   Result<FileRecord> lookup_id(uint64_t id);
 
-  // Sets the size of file `id`. kNotFound for an unknown id.
+  // Sets the size of file `id`. kNotFound for an unknown id;
+  // kInvalidArgument for a negative size.
   Status set_size(uint64_t id, int64_t size_pages);
 
   // Removes the record and returns it. kNotFound when absent.

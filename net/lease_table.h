@@ -13,11 +13,25 @@
 // caller's choice. Lowering a level (to kShared or kNone) always succeeds.
 // kPending is granted as a step on the way to kExclusive: an owner asking for
 // kExclusive while other owners hold kShared is left at kPending and told
-// kBusy, exactly as SQLite expects.
+// kBusy, exactly as SQLite expects. An owner asking for kExclusive while
+// another holds kReserved is told kBusy and keeps its level (a second writer
+// at kPending would break the one-writer rule above).
+//
+// Requests follow the order of SQLite's pager (the asserts in unixLock and
+// unixUnlock); anything else is kInvalidArgument and changes nothing:
+//   - kShared first: kReserved and kExclusive only from kShared or above;
+//   - kReserved only from kShared;
+//   - kPending is never asked for (it is only ever the step above);
+//   - lowering goes to kShared or kNone only, never to kReserved/kPending.
+// Asking for the level already held succeeds, changes nothing and renews the
+// lease (a VFS whose xLock asks for less than it holds should answer that
+// itself, as unixLock does, rather than send it here).
 //
 // Leases: an owner (one client) holds all its locks under one lease of
 // `lease` length from its last renew() or successful set_level(). When the
-// lease runs out, the owner loses every lock it had, as if it had died.
+// lease runs out (the clock reaches the end, not only passes it), the owner
+// loses every lock it had, as if it had died. A refused request renews
+// nothing. An owner holding no lock has no lease.
 //
 // Thread-safety: not thread-safe; the catalog serialises calls.
 #pragma once
@@ -49,12 +63,15 @@ class LeaseTable {
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
   // `clock` defaults to steady_clock::now; tests pass their own.
+  // REQUIRES: lease > 0.
   explicit LeaseTable(std::chrono::milliseconds lease, Clock clock = {});
 
   // Moves `owner`'s lock on `file_id` to `level`, renewing its lease.
-  // kBusy (message naming the level and why) when another owner's lock is in
-  // the way; then the owner keeps what it had, except for the kPending step
-  // described above.
+  // kBusy (message naming the level and why, e.g. "file 7: EXCLUSIVE for
+  // owner 2: owner 1 holds SHARED; owner 2 left at PENDING") when another
+  // owner's lock is in the way; then the owner keeps what it had, except for
+  // the kPending step described above. kInvalidArgument for a request out of
+  // SQLite's order (above) or a value that is no LockLevel.
   Status set_level(uint64_t file_id, uint64_t owner, LockLevel level);
 
   // The level `owner` holds on `file_id` (kNone once its lease ran out).

@@ -5,8 +5,15 @@
 // Nothing above this header knows which transport a connection uses.
 //
 // Threading: each Connection and Listener runs its handlers on the
-// io_context it was made with (never inline in send/start). send() and
-// close() may be called from any thread.
+// io_context it was made with (never inline in send/start/close), one at a
+// time per connection even when several threads run the io_context. send(),
+// close(), pause_reading() and resume_reading() may be called from any
+// thread, including from the connection's own handlers.
+//
+// Lifetime: a started connection stays alive until it has ended (its
+// CloseHandler has run), whether or not the caller keeps a pointer; one
+// never started goes away with its last pointer, which the peer sees as a
+// disconnect. A connection or listener must not outlive its io_context.
 #pragma once
 
 #include <functional>
@@ -37,15 +44,24 @@ class Connection {
   // Begins delivering frames. Call once.
   virtual void start(FrameHandler on_frame, CloseHandler on_close) = 0;
 
-  // Queues a frame; frames go out in the order sent. Frames sent after the
-  // connection ended are dropped. REQUIRES: frame.size() * 8 <= kMaxFrameBytes.
+  // Queues a frame; frames go out in the order sent (per sending thread).
+  // Frames sent after the connection ended are dropped.
+  // REQUIRES: 0 < frame.size() * 8 <= kMaxFrameBytes; a frame outside that
+  // ends this connection with kInvalidArgument (the peer would close on it
+  // as malformed anyway).
   virtual void send(Frame frame) = 0;
 
   // Stops reading, drops queued frames, ends the connection. Idempotent.
+  // Called from this connection's FrameHandler, no further frame is
+  // delivered; called from another thread, frames may still be delivered
+  // until the close has taken effect on the io_context.
   virtual void close() = 0;
 
   // Pauses and resumes reading (flow control: a server that holds too many
-  // unconfirmed writes stops reading until they are done).
+  // unconfirmed writes stops reading until they are done). Once the pause
+  // takes effect (at once inside this connection's handlers, shortly after
+  // from another thread) no FrameHandler call starts until resume_reading();
+  // frames that arrive meanwhile wait, in order.
   virtual void pause_reading() = 0;
   virtual void resume_reading() = 0;
 
@@ -61,7 +77,9 @@ class Listener {
   virtual ~Listener() = default;
   // The address actually bound (a tcp port 0 becomes the real port).
   virtual Address address() const = 0;
-  // Stops accepting; existing connections are unaffected. Idempotent.
+  // Stops accepting; existing connections are unaffected. Idempotent; a
+  // unix: listener removes its socket file. An AcceptHandler already running
+  // on another thread may still finish.
   virtual void close() = 0;
 };
 
@@ -74,8 +92,12 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
                                          Listener::AcceptHandler on_accept, InprocHub* hub = nullptr);
 
 // Connects to `address`, waiting at most `timeout_ms`. kDisconnected when
-// nothing listens there (refused, no such socket, unknown inproc name) or
-// the time ran out; kInvalidArgument for an inproc: address without a hub.
+// nothing listens there (refused, no such socket, unknown inproc name, a
+// host name that does not resolve) or the time ran out; kInvalidArgument
+// for an inproc: address without a hub.
+// tcp: and unix: block the calling thread while `io` does the work: call
+// from a thread that is not running `io` (from io's only thread the connect
+// cannot progress and fails when the timeout runs out). inproc: never blocks.
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address,
                                             int timeout_ms, InprocHub* hub = nullptr);
 

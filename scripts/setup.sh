@@ -10,6 +10,7 @@ packages=(
   capnproto libcapnp-dev
   libfmt-dev libcli11-dev libxxhash-dev
   doctest-dev
+  nbdkit libnbd-dev
 )
 
 missing=()

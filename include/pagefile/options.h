@@ -61,6 +61,17 @@ enum class Location : uint8_t {
 
 std::string_view location_name(Location location);
 
+// How a remote file's pages are spread over its servers, fixed at creation.
+enum class Placement : uint8_t {
+  kStripe = 0,  // round-robin in units of stripe_pages (TOPs)
+  kHash = 1,    // computed from (file, page / stripe_pages) by rendezvous hashing (RAMA)
+};
+
+// "stripe", "hash".
+std::string_view placement_name(Placement placement);
+// The inverse of placement_name; kInvalidArgument for any other word.
+Result<Placement> parse_placement(std::string_view name);
+
 struct OpenOptions {
   Location location = Location::kLocal;
 
@@ -84,6 +95,13 @@ struct OpenOptions {
   // The most requests of this file that may be in flight at once; 0 means the
   // client's level. See Client::write_request.
   uint32_t concurrency = 0;
+
+  // Remote files only, used when the file is created: the placement, its
+  // unit in pages, and how many of the bus's servers hold the file (the
+  // first `servers` of the bus's list; 0 means all of them).
+  Placement placement = Placement::kStripe;
+  uint32_t stripe_pages = 1;
+  uint32_t servers = 0;
 };
 
 struct ClientOptions {
@@ -99,6 +117,17 @@ struct ClientOptions {
   // Threads that carry out local page I/O. Requests beyond this many wait in
   // a queue, so a level above it gains nothing for local files.
   uint32_t io_threads = 16;
+
+  // The bus for remote files (syntax in net/bus_config.h). Empty: the
+  // environment's PAGEFILE_BUS, else the embedded default of 4 in-process
+  // servers. The bus starts when the first remote file is opened.
+  std::string bus;
+  // Where embedded servers keep their data. Empty: $PAGEFILE_HOME, else
+  // ./pagefile-home.
+  std::filesystem::path home;
+  // How long a remote request may go unanswered before it fails with
+  // kDisconnected.
+  int request_timeout_ms = 30'000;
 };
 
 }  // namespace pagefile

@@ -153,8 +153,9 @@ class Client {
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 
   // Returns once every write of `fd` requested before the call is durable.
-  // Fails when any of those writes failed (its ticket still reports it too)
-  // or when the disk refuses to flush.
+  // Fails when the disk refuses to flush, and while any page's latest write
+  // failed (its ticket reports it too): that page is not on disk, so no sync
+  // may say it is, until the page is written successfully or truncated away.
   Status sync(Fd fd);
 
   // Waits for the file's earlier requests, then sets its size to `pages`

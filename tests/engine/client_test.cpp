@@ -16,7 +16,11 @@ struct Fixture {
   std::unique_ptr<Client> client;
 
   explicit Fixture(uint32_t concurrency = 8) {
-    auto c = Client::start({.local_dir = dir.path(), .concurrency = concurrency, .io_threads = 8});
+    auto c = Client::start({.local_dir = dir.path(),
+                            .concurrency = concurrency,
+                            .io_threads = 8,
+                            .bus = "inproc:1",
+                            .home = dir / "home"});
     REQUIRE_OK(c);
     client = std::move(*c);
   }
@@ -200,8 +204,12 @@ TEST_CASE("open: missing file, exclusive create, page sizes, bad names, remote")
   CHECK_CODE(fx.client->open(std::string("a\0b", 3), {.create = true}), Code::kInvalidArgument);
   CHECK_CODE(fx.client->open("h", {.create = true, .policy = BufferPolicy{AccessType::kRandom, 9, 3}}),
              Code::kInvalidArgument);
-  auto remote = fx.client->open("r", {.location = Location::kRemote, .create = true});
-  CHECK_CODE(remote, Code::kNotSupported);
+  // Remote files exist apart from local ones (tests/net covers them).
+  CHECK_CODE(fx.client->open("f", {.location = Location::kRemote}), Code::kNotFound);
+  auto bad_bus = Client::start({.local_dir = fx.dir.path(), .bus = "tcp://nowhere"});
+  REQUIRE_OK(bad_bus);
+  auto remote = (*bad_bus)->open("r", {.location = Location::kRemote, .create = true});
+  CHECK_CODE(remote, Code::kInvalidArgument);
   CHECK(remote.status().message().find("bus") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(fx.dir / "g"));
 }
@@ -313,7 +321,7 @@ TEST_CASE("unlink removes the file; open descriptors keep working") {
   CHECK_CODE(fx.client->unlink("f"), Code::kNotFound);
   CHECK_CODE(fx.client->open("f"), Code::kNotFound);
   CHECK_CODE(fx.client->unlink(""), Code::kInvalidArgument);
-  CHECK_CODE(fx.client->unlink("f", Location::kRemote), Code::kNotSupported);
+  CHECK_CODE(fx.client->unlink("f", Location::kRemote), Code::kNotFound);
 }
 
 TEST_CASE("locks: shared with shared, exclusive with nothing, per descriptor") {

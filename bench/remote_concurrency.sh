@@ -1,0 +1,371 @@
+#!/usr/bin/env bash
+# Remote Pagefile throughput against concurrency level (Pagefile paper,
+# section 5, on one machine): random 8 KiB page reads through pf-replay --bus
+# at concurrency 1 to 24, in three parts, side by side in one run:
+#
+#   latency  6 pagefiled on loopback, each EMULATING a disk of 10 ms per
+#            uncached page (--disk-latency 10) behind a 256-page cache; a
+#            6000-page file striped over them (far larger than the caches),
+#            random reads. The ideal is one page per server per 10 ms:
+#            min(c, 6) x 100 pages/s, at most 600 pages/s.
+#   cached   the same 6 servers restarted with no emulated latency and a cache
+#            larger than the file, warmed by one read pass: every read is a
+#            server cache hit, so this measures the pipeline itself (client,
+#            bus, transport, server), not a disk.
+#   nbd      a real peer: ONE pagefiled with every page cached against ONE
+#            nbdkit memory server (both on Unix sockets), reading the same
+#            pages of the same trace at the same concurrency levels; nbd
+#            reads go through libnbd's asynchronous API (nbd_random_read),
+#            keeping N in flight on one connection. Skipped, with a message,
+#            when nbdkit or the nbd_random_read driver (libnbd) is missing.
+#
+# A benchmark, not a test: it asserts nothing about speed, and builds nothing.
+# Every pf-replay run verifies every page it reads; any error or mismatch
+# stops the benchmark. See bench/README.md.
+#
+# usage: bench/remote_concurrency.sh [--pf-replay PATH] [--pagefiled PATH]
+#            [--nbd-driver PATH] [--parts "latency cached nbd"]
+#            [--levels "1 2 4 6 8 12 16 24"] [--servers 6] [--latency-ms 10]
+#            [--cache-pages 256] [--file-pages 6000] [--page-size 8192]
+#            [--seconds 3] [--repeat 3] [--csv OUT] [--tmp DIR]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+pf_replay="$here/../build/tools/pf-replay"
+pagefiled="$here/../build/tools/pagefiled"
+nbd_driver="$here/../build/bench/nbd_random_read"
+parts="latency cached nbd"
+levels="1 2 4 6 8 12 16 24"
+servers=6
+latency_ms=10
+cache_pages=256
+file_pages=6000
+page_size=8192
+seconds=3
+repeat=3
+csv="$PWD/remote_concurrency.csv"
+tmp_base="${TMPDIR:-/tmp}"
+command_line="$0 $*"
+
+usage() { sed -n '/^# usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "remote_concurrency.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --pf-replay) pf_replay="$2"; shift 2 ;;
+    --pagefiled) pagefiled="$2"; shift 2 ;;
+    --nbd-driver) nbd_driver="$2"; shift 2 ;;
+    --parts) parts="$2"; shift 2 ;;
+    --levels) levels="$2"; shift 2 ;;
+    --servers) servers="$2"; shift 2 ;;
+    --latency-ms) latency_ms="$2"; shift 2 ;;
+    --cache-pages) cache_pages="$2"; shift 2 ;;
+    --file-pages) file_pages="$2"; shift 2 ;;
+    --page-size) page_size="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    --csv) csv="$2"; shift 2 ;;
+    --tmp) tmp_base="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "remote_concurrency.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+[[ -x "$pf_replay" ]] || die "no pf-replay at $pf_replay; build it (ninja -C build) or pass --pf-replay"
+[[ -x "$pagefiled" ]] || die "no pagefiled at $pagefiled; build it (ninja -C build) or pass --pagefiled"
+pf_replay=$(absolute "$pf_replay")
+pagefiled=$(absolute "$pagefiled")
+case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
+for part in $parts; do
+  case "$part" in latency|cached|nbd) ;; *) die "--parts: unknown part '$part'" ;; esac
+done
+want() { [[ " $parts " == *" $1 "* ]]; }
+
+# Whether the NBD part can run, and if not why not.
+nbd_missing=""
+if want nbd; then
+  if [[ ! -x "$nbd_driver" ]]; then
+    nbd_missing="the nbd_random_read driver was not built at $nbd_driver (it needs libnbd: Debian package libnbd-dev, then meson setup --reconfigure)"
+  elif ! command -v nbdkit > /dev/null; then
+    nbd_missing="nbdkit is not installed (Debian package nbdkit)"
+  elif ! nbdkit memory --dump-plugin > /dev/null 2>&1; then
+    nbd_missing="nbdkit has no memory plugin (Debian package nbdkit)"
+  else
+    nbd_driver=$(absolute "$nbd_driver")
+  fi
+fi
+
+work=$(mktemp -d "$tmp_base/pf-bench-remote.XXXXXX")
+pids=()  # every server this script started
+stop_servers() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  pids=()
+}
+trap 'stop_servers; rm -rf "$work"' EXIT
+cd "$work"
+
+# start_pagefiled NAME LISTEN ARGS...: starts one server over $work/NAME and
+# prints the address it listens on (its "listening on" line).
+start_pagefiled() {
+  local name=$1 listen=$2
+  shift 2
+  "$pagefiled" --listen "$listen" --dir "$work/$name" "$@" > "$work/$name.out" 2>&1 &
+  pids+=($!)
+  local i address=""
+  for ((i = 0; i < 100; i++)); do
+    # (the file may not exist yet: the child opens it after the fork)
+    address=$(sed -n 's/^pagefiled: listening on \([^ ]*\).*/\1/p' "$work/$name.out" 2> /dev/null || true)
+    [[ -n "$address" ]] && break
+    sleep 0.1
+  done
+  if [[ -z "$address" ]]; then
+    echo "remote_concurrency.sh: pagefiled $name did not start:" >&2
+    cat "$work/$name.out" >&2
+    exit 1
+  fi
+  echo "$address"
+}
+
+# start_cluster PREFIX N ARGS...: N servers on 127.0.0.1 (fresh directories);
+# sets bus to their addresses, comma-separated.
+start_cluster() {
+  local prefix=$1 n=$2 i address
+  shift 2
+  bus=""
+  for ((i = 0; i < n; i++)); do
+    rm -rf "$work/$prefix-$i"
+    # start_pagefiled runs in this shell (not a subshell) so pids keeps the pid.
+    start_pagefiled "$prefix-$i" tcp://127.0.0.1:0 "$@" > "$work/address"
+    address=$(cat "$work/address")
+    bus="${bus:+$bus,}$address"
+  done
+}
+
+# The sum of the servers' cache hits and misses ("HITS MISSES").
+cache_counters() {
+  if [[ $have_admin == 0 ]]; then echo "0 0"; return; fi
+  { "$pf_admin_bus_tool" status --bus "$1" 2> /dev/null || true; } |
+    awk '$1 ~ /^(tcp:|unix:)/ && $2 != "DOWN:" { h += $5; m += $6 } END { print h + 0, m + 0 }'
+}
+pf_admin_bus_tool="$(dirname "$pf_replay")/pagefile"
+have_admin=1
+[[ -x "$pf_admin_bus_tool" ]] || have_admin=0
+
+# replay TRACE BUS LEVEL [ARGS...]: one verified pf-replay run; prints its
+# CSV row (also appended to runs.csv).
+replay() {
+  local trace=$1 bus_arg=$2 level=$3
+  shift 3
+  if ! "$pf_replay" run "$trace" --bus "$bus_arg" --concurrency "$level" --csv runs.csv \
+      --no-progress "$@" > run.out 2> run.err; then
+    echo "remote_concurrency.sh: pf-replay failed on $trace at concurrency $level:" >&2
+    cat run.out run.err >&2
+    exit 1
+  fi
+  tail -1 runs.csv
+}
+# Columns of pf-replay's CSV, found by name so added columns do not shift them.
+column_of() { head -1 runs.csv | tr ',' '\n' | grep -nx "$1" | cut -d: -f1; }
+field() { echo "$1" | cut -d, -f"$(column_of "$2")"; }
+
+gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size "$page_size" "$@"; }
+gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
+gen --pattern sequential --ops "$file_pages" --write-ratio 0 > warm.trace
+# random_trace NAME OPS: random reads only (write ratio 0), one seed for all.
+random_trace() { gen --pattern random --ops "$2" --write-ratio 0 --seed 1 > "$1"; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# ops_for_rate RATE [MIN]: ops for a run of about `seconds` at RATE pages/s:
+# ceil(RATE x seconds), at least MIN (default 1000).
+ops_for_rate() {
+  awk -v r="$1" -v s="$seconds" -v min="${2:-1000}" 'BEGIN { n = int(r * s + 0.999); print (n < min) ? min : n }'
+}
+
+echo "command: $command_line"
+echo "pf-replay: $pf_replay"
+echo "pagefiled: $pagefiled"
+echo "machine: $(uname -srm), $(nproc) CPUs; server data in $work ($(stat -f -c %T "$work") file system)"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "file: $file_pages pages of $page_size B ($((file_pages * page_size / 1024 / 1024)) MiB), random reads (write ratio 0, seed 1)"
+echo "each run: pf-replay run TRACE --bus BUS --concurrency N --csv runs.csv --no-progress"
+echo "          (every page read is verified; the timed run includes connecting and the open)"
+echo
+
+fill_and_warm() {  # BUS [PLACEMENT ARGS...]
+  local bus_arg=$1
+  shift
+  replay fill.trace "$bus_arg" 24 "$@" > /dev/null
+}
+
+# ---------------------------------------------------------------------------
+if want latency; then
+  ideal_max=$((servers * 1000 / latency_ms))
+  echo "== latency: $servers pagefiled, EMULATED disk latency $latency_ms ms, cache $cache_pages pages each =="
+  echo "servers: pagefiled --listen tcp://127.0.0.1:0 --disk-latency $latency_ms --cache-pages $cache_pages (x$servers)"
+  start_cluster lat "$servers" --disk-latency "$latency_ms" --cache-pages "$cache_pages"
+  echo "bus: $bus"
+  fill_and_warm "$bus" --placement stripe
+  echo "file created with --placement stripe (1 page per unit) and filled (untimed)"
+  echo "ideal: one uncached page per server per $latency_ms ms = min(c, $servers) x $((1000 / latency_ms)) pages/s, at most $ideal_max pages/s"
+  # The caches hold servers x cache_pages of the file's pages; a random read
+  # finds its page there with about that share, and a hit waits for no disk.
+  miss_share=$(awk -v c=$((servers * cache_pages)) -v f="$file_pages" 'BEGIN { h = c / f; if (h > 1) h = 1; print 1 - h }')
+  echo "the caches hold $((servers * cache_pages)) of the $file_pages pages, so about $(awk -v m="$miss_share" 'BEGIN { printf "%.0f", 100 * (1 - m) }')% of random reads are hits, which wait for no disk:"
+  echo "a level can beat its ideal by up to 1 / (share of misses); the misses column is the servers' own count"
+  echo "(one run per level, ops sized for ~${seconds} s at the ideal rate with that share of misses)"
+  printf "%-32s %5s %6s %8s %9s %9s %8s %9s %7s %7s\n" "EMULATED ${latency_ms} ms disk" concurrency \
+    ops seconds ms/page pages/s ideal "%ideal(c)" "%$ideal_max" misses
+  for level in $levels; do
+    busy=$((level < servers ? level : servers))
+    ideal=$((busy * 1000 / latency_ms))
+    ops=$(ops_for_rate "$(awk -v i="$ideal" -v m="$miss_share" 'BEGIN { print (m > 0) ? i / m : i }')" 100)
+    random_trace "emulated${latency_ms}ms-read-c$level.trace" "$ops"
+    before=$(cache_counters "$bus")
+    row=$(replay "emulated${latency_ms}ms-read-c$level.trace" "$bus" "$level")
+    after=$(cache_counters "$bus")
+    rate=$(field "$row" pages_per_s)
+    read -r h0 m0 <<< "$before"
+    read -r h1 m1 <<< "$after"
+    miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
+      'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.0f%%", 100 * m / (h + m) }')
+    printf "%-32s %5s %6s %8.2f %9.3f %9.1f %8d %8.1f%% %6.1f%% %7s\n" \
+      "EMULATED ${latency_ms} ms disk" "$level" "$ops" "$(field "$row" seconds)" \
+      "$(field "$row" ms_per_page)" "$rate" "$ideal" \
+      "$(awk -v r="$rate" -v i="$ideal" 'BEGIN { print 100 * r / i }')" \
+      "$(awk -v r="$rate" -v i="$ideal_max" 'BEGIN { print 100 * r / i }')" "$miss"
+  done
+  stop_servers
+  echo
+fi
+
+# ---------------------------------------------------------------------------
+# measure_cached TRACE_PREFIX BUS LEVEL: sizes a run for ~seconds from a short
+# probe, then runs it `repeat` times; sets ops and the medians rate and ms.
+measure_cached() {
+  local prefix=$1 bus_arg=$2 level=$3 probe r rates=() mss=() row
+  random_trace "$prefix-probe.trace" 2000
+  probe=$(field "$(replay "$prefix-probe.trace" "$bus_arg" "$level")" pages_per_s)
+  ops=$(ops_for_rate "$probe")
+  trace="$prefix-read-c$level.trace"
+  random_trace "$trace" "$ops"
+  for ((r = 0; r < repeat; r++)); do
+    row=$(replay "$trace" "$bus_arg" "$level")
+    rates+=("$(field "$row" pages_per_s)")
+    mss+=("$(field "$row" ms_per_page)")
+  done
+  rate=$(printf "%s\n" "${rates[@]}" | median)
+  ms=$(printf "%s\n" "${mss[@]}" | median)
+}
+
+if want cached; then
+  big_cache=$((file_pages * 2))
+  echo "== cached: $servers pagefiled, NO emulated latency, cache $big_cache pages each (> the file): every read a cache hit =="
+  echo "servers: pagefiled --listen tcp://127.0.0.1:0 --cache-pages $big_cache (x$servers)"
+  start_cluster hit "$servers" --cache-pages "$big_cache"
+  echo "bus: $bus"
+  fill_and_warm "$bus" --placement stripe
+  replay warm.trace "$bus" 24 > /dev/null
+  echo "file created with --placement stripe, filled, then warmed by one sequential read pass (untimed)"
+  echo "(ops sized from a 2000-op probe for ~${seconds} s; median of $repeat runs)"
+  printf "%-32s %5s %7s %9s %10s %8s %7s\n" "no emulated latency" concurrency ops ms/page pages/s "vs c=1" misses
+  base=""
+  for level in $levels; do
+    before=$(cache_counters "$bus")
+    measure_cached cached "$bus" "$level"
+    after=$(cache_counters "$bus")
+    read -r h0 m0 <<< "$before"
+    read -r h1 m1 <<< "$after"
+    miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
+      'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.1f%%", 100 * m / (h + m) }')
+    [[ -z "$base" ]] && base=$rate
+    printf "%-32s %5s %7s %9.4f %10.0f %7.2fx %7s\n" "no emulated latency (all hits)" "$level" "$ops" \
+      "$ms" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" "$miss"
+  done
+  stop_servers
+  echo
+fi
+
+# ---------------------------------------------------------------------------
+if want nbd; then
+  echo "== nbd: ONE pagefiled (all pages cached) against ONE nbdkit memory server, NO emulated latency =="
+  if [[ -n "$nbd_missing" ]]; then
+    echo "SKIPPED: $nbd_missing"
+  else
+    big_cache=$((file_pages * 2))
+    pf_socket="$work/pf.sock"
+    nbd_socket="$work/nbd.sock"
+    start_pagefiled peer "unix:$pf_socket" --cache-pages "$big_cache" > "$work/address"
+    peer_bus=$(cat "$work/address")
+    # --exit-with-parent implies --foreground; the pid file appears once it
+    # accepts connections.
+    nbdkit --unix "$nbd_socket" --pidfile "$work/nbdkit.pid" --exit-with-parent \
+      memory "$((file_pages * page_size))" > "$work/nbdkit.out" 2>&1 &
+    pids+=($!)
+    for ((i = 0; i < 100; i++)); do [[ -s "$work/nbdkit.pid" ]] && break; sleep 0.1; done
+    [[ -s "$work/nbdkit.pid" ]] || { echo "remote_concurrency.sh: nbdkit did not start:" >&2; cat "$work/nbdkit.out" >&2; exit 1; }
+    echo "pagefile: pagefiled --listen unix:$pf_socket --cache-pages $big_cache; file filled and warmed by one read pass"
+    echo "nbd:      nbdkit --unix $nbd_socket memory $((file_pages * page_size)) ($(nbdkit --version | head -1)); disk filled once"
+    echo "          $nbd_driver --unix SOCKET --page-size $page_size --trace TRACE --concurrency N"
+    echo "both read the pages of the same trace (pf-replay also verifies each page it reads; nbd_random_read does not look at them)"
+    echo "(ops sized from a 2000-op probe of pagefile for ~${seconds} s; median of $repeat runs each, alternating)"
+    fill_and_warm "$peer_bus"
+    replay warm.trace "$peer_bus" 24 > /dev/null
+    if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
+        --ops 0 --concurrency 24 --fill > nbd.out 2>&1; then
+      echo "remote_concurrency.sh: filling the nbd disk failed:" >&2; cat nbd.out >&2; exit 1
+    fi
+    nbd_csv="${csv%.csv}-nbd.csv"
+    [[ -s "$nbd_csv" ]] || echo "started_utc,concurrency,ops,seconds,ms_per_page,pages_per_s,page_size,trace" > "$nbd_csv"
+    printf "%-32s %5s %7s %12s %12s %11s %11s %9s\n" "no emulated latency, 1 server" concurrency ops \
+      "pagefile p/s" "nbdkit p/s" "pf ms/page" "nbd ms/page" "pf/nbd"
+    for level in $levels; do
+      random_trace nbdpeer-probe.trace 2000
+      probe=$(field "$(replay nbdpeer-probe.trace "$peer_bus" "$level")" pages_per_s)
+      ops=$(ops_for_rate "$probe")
+      trace="nbdpeer-read-c$level.trace"
+      random_trace "$trace" "$ops"
+      pf_rates=(); pf_mss=(); nbd_rates=(); nbd_mss=()
+      for ((r = 0; r < repeat; r++)); do
+        row=$(replay "$trace" "$peer_bus" "$level")
+        pf_rates+=("$(field "$row" pages_per_s)")
+        pf_mss+=("$(field "$row" ms_per_page)")
+        if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
+            --concurrency "$level" > nbd.out 2>&1; then
+          echo "remote_concurrency.sh: nbd_random_read failed at concurrency $level:" >&2; cat nbd.out >&2; exit 1
+        fi
+        line=$(cat nbd.out)
+        value() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+        nbd_rates+=("$(value pages_per_s)")
+        nbd_mss+=("$(value ms_per_page)")
+        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$trace" >> "$nbd_csv"
+      done
+      pf_rate=$(printf "%s\n" "${pf_rates[@]}" | median)
+      nbd_rate=$(printf "%s\n" "${nbd_rates[@]}" | median)
+      printf "%-32s %5s %7s %12.0f %12.0f %11.4f %11.4f %8.2fx\n" "no emulated latency, 1 server" "$level" "$ops" \
+        "$pf_rate" "$nbd_rate" "$(printf "%s\n" "${pf_mss[@]}" | median)" \
+        "$(printf "%s\n" "${nbd_mss[@]}" | median)" "$(awk -v a="$pf_rate" -v b="$nbd_rate" 'BEGIN { print a / b }')"
+    done
+    echo "nbd rows appended to $nbd_csv"
+  fi
+  stop_servers
+  echo
+fi
+
+# The pf-replay rows of this run go to OUT, with pf-replay's header when OUT is new.
+if [[ -s runs.csv ]]; then
+  header=$(head -1 runs.csv)
+  if [[ ! -s "$csv" ]]; then
+    echo "$header" > "$csv"
+  elif [[ "$(head -1 "$csv")" != "$header" ]]; then
+    echo "remote_concurrency.sh: $csv has other columns; rows kept only in this run's output" >&2
+    csv=""
+  fi
+  if [[ -n "$csv" ]]; then
+    tail -n +2 runs.csv >> "$csv"
+    echo "pf-replay rows (probes and warm-ups included; the trace column names the part) appended to $csv"
+  fi
+fi
+exit 0

@@ -1,0 +1,25 @@
+// Fixed-width integers stored little-endian whatever the host, so files and
+// pages written on one machine read on another.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace pagefile {
+
+template <class T>
+void put_le(std::span<std::byte> out, size_t at, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out[at + i] = static_cast<std::byte>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff);
+  }
+}
+
+template <class T>
+T get_le(std::span<const std::byte> in, size_t at) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value |= static_cast<uint64_t>(in[at + i]) << (8 * i);
+  return static_cast<T>(value);
+}
+
+}  // namespace pagefile

@@ -1,0 +1,32 @@
+// Checks and names of the option values in pagefile/options.h.
+#include <fmt/format.h>
+
+#include "pagefile/options.h"
+
+namespace pagefile {
+
+Status check_page_size(uint32_t page_size) {
+  bool power_of_two = page_size != 0 && (page_size & (page_size - 1)) == 0;
+  if (!power_of_two || page_size < kMinPageSize || page_size > kMaxPageSize) {
+    return Status::invalid_argument(
+        fmt::format("page size {}", page_size),
+        fmt::format("must be a power of two from {} to {}", kMinPageSize, kMaxPageSize));
+  }
+  return Status::ok();
+}
+
+std::string_view location_name(Location location) {
+  return location == Location::kLocal ? "local" : "remote";
+}
+
+std::string_view placement_name(Placement placement) {
+  return placement == Placement::kHash ? "hash" : "stripe";
+}
+
+Result<Placement> parse_placement(std::string_view name) {
+  if (name == "stripe") return Placement::kStripe;
+  if (name == "hash") return Placement::kHash;
+  return Status::invalid_argument(fmt::format("placement '{}'", name), "must be stripe or hash");
+}
+
+}  // namespace pagefile

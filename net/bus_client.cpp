@@ -1,0 +1,380 @@
+#include "net/bus_client.h"
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+#include <kj/exception.h>
+
+#include "net/transport.h"
+#include "net/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+// ---- Reply -----------------------------------------------------------------
+
+Reply::Reply(Frame frame)
+    : frame_(std::move(frame)),
+      reader_(kj::ArrayPtr<const capnp::word>(frame_.data(), frame_.size()), frame_reader_options()),
+      root_(reader_.getRoot<wire::Response>()) {}
+
+Result<std::shared_ptr<Reply>> Reply::parse(Frame frame) {
+  try {
+    std::shared_ptr<Reply> reply(new Reply(std::move(frame)));
+    // Touch the fields every caller reads, so a malformed frame fails here.
+    (void)reply->root_.getId();
+    (void)reply->root_.which();
+    return reply;
+  } catch (const kj::Exception& e) {
+    return Status::corruption("response", fmt::format("malformed message: {}", e.getDescription().cStr()));
+  }
+}
+
+// ---- BusClient::Impl ---------------------------------------------------------
+
+namespace {
+
+struct Peer {
+  std::string name;
+  Address address;
+  std::shared_ptr<Connection> connection;
+  bool connecting = false;
+  std::vector<std::pair<uint64_t, Frame>> queued;  // waiting for the connection
+};
+
+struct Pending {
+  BusClient::Callback done;
+  std::string server;
+  Clock::time_point deadline;
+};
+
+}  // namespace
+
+class BusClient::Impl {
+ public:
+  Impl(const BusConfig& config, const BusOptions& options, uint64_t owner)
+      : config_(config), options_(options), owner_(owner) {}
+
+  Status start();
+  void stop();
+  void call(const std::string& server, const Build& build, Callback done);
+  void add_held_locks(int delta) { held_locks_ += delta; }
+  void note_lease(int64_t ms) { lease_ms_ = ms; }
+
+ private:
+  void connector_loop();
+  void housekeeping_loop();
+  void on_frame(const std::string& server, Frame frame);
+  void on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
+                const Status& why);
+  // Fails every pending request of `server` (all when empty) with `why`.
+  void fail_server(const std::string& server, const Status& why);
+
+  const BusConfig config_;
+  const BusOptions options_;
+  const uint64_t owner_;
+
+  InprocHub hub_;
+  std::vector<std::unique_ptr<PageServer>> embedded_;
+  asio::io_context io_;
+  std::thread io_thread_;
+  std::thread connector_;
+  std::thread housekeeping_;
+  std::atomic<int> held_locks_{0};
+  std::atomic<int64_t> lease_ms_{1000};  // the catalog's lease, as it last told us
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                           // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;                            // GUARDED_BY(mu_)
+  std::map<std::string, Peer> peers_;               // GUARDED_BY(mu_)
+  std::deque<std::string> to_connect_;              // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, Pending> pending_;   // GUARDED_BY(mu_)
+};
+
+Status BusClient::Impl::start() {
+  for (const Address& address : config_.embedded) {
+    ServerOptions server_options = options_.embedded;
+    server_options.dir = config_.home / address.path;
+    auto server = PageServer::start(server_options, address, &hub_);
+    if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
+    embedded_.push_back(std::move(*server));
+  }
+  io_thread_ = std::thread([this] {
+    auto guard = asio::make_work_guard(io_);
+    io_.run();
+  });
+  connector_ = std::thread([this] { connector_loop(); });
+  housekeeping_ = std::thread([this] { housekeeping_loop(); });
+  return Status::ok();
+}
+
+void BusClient::Impl::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+  }
+  // Say goodbye to the catalog so our locks go now, not when the lease ends.
+  if (held_locks_ > 0) {
+    std::promise<void> said;
+    call(config_.servers[config_.catalog].text(),
+         [this](wire::Request::Builder r) { r.setReleaseOwner(owner_); },
+         [&said](Result<ReplyPtr>) { said.set_value(); });
+    said.get_future().wait_for(std::chrono::milliseconds(options_.connect_timeout_ms));
+  }
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [name, peer] : peers_) {
+      if (peer.connection) connections.push_back(peer.connection);
+      peer.queued.clear();  // fail_server below fails their requests
+    }
+  }
+  cv_.notify_all();
+  if (connector_.joinable()) connector_.join();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  for (auto& c : connections) c->close();
+  fail_server("", Status::disconnected("bus", "client is stopping"));
+  io_.stop();
+  if (io_thread_.joinable()) io_thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    peers_.clear();
+  }
+  for (auto& server : embedded_) server->stop();
+  embedded_.clear();
+}
+
+void BusClient::Impl::call(const std::string& server, const Build& build, Callback done) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<wire::Request>();
+  request.setVersion(wire::PROTOCOL_VERSION);
+  build(request);
+  std::shared_ptr<Connection> connection;
+  Frame frame;
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      // Not under our lock: the callback may call back into the bus.
+      id = 0;
+    } else {
+      id = next_id_++;
+      request.setId(id);
+      frame = to_frame(message);
+      pending_.emplace(id, Pending{std::move(done), server,
+                                   Clock::now() + std::chrono::milliseconds(options_.request_timeout_ms)});
+      Peer& peer = peers_[server];
+      if (peer.connection) {
+        connection = peer.connection;
+      } else {
+        peer.name = server;
+        peer.queued.emplace_back(id, std::move(frame));
+        if (!peer.connecting) {
+          peer.connecting = true;
+          to_connect_.push_back(server);
+          cv_.notify_all();
+        }
+      }
+    }
+  }
+  if (id == 0) {
+    done(Status::disconnected("bus", "client is stopping"));
+    return;
+  }
+  if (connection) connection->send(std::move(frame));
+}
+
+void BusClient::Impl::connector_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !to_connect_.empty(); });
+    if (stopping_) return;
+    std::string server = to_connect_.front();
+    to_connect_.pop_front();
+    lock.unlock();
+
+    Result<std::shared_ptr<Connection>> connection = Status::invalid_argument(server, "bad address");
+    auto address = parse_address(server);
+    if (address) {
+      connection = connect(io_, *address, options_.connect_timeout_ms, &hub_);
+    } else {
+      connection = address.status();
+    }
+    if (connection) {
+      auto conn = *connection;
+      conn->start([this, server](Frame frame) { on_frame(server, std::move(frame)); },
+                  [this, server, weak = std::weak_ptr<Connection>(conn)](Status why) {
+                    on_close(server, weak.lock(), why);
+                  });
+    }
+
+    lock.lock();
+    Peer& peer = peers_[server];
+    peer.connecting = false;
+    std::vector<std::pair<uint64_t, Frame>> queued;
+    queued.swap(peer.queued);
+    if (connection) {
+      peer.connection = *connection;
+      for (auto& [id, frame] : queued) peer.connection->send(std::move(frame));
+      continue;
+    }
+    // Could not connect: everything queued for it fails now.
+    std::vector<Callback> failed;
+    for (auto& [id, frame] : queued) {
+      auto it = pending_.find(id);
+      if (it != pending_.end()) {
+        failed.push_back(std::move(it->second.done));
+        pending_.erase(it);
+      }
+    }
+    lock.unlock();
+    Status why = connection.status().is(Code::kDisconnected)
+                     ? connection.status()
+                     : Status::disconnected(server, connection.status().to_string());
+    for (auto& done : failed) done(why);
+    lock.lock();
+  }
+}
+
+void BusClient::Impl::housekeeping_loop() {
+  auto next_renew = Clock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (stopping_) return;
+    // Requests past their deadline fail; a late answer is then ignored.
+    auto now = Clock::now();
+    std::vector<std::pair<Callback, std::string>> expired;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.emplace_back(std::move(it->second.done), it->second.server);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    for (auto& [done, server] : expired) {
+      done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
+    }
+    if (held_locks_ > 0 && now >= next_renew) {
+      next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
+      call(config_.servers[config_.catalog].text(),
+           [this](wire::Request::Builder r) { r.setRenewLease(owner_); }, [](Result<ReplyPtr>) {
+             // A failed renewal shows when the lock is next used: the
+             // catalog then answers that the lock is gone.
+           });
+    }
+    lock.lock();
+  }
+}
+
+void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
+  auto reply = Reply::parse(std::move(frame));
+  if (!reply) {
+    // Without an id it belongs to no request; the stream cannot be trusted.
+    fail_server(server, reply.status().with_context(server));
+    return;
+  }
+  Callback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find((*reply)->root().getId());
+    if (it == pending_.end()) return;  // answered after its deadline
+    done = std::move(it->second.done);
+    pending_.erase(it);
+  }
+  auto root = (*reply)->root();
+  if (root.getVersion() != wire::PROTOCOL_VERSION) {
+    done(Status::not_supported(server, fmt::format("server speaks protocol version {}, this client {}",
+                                                   root.getVersion(), wire::PROTOCOL_VERSION)));
+  } else if (root.isError()) {
+    done(from_wire(root.getError()));
+  } else {
+    done(std::move(*reply));
+  }
+}
+
+void BusClient::Impl::on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
+                               const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = peers_.find(server);
+    if (it != peers_.end() && it->second.connection == connection) it->second.connection.reset();
+  }
+  fail_server(server, Status::disconnected(server, fmt::format("connection lost ({})", why.to_string())));
+}
+
+void BusClient::Impl::fail_server(const std::string& server, const Status& why) {
+  std::vector<Callback> failed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      bool queued = false;
+      if (auto p = peers_.find(it->second.server); p != peers_.end()) {
+        for (auto& [id, frame] : p->second.queued) queued |= id == it->first;
+      }
+      if ((server.empty() || it->second.server == server) && !queued) {
+        failed.push_back(std::move(it->second.done));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : failed) done(why);
+}
+
+// ---- BusClient ---------------------------------------------------------------
+
+Result<std::unique_ptr<BusClient>> BusClient::start(const BusConfig& config, const BusOptions& options) {
+  if (config.servers.empty()) return Status::invalid_argument("bus", "names no servers");
+  std::random_device random;
+  uint64_t owner = (static_cast<uint64_t>(random()) << 32) ^ random() ^
+                   static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  if (owner == 0) owner = 1;
+  auto impl = std::make_unique<Impl>(config, options, owner);
+  if (Status s = impl->start(); !s) {
+    impl->stop();
+    return s;
+  }
+  std::vector<std::string> servers;
+  for (const auto& a : config.servers) servers.push_back(a.text());
+  std::string catalog = servers[config.catalog];
+  return std::unique_ptr<BusClient>(new BusClient(std::move(impl), std::move(catalog), std::move(servers), owner));
+}
+
+BusClient::BusClient(std::unique_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
+                     uint64_t owner)
+    : impl_(std::move(impl)), catalog_(std::move(catalog)), servers_(std::move(servers)), owner_(owner) {}
+
+BusClient::~BusClient() { impl_->stop(); }
+
+void BusClient::call(const std::string& server, const Build& build, Callback done) {
+  impl_->call(server, build, std::move(done));
+}
+
+Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& build) {
+  std::promise<Result<ReplyPtr>> promise;
+  auto future = promise.get_future();
+  impl_->call(server, build, [&promise](Result<ReplyPtr> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+void BusClient::add_held_locks(int delta) { impl_->add_held_locks(delta); }
+void BusClient::note_lease(std::chrono::milliseconds lease) { impl_->note_lease(lease.count()); }
+
+}  // namespace pagefile::net

@@ -1,0 +1,104 @@
+// The client's end of the bus: connections to every server it talks to,
+// request ids, responses matched back to their requests, and the embedded
+// in-process servers when the bus names inproc:N.
+//
+// Many requests share one connection per server; responses come back in any
+// order and are matched by id. A server that cannot be reached, or whose
+// connection drops, fails every request waiting on it with kDisconnected;
+// the next request to it connects again. A request unanswered after
+// `request_timeout_ms` fails with kDisconnected too, so nothing hangs on a
+// stuck server.
+//
+// Locks held at the catalog live under a lease this client renews in the
+// background (every third of the lease) while it holds any lock.
+//
+// Thread-safety: thread-safe. Callbacks run on the bus's own threads, never
+// inside call() and never under the bus's locks; they must not block for
+// long.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <capnp/serialize.h>
+
+#include "net/bus_config.h"
+#include "net/frame.h"
+#include "net/page_server.h"
+#include "net/pagefile.capnp.h"
+#include "pagefile/status.h"
+
+namespace pagefile::net {
+
+// A response, kept with the frame it was read from.
+class Reply {
+ public:
+  // kCorruption when the frame is not a Response.
+  static Result<std::shared_ptr<Reply>> parse(Frame frame);
+  wire::Response::Reader root() const { return root_; }
+
+ private:
+  explicit Reply(Frame frame);
+  Frame frame_;
+  capnp::FlatArrayMessageReader reader_;
+  wire::Response::Reader root_;
+};
+using ReplyPtr = std::shared_ptr<Reply>;
+
+struct BusOptions {
+  int connect_timeout_ms = 3000;
+  int request_timeout_ms = 30'000;
+  // How embedded (inproc:N) servers run; `dir` is set per server under home.
+  ServerOptions embedded;
+};
+
+class BusClient {
+ public:
+  // Fills in a request; the bus sets its id and version.
+  using Build = std::function<void(wire::Request::Builder)>;
+  // Gets the response, or the error: the server's own (a Response holding an
+  // error becomes that Status), kDisconnected, or kCorruption.
+  using Callback = std::function<void(Result<ReplyPtr>)>;
+
+  // Starts the bus threads and any embedded servers. Connections open on
+  // first use.
+  static Result<std::unique_ptr<BusClient>> start(const BusConfig& config,
+                                                  const BusOptions& options = {});
+  // Tells the catalog this owner is going, fails whatever is still waiting
+  // with kDisconnected, and stops the embedded servers.
+  ~BusClient();
+  BusClient(const BusClient&) = delete;
+  BusClient& operator=(const BusClient&) = delete;
+
+  // Sends a request to `server` (an address in text form); `done` runs once.
+  void call(const std::string& server, const Build& build, Callback done);
+  // call() and wait.
+  Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
+
+  const std::string& catalog() const { return catalog_; }
+  const std::vector<std::string>& servers() const { return servers_; }
+  // This client's identity for locks and leases.
+  uint64_t owner() const { return owner_; }
+
+  // The number of locks this client holds; while above zero its lease is
+  // renewed in the background.
+  void add_held_locks(int delta);
+  // The lease length the catalog reported; renewals come every third of it.
+  void note_lease(std::chrono::milliseconds lease);
+
+  class Impl;
+
+ private:
+  BusClient(std::unique_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
+            uint64_t owner);
+  std::unique_ptr<Impl> impl_;
+  std::string catalog_;
+  std::vector<std::string> servers_;
+  uint64_t owner_;
+};
+
+}  // namespace pagefile::net

@@ -1,0 +1,794 @@
+#include "net/page_server.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <capnp/serialize.h>
+#include <fmt/format.h>
+#include <kj/exception.h>
+
+#include "engine/local_pagefile.h"
+#include "engine/page_bounds.h"
+#include "net/catalog_store.h"
+#include "net/lease_table.h"
+#include "net/pagefile.capnp.h"
+#include "net/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace {
+
+namespace asio = boost::asio;
+
+constexpr int64_t kWholeFile = INT64_MAX;
+
+// What a request touches, for ordering within one connection: pages
+// [first, last) of a file; the catalog is file 0.
+struct Span {
+  uint64_t file = 0;
+  int64_t first = 0;
+  int64_t last = 0;
+  bool overlaps(const Span& o) const { return file == o.file && first < o.last && o.first < last; }
+};
+
+// An LRU cache of pages, keyed by (file, page).
+class PageCache {
+ public:
+  explicit PageCache(uint64_t capacity) : capacity_(capacity) {}
+
+  bool get(uint64_t file, int64_t page, std::span<std::byte> out) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(Key{file, page});
+    if (it == index_.end()) return false;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    std::memcpy(out.data(), it->second->data.data(), out.size());
+    return true;
+  }
+
+  void put(uint64_t file, int64_t page, std::span<const std::byte> data) {
+    if (capacity_ == 0) return;
+    std::lock_guard lock(mu_);
+    auto it = index_.find(Key{file, page});
+    if (it != index_.end()) {
+      it->second->data.assign(data.begin(), data.end());
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return;
+    }
+    if (index_.size() >= capacity_) {
+      index_.erase(lru_.back().key);
+      lru_.pop_back();
+    }
+    lru_.push_front(Entry{Key{file, page}, std::vector<std::byte>(data.begin(), data.end())});
+    index_.emplace(Key{file, page}, lru_.begin());
+  }
+
+  // Forgets pages of `file` at and beyond `from`.
+  void drop(uint64_t file, int64_t from) {
+    std::lock_guard lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end();) {
+      if (it->key.file == file && it->key.page >= from) {
+        index_.erase(it->key);
+        it = lru_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  uint64_t size() const {
+    std::lock_guard lock(mu_);
+    return index_.size();
+  }
+
+ private:
+  struct Key {
+    uint64_t file;
+    int64_t page;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.file * 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(k.page));
+    }
+  };
+  struct Entry {
+    Key key;
+    std::vector<std::byte> data;
+  };
+  const uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+};
+
+struct Counters {
+  std::atomic<uint64_t> requests{0}, pages_read{0}, pages_written{0}, cache_hits{0},
+      cache_misses{0}, disk_reads{0}, disk_writes{0}, syncs{0}, bytes_in{0}, bytes_out{0},
+      errors{0}, unconfirmed_write_bytes{0};
+  std::atomic<uint32_t> connections{0};
+};
+
+class Session;
+
+}  // namespace
+
+class PageServer::Impl {
+ public:
+  explicit Impl(const ServerOptions& options)
+      : options_(options), pool_(options.threads), cache_(options.cache_pages) {}
+
+  Status start(const Address& address, InprocHub* hub);
+  void stop();
+
+  // Runs one decoded request; fills `response`. Called on the page pool.
+  void execute(wire::Request::Reader request, capnp::MallocMessageBuilder& response_message);
+  ServerCounters snapshot() const;
+
+  Address address_;
+  const ServerOptions options_;
+  asio::io_context io_;
+  std::thread io_thread_;
+  asio::thread_pool pool_;
+  std::unique_ptr<Listener> listener_;
+
+  Counters counters_;
+  PageCache cache_;
+
+  std::mutex disk_arm_;  // the emulated disk: one access at a time
+  mutable std::mutex log_mu_;
+  std::deque<std::pair<uint64_t, int64_t>> disk_read_log_;  // GUARDED_BY(log_mu_)
+
+  std::mutex shares_mu_;
+  std::map<uint64_t, std::shared_ptr<LocalPagefile>> shares_;  // GUARDED_BY(shares_mu_)
+
+  std::mutex catalog_mu_;
+  std::unique_ptr<CatalogStore> catalog_;  // GUARDED_BY(catalog_mu_), opened on first use
+  std::unique_ptr<LeaseTable> leases_;     // GUARDED_BY(catalog_mu_)
+
+  std::mutex sessions_mu_;
+  std::condition_variable idle_cv_;
+  std::vector<std::shared_ptr<Session>> sessions_;  // GUARDED_BY(sessions_mu_)
+  uint64_t jobs_in_flight_ = 0;                     // GUARDED_BY(sessions_mu_)
+  bool stopping_ = false;                           // GUARDED_BY(sessions_mu_)
+  std::vector<std::shared_ptr<Session>> paused_;    // GUARDED_BY(sessions_mu_)
+
+ private:
+  Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create);
+  Status read_pages(wire::ReadPages::Reader req, std::span<std::byte> out);
+  Status write_pages(wire::WritePages::Reader req);
+  Status sync_share(wire::Share::Reader req);
+  Status truncate_share(wire::TruncateShare::Reader req);
+  Status drop_share(wire::Share::Reader req);
+  Status catalog_request(wire::Request::Reader request, wire::Response::Builder response);
+  Status open_catalog();
+  void fill_stats(wire::ServerStats::Builder out) const;
+  void hold_disk_arm();
+};
+
+namespace {
+
+// One connection's requests: decoded on the network thread, run on the
+// pool, ordered where they touch the same pages.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(PageServer::Impl& server, std::shared_ptr<Connection> connection)
+      : server_(server), connection_(std::move(connection)) {}
+
+  void start() {
+    auto self = shared_from_this();
+    connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
+                       [self](Status why) { self->on_close(why); });
+  }
+
+  void close() { connection_->close(); }
+  void pause() { connection_->pause_reading(); }
+  void resume() { connection_->resume_reading(); }
+
+ private:
+  struct Job {
+    uint64_t seq = 0;
+    Span span;
+    std::shared_ptr<Frame> frame;
+    uint64_t write_bytes = 0;
+  };
+
+  void on_frame(Frame frame);
+  void on_close(const Status& why);
+  void run(Job job);
+  void finish(const Job& job);
+  void reply_error(uint64_t id, const Status& status, bool then_close);
+
+  PageServer::Impl& server_;
+  std::shared_ptr<Connection> connection_;
+  std::mutex mu_;
+  uint64_t next_seq_ = 0;          // GUARDED_BY(mu_)
+  std::map<uint64_t, Job> active_;  // GUARDED_BY(mu_): running or waiting, by arrival
+  std::map<uint64_t, bool> running_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+// ---- Session ---------------------------------------------------------------
+
+void Session::reply_error(uint64_t id, const Status& status, bool then_close) {
+  capnp::MallocMessageBuilder message;
+  auto response = message.initRoot<wire::Response>();
+  response.setId(id);
+  response.setVersion(wire::PROTOCOL_VERSION);
+  to_wire(status, response.initError());
+  server_.counters_.errors++;
+  connection_->send(to_frame(message));
+  if (then_close) connection_->close();
+}
+
+void Session::on_frame(Frame frame) {
+  server_.counters_.requests++;
+  server_.counters_.bytes_in += frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  Job job;
+  job.frame = std::make_shared<Frame>(std::move(frame));
+  uint64_t id = 0;
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::ArrayPtr<const capnp::word>(job.frame->data(), job.frame->size()),
+        frame_reader_options());
+    auto request = reader.getRoot<wire::Request>();
+    id = request.getId();
+    if (request.getVersion() != wire::PROTOCOL_VERSION) {
+      reply_error(id,
+                  Status::not_supported(
+                      "protocol", fmt::format("client speaks version {}, this server speaks {}",
+                                              request.getVersion(), wire::PROTOCOL_VERSION)),
+                  false);
+      return;
+    }
+    switch (request.which()) {
+      case wire::Request::READ: {
+        auto r = request.getRead();
+        job.span = {r.getShare().getFileId() + 1, r.getPage(),
+                    r.getPage() + std::max<int64_t>(1, r.getCount())};
+        break;
+      }
+      case wire::Request::WRITE: {
+        auto w = request.getWrite();
+        uint32_t ps = std::max<uint32_t>(1, w.getShare().getPageSize());
+        int64_t pages = std::max<int64_t>(1, static_cast<int64_t>(w.getData().size() / ps));
+        job.span = {w.getShare().getFileId() + 1, w.getPage(), w.getPage() + pages};
+        job.write_bytes = w.getData().size();
+        break;
+      }
+      case wire::Request::SYNC: job.span = {request.getSync().getFileId() + 1, 0, kWholeFile}; break;
+      case wire::Request::TRUNCATE:
+        job.span = {request.getTruncate().getShare().getFileId() + 1, 0, kWholeFile};
+        break;
+      case wire::Request::DROP_SHARE:
+        job.span = {request.getDropShare().getFileId() + 1, 0, kWholeFile};
+        break;
+      case wire::Request::PING:
+      case wire::Request::STATS: job.span = {}; break;  // touches nothing
+      default: job.span = {0, 0, kWholeFile}; break;    // the catalog, one at a time
+    }
+  } catch (const kj::Exception& e) {
+    // A frame that is not a Request: answer and hang up, since nothing
+    // after it on this stream can be trusted.
+    reply_error(id, Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
+                true);
+    return;
+  }
+
+  bool start_now = false;
+  {
+    std::lock_guard lock(server_.sessions_mu_);
+    if (server_.stopping_) {
+      reply_error(id, Status::disconnected("server", "is shutting down"), false);
+      return;
+    }
+    ++server_.jobs_in_flight_;
+    if (job.write_bytes > 0) {
+      uint64_t held = server_.counters_.unconfirmed_write_bytes += job.write_bytes;
+      if (held > server_.options_.max_unconfirmed_write_bytes) {
+        connection_->pause_reading();
+        server_.paused_.push_back(shared_from_this());
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    job.seq = next_seq_++;
+    start_now = true;
+    for (const auto& [seq, earlier] : active_) {
+      if (earlier.span.overlaps(job.span)) {
+        start_now = false;
+        break;
+      }
+    }
+    active_.emplace(job.seq, job);
+    if (start_now) running_[job.seq] = true;
+  }
+  if (start_now) {
+    asio::post(server_.pool_, [self = shared_from_this(), job] { self->run(job); });
+  }
+}
+
+void Session::run(Job job) {
+  capnp::MallocMessageBuilder response_message;
+  uint64_t id = 0;
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::ArrayPtr<const capnp::word>(job.frame->data(), job.frame->size()), frame_reader_options());
+    auto request = reader.getRoot<wire::Request>();
+    id = request.getId();
+    server_.execute(request, response_message);
+  } catch (const kj::Exception& e) {
+    auto response = response_message.initRoot<wire::Response>();
+    response.setId(id);
+    response.setVersion(wire::PROTOCOL_VERSION);
+    to_wire(Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
+            response.initError());
+  }
+  if (response_message.getRoot<wire::Response>().isError()) server_.counters_.errors++;
+  Frame out = to_frame(response_message);
+  server_.counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  connection_->send(std::move(out));
+  finish(job);
+}
+
+void Session::finish(const Job& job) {
+  std::vector<Job> ready;
+  {
+    std::lock_guard lock(mu_);
+    active_.erase(job.seq);
+    running_.erase(job.seq);
+    // Start every waiting job that no earlier job overlaps any more.
+    for (auto it = active_.begin(); it != active_.end(); ++it) {
+      if (running_.count(it->first)) continue;
+      bool blocked = false;
+      for (auto earlier = active_.begin(); earlier != it; ++earlier) {
+        if (earlier->second.span.overlaps(it->second.span)) {
+          blocked = true;
+          break;
+        }
+      }
+      if (!blocked) {
+        running_[it->first] = true;
+        ready.push_back(it->second);
+      }
+    }
+  }
+  for (Job& next : ready) {
+    asio::post(server_.pool_, [self = shared_from_this(), next] { self->run(next); });
+  }
+  std::vector<std::shared_ptr<Session>> resume;
+  {
+    std::lock_guard lock(server_.sessions_mu_);
+    if (job.write_bytes > 0) {
+      uint64_t held = server_.counters_.unconfirmed_write_bytes -= job.write_bytes;
+      if (held <= server_.options_.max_unconfirmed_write_bytes / 2) resume.swap(server_.paused_);
+    }
+    --server_.jobs_in_flight_;
+  }
+  server_.idle_cv_.notify_all();
+  for (auto& s : resume) s->resume();
+}
+
+void Session::on_close(const Status& why) {
+  (void)why;  // a client going away is routine; its requests in flight finish
+  std::lock_guard lock(server_.sessions_mu_);
+  server_.counters_.connections--;
+  std::erase(server_.sessions_, shared_from_this());
+  std::erase(server_.paused_, shared_from_this());
+}
+
+// ---- PageServer::Impl ------------------------------------------------------
+
+Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.dir / "shares", ec);
+  if (ec) return Status::io_error(options_.dir.string(), fmt::format("create: {}", ec.message()));
+  auto listener = listen(
+      io_, address,
+      [this](std::shared_ptr<Connection> connection) {
+        auto session = std::make_shared<Session>(*this, std::move(connection));
+        {
+          std::lock_guard lock(sessions_mu_);
+          if (stopping_) {
+            session->close();
+            return;
+          }
+          sessions_.push_back(session);
+          counters_.connections++;
+        }
+        session->start();
+      },
+      hub);
+  if (!listener) return listener.status();
+  listener_ = std::move(*listener);
+  address_ = listener_->address();
+  io_thread_ = std::thread([this] {
+    auto guard = asio::make_work_guard(io_);
+    io_.run();
+  });
+  return Status::ok();
+}
+
+void PageServer::Impl::stop() {
+  {
+    std::unique_lock lock(sessions_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (listener_) listener_->close();
+  {
+    std::unique_lock lock(sessions_mu_);
+    idle_cv_.wait(lock, [&] { return jobs_in_flight_ == 0; });
+  }
+  pool_.join();
+  // Let the network thread send the last responses, then hang up.
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(sessions_mu_);
+    sessions = sessions_;
+  }
+  asio::post(io_, [sessions] {
+    for (auto& s : sessions) s->close();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  io_.stop();
+  if (io_thread_.joinable()) io_thread_.join();
+  std::lock_guard lock(sessions_mu_);
+  sessions_.clear();
+  paused_.clear();
+}
+
+void PageServer::Impl::hold_disk_arm() {
+  if (options_.disk_latency.count() > 0) std::this_thread::sleep_for(options_.disk_latency);
+}
+
+Result<std::shared_ptr<LocalPagefile>> PageServer::Impl::share(uint64_t file_id, uint32_t page_size,
+                                                              bool create) {
+  std::lock_guard lock(shares_mu_);
+  auto it = shares_.find(file_id);
+  if (it != shares_.end()) {
+    if (it->second->page_size() != page_size) {
+      return Status::invalid_argument(
+          fmt::format("file {}", file_id),
+          fmt::format("has page size {}, request says {}", it->second->page_size(), page_size));
+    }
+    return it->second;
+  }
+  LocalPagefile::OpenSpec spec;
+  spec.page_size = page_size;
+  spec.create = create;
+  spec.dsync = options_.sync == SyncMode::kDsync;
+  auto file = LocalPagefile::open(options_.dir / "shares" / fmt::format("{}.pf", file_id), spec);
+  if (!file) return file.status();
+  std::shared_ptr<LocalPagefile> shared = std::move(*file);
+  shares_.emplace(file_id, shared);
+  return shared;
+}
+
+Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::byte> out) {
+  uint64_t file_id = req.getShare().getFileId();
+  uint32_t page_size = req.getShare().getPageSize();
+  auto file = share(file_id, page_size, /*create=*/false);
+  if (!file && !file.status().is(Code::kNotFound)) return file.status();
+  for (uint32_t i = 0; i < req.getCount(); ++i) {
+    int64_t page = req.getPage() + i;
+    auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
+    counters_.pages_read++;
+    if (cache_.get(file_id, page, buffer)) {
+      counters_.cache_hits++;
+      continue;
+    }
+    counters_.cache_misses++;
+    if (!file) {  // nothing was ever written here: zeros, and no disk access
+      std::memset(buffer.data(), 0, buffer.size());
+      continue;
+    }
+    {
+      std::lock_guard arm(disk_arm_);
+      hold_disk_arm();
+      auto r = (*file)->read_page(page, buffer);
+      if (!r) return r.status();
+      counters_.disk_reads++;
+      std::lock_guard log(log_mu_);
+      disk_read_log_.emplace_back(file_id, page);
+      if (disk_read_log_.size() > (1u << 20)) disk_read_log_.pop_front();
+    }
+    cache_.put(file_id, page, buffer);
+  }
+  return Status::ok();
+}
+
+Status PageServer::Impl::write_pages(wire::WritePages::Reader req) {
+  uint64_t file_id = req.getShare().getFileId();
+  uint32_t page_size = req.getShare().getPageSize();
+  auto data = req.getData();
+  if (data.size() == 0 || data.size() % page_size != 0) {
+    return Status::invalid_argument(
+        fmt::format("file {}", file_id),
+        fmt::format("write of {} bytes is not a whole number of {}-byte pages", data.size(), page_size));
+  }
+  auto file = share(file_id, page_size, /*create=*/true);
+  if (!file) return file.status();
+  size_t pages = data.size() / page_size;
+  for (size_t i = 0; i < pages; ++i) {
+    int64_t page = req.getPage() + static_cast<int64_t>(i);
+    std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data.begin()) + i * page_size,
+                                     page_size);
+    {
+      std::lock_guard arm(disk_arm_);
+      hold_disk_arm();
+      if (Status s = (*file)->write_page(page, bytes); !s) return s;
+      counters_.disk_writes++;
+    }
+    counters_.pages_written++;
+    cache_.put(file_id, page, bytes);
+  }
+  return Status::ok();
+}
+
+Status PageServer::Impl::sync_share(wire::Share::Reader req) {
+  counters_.syncs++;
+  auto file = share(req.getFileId(), req.getPageSize(), /*create=*/false);
+  if (file.status().is(Code::kNotFound)) return Status::ok();  // nothing written here
+  if (!file) return file.status();
+  if (options_.sync != SyncMode::kFdatasync) return Status::ok();
+  return (*file)->sync();
+}
+
+Status PageServer::Impl::truncate_share(wire::TruncateShare::Reader req) {
+  uint64_t file_id = req.getShare().getFileId();
+  auto file = share(file_id, req.getShare().getPageSize(), /*create=*/false);
+  if (file.status().is(Code::kNotFound)) return Status::ok();
+  if (!file) return file.status();
+  cache_.drop(file_id, req.getPages());
+  if (Status s = (*file)->truncate(req.getPages()); !s) return s;
+  return options_.sync == SyncMode::kFdatasync ? (*file)->sync() : Status::ok();
+}
+
+Status PageServer::Impl::drop_share(wire::Share::Reader req) {
+  uint64_t file_id = req.getFileId();
+  {
+    std::lock_guard lock(shares_mu_);
+    shares_.erase(file_id);
+  }
+  cache_.drop(file_id, 0);
+  Status s = LocalPagefile::unlink(options_.dir / "shares" / fmt::format("{}.pf", file_id));
+  return s.is(Code::kNotFound) ? Status::ok() : s;
+}
+
+Status PageServer::Impl::open_catalog() {
+  if (catalog_) return Status::ok();
+  auto store = CatalogStore::open(options_.dir / "catalog.db");
+  if (!store) return store.status();
+  catalog_ = std::move(*store);
+  leases_ = std::make_unique<LeaseTable>(options_.lease);
+  return Status::ok();
+}
+
+Status PageServer::Impl::catalog_request(wire::Request::Reader request,
+                                         wire::Response::Builder response) {
+  std::lock_guard lock(catalog_mu_);
+  if (Status s = open_catalog(); !s) return s;
+  switch (request.which()) {
+    case wire::Request::OPEN: {
+      auto req = request.getOpen();
+      std::string name = req.getName();
+      auto found = catalog_->lookup(name);
+      if (found) {
+        if (req.getCreate() && req.getExclusive()) {
+          return Status::already_exists(name, "exists (create is exclusive)");
+        }
+        if (req.getPageSize() != 0 && req.getPageSize() != found->page_size) {
+          return Status::invalid_argument(
+              name, fmt::format("has page size {}, opened with page size {}", found->page_size,
+                                req.getPageSize()));
+        }
+        to_wire(*found, response.initFile());
+        return Status::ok();
+      }
+      if (!found.status().is(Code::kNotFound)) return found.status();
+      if (!req.getCreate()) return Status::not_found(name, "does not exist (create is false)");
+      FileRecord proto;
+      proto.name = name;
+      proto.page_size = req.getPageSize() != 0 ? req.getPageSize() : kDefaultPageSize;
+      if (Status s = check_page_size(proto.page_size); !s) return s.with_context(name);
+      proto.placement = req.getPlacement() == 1 ? PlacementKind::kHash : PlacementKind::kStripe;
+      proto.stripe_pages = req.getStripePages();
+      for (auto s : req.getServers()) proto.servers.emplace_back(s);
+      proto.policy = from_wire(req.getPolicy());
+      auto created = catalog_->create(proto);
+      if (!created) return created.status();
+      to_wire(*created, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::STAT: {
+      auto found = catalog_->lookup(std::string(request.getStat()));
+      if (!found) return found.status();
+      to_wire(*found, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::SET_SIZE: {
+      auto req = request.getSetSize();
+      return catalog_->set_size(req.getFileId(), req.getPages());
+    }
+    case wire::Request::UNLINK: {
+      auto removed = catalog_->remove(std::string(request.getUnlink()));
+      if (!removed) return removed.status();
+      leases_->release_file(removed->id);
+      to_wire(*removed, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::LIST: {
+      auto all = catalog_->list();
+      if (!all) return all.status();
+      auto files = response.initFiles(static_cast<unsigned>(all->size()));
+      for (unsigned i = 0; i < all->size(); ++i) to_wire((*all)[i], files[i]);
+      return Status::ok();
+    }
+    case wire::Request::LOCK: {
+      auto req = request.getLock();
+      if (req.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
+        return Status::invalid_argument("lock", fmt::format("unknown level {}", req.getLevel()));
+      }
+      if (!catalog_->lookup_id(req.getFileId())) {
+        return Status::not_found(fmt::format("file {}", req.getFileId()), "is not in the catalog");
+      }
+      Status s = leases_->set_level(req.getFileId(), req.getOwner(), static_cast<LockLevel>(req.getLevel()));
+      if (!s) return s;
+      auto state = response.initLockState();
+      state.setLevel(static_cast<uint8_t>(leases_->level(req.getFileId(), req.getOwner())));
+      state.setReservedByOther(leases_->reserved_by_other(req.getFileId(), req.getOwner()));
+      state.setLeaseMs(static_cast<uint32_t>(leases_->lease().count()));
+      return Status::ok();
+    }
+    case wire::Request::RENEW_LEASE: return leases_->renew(request.getRenewLease());
+    case wire::Request::RELEASE_OWNER:
+      leases_->release_owner(request.getReleaseOwner());
+      return Status::ok();
+    case wire::Request::LOCKS: {
+      auto all = leases_->list();
+      auto locks = response.initLocks(static_cast<unsigned>(all.size()));
+      for (unsigned i = 0; i < all.size(); ++i) {
+        locks[i].setFileId(all[i].file_id);
+        locks[i].setOwner(all[i].owner);
+        locks[i].setLevel(static_cast<uint8_t>(all[i].level));
+        locks[i].setExpiresInMs(all[i].expires_in.count());
+      }
+      return Status::ok();
+    }
+    default:
+      return Status::not_supported("request", fmt::format("unknown request type {}",
+                                                          static_cast<int>(request.which())));
+  }
+}
+
+ServerCounters PageServer::Impl::snapshot() const {
+  ServerCounters out;
+  out.requests = counters_.requests;
+  out.pages_read = counters_.pages_read;
+  out.pages_written = counters_.pages_written;
+  out.cache_hits = counters_.cache_hits;
+  out.cache_misses = counters_.cache_misses;
+  out.disk_reads = counters_.disk_reads;
+  out.disk_writes = counters_.disk_writes;
+  out.syncs = counters_.syncs;
+  out.bytes_in = counters_.bytes_in;
+  out.bytes_out = counters_.bytes_out;
+  out.connections = counters_.connections;
+  out.errors = counters_.errors;
+  out.cache_pages = cache_.size();
+  out.unconfirmed_write_bytes = counters_.unconfirmed_write_bytes;
+  return out;
+}
+
+void PageServer::Impl::fill_stats(wire::ServerStats::Builder out) const {
+  ServerCounters c = snapshot();
+  out.setRequests(c.requests);
+  out.setPagesRead(c.pages_read);
+  out.setPagesWritten(c.pages_written);
+  out.setCacheHits(c.cache_hits);
+  out.setCacheMisses(c.cache_misses);
+  out.setDiskReads(c.disk_reads);
+  out.setDiskWrites(c.disk_writes);
+  out.setSyncs(c.syncs);
+  out.setBytesIn(c.bytes_in);
+  out.setBytesOut(c.bytes_out);
+  out.setConnections(c.connections);
+  out.setErrors(c.errors);
+  out.setCachePages(c.cache_pages);
+  out.setDiskLatencyUs(static_cast<uint32_t>(options_.disk_latency.count()));
+  out.setUnconfirmedWriteBytes(c.unconfirmed_write_bytes);
+}
+
+void PageServer::Impl::execute(wire::Request::Reader request,
+                               capnp::MallocMessageBuilder& response_message) {
+  auto response = response_message.initRoot<wire::Response>();
+  response.setId(request.getId());
+  response.setVersion(wire::PROTOCOL_VERSION);
+  Status s;
+  switch (request.which()) {
+    case wire::Request::PING: break;
+    case wire::Request::READ: {
+      auto req = request.getRead();
+      uint32_t page_size = req.getShare().getPageSize();
+      if (s = check_page_size(page_size); !s) break;
+      if (req.getCount() == 0 || req.getCount() > kMaxFrameBytes / 2 / page_size) {
+        s = Status::invalid_argument("read", fmt::format("run of {} pages", req.getCount()));
+        break;
+      }
+      if (s = check_page_number(req.getPage(), "read"); !s) break;
+      if (s = check_page_number(req.getPage() + req.getCount() - 1, "read"); !s) break;
+      auto data = response.initPages(req.getCount() * page_size);
+      s = read_pages(req, std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()));
+      break;
+    }
+    case wire::Request::WRITE: {
+      auto req = request.getWrite();
+      uint32_t page_size = req.getShare().getPageSize();
+      if (s = check_page_size(page_size); !s) break;
+      if (s = check_page_number(req.getPage(), "write"); !s) break;
+      if (s = check_page_number(req.getPage() + static_cast<int64_t>(req.getData().size() / page_size), "write");
+          !s) {
+        break;
+      }
+      s = write_pages(req);
+      break;
+    }
+    case wire::Request::SYNC: s = sync_share(request.getSync()); break;
+    case wire::Request::TRUNCATE:
+      if (request.getTruncate().getPages() < 0) {
+        s = Status::invalid_argument("truncate", "negative size");
+        break;
+      }
+      s = truncate_share(request.getTruncate());
+      break;
+    case wire::Request::DROP_SHARE: s = drop_share(request.getDropShare()); break;
+    case wire::Request::STATS: fill_stats(response.initStats()); break;
+    default: s = catalog_request(request, response); break;
+  }
+  if (!s) {
+    to_wire(s, response.initError());
+  } else if (response.isPages() || response.isFile() || response.isFiles() || response.isStats() ||
+             response.isLockState() || response.isLocks()) {
+    // the handler filled in its answer
+  } else {
+    response.setOk();
+  }
+}
+
+// ---- PageServer ------------------------------------------------------------
+
+Result<std::unique_ptr<PageServer>> PageServer::start(const ServerOptions& options,
+                                                      const Address& address, InprocHub* hub) {
+  if (options.dir.empty()) return Status::invalid_argument("server", "no directory given");
+  if (options.threads == 0) return Status::invalid_argument("server", "threads must be at least 1");
+  auto impl = std::make_unique<Impl>(options);
+  if (Status s = impl->start(address, hub); !s) return s;
+  return std::unique_ptr<PageServer>(new PageServer(std::move(impl)));
+}
+
+PageServer::PageServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PageServer::~PageServer() { stop(); }
+Address PageServer::address() const { return impl_->address_; }
+void PageServer::stop() { impl_->stop(); }
+
+ServerCounters PageServer::counters() const { return impl_->snapshot(); }
+
+std::vector<std::pair<uint64_t, int64_t>> PageServer::disk_read_log() const {
+  std::lock_guard lock(impl_->log_mu_);
+  return {impl_->disk_read_log_.begin(), impl_->disk_read_log_.end()};
+}
+
+}  // namespace pagefile::net

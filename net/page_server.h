@@ -1,0 +1,101 @@
+// The page server: serves its share of every remote Pagefile, and (when the
+// bus names it so) the catalog. pagefiled runs one; the embedded default
+// runs several inside the client's process. Same code either way.
+//
+// Concurrency (TOPs section 3): a network thread decodes requests; page
+// work runs on a pool of `threads`, so one slow request never blocks the
+// others. Requests of one connection that touch the same page of the same
+// file run in the order they arrived; sync and truncate of a file wait for
+// that connection's earlier requests on the file. Catalog requests run one
+// at a time.
+//
+// Flow control: the bytes of writes received but not yet done are bounded by
+// `max_unconfirmed_write_bytes`; past it the server stops reading from the
+// connection that pushed it over until the backlog halves.
+//
+// Emulated disk: with disk_latency > 0, every page access that misses the
+// server's cache holds the one "disk arm" for that long before it runs, so a
+// server does at most 1/disk_latency uncached accesses per second, however
+// many threads it has. Off by default; reports that use it say so.
+//
+// Thread-safety: start/stop from one thread; stats() from any.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "net/address.h"
+#include "net/transport.h"
+#include "pagefile/status.h"
+
+namespace pagefile::net {
+
+enum class SyncMode : uint8_t {
+  kFdatasync,  // sync flushes with fdatasync (the default)
+  kDsync,      // every write is O_DSYNC; sync has nothing left to do
+  kNone,       // never flush: fast and NOT durable (experiments only)
+};
+
+struct ServerOptions {
+  std::filesystem::path dir;           // shares under dir/shares, catalog at dir/catalog.db
+  uint32_t threads = 8;                // page-work threads
+  uint64_t cache_pages = 1024;         // server cache, in pages (0: no cache)
+  std::chrono::microseconds disk_latency{0};
+  SyncMode sync = SyncMode::kFdatasync;
+  std::chrono::milliseconds lease{10'000};  // catalog lock lease
+  uint64_t max_unconfirmed_write_bytes = 64ull << 20;
+};
+
+struct ServerCounters {
+  uint64_t requests = 0;
+  uint64_t pages_read = 0;
+  uint64_t pages_written = 0;
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t disk_reads = 0;
+  uint64_t disk_writes = 0;
+  uint64_t syncs = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint32_t connections = 0;
+  uint64_t errors = 0;
+  uint64_t cache_pages = 0;
+  uint64_t unconfirmed_write_bytes = 0;
+};
+
+class PageServer {
+ public:
+  // Creates `options.dir` if needed and listens on `address` (inproc:
+  // addresses register with `hub`). Fails with the listener's error, or
+  // kInvalidArgument for bad options.
+  static Result<std::unique_ptr<PageServer>> start(const ServerOptions& options,
+                                                   const Address& address,
+                                                   InprocHub* hub = nullptr);
+  ~PageServer();  // stop()
+  PageServer(const PageServer&) = delete;
+  PageServer& operator=(const PageServer&) = delete;
+
+  // The address it listens on (the real port for tcp port 0).
+  Address address() const;
+
+  // Stops accepting, answers requests already received (new ones on open
+  // connections are refused with kDisconnected), finishes page work in
+  // flight, and closes every connection. Idempotent.
+  void stop();
+
+  ServerCounters counters() const;
+
+  // For tests: the pages this server read from its disk, in order, as
+  // (file id, page). Bounded to the last 1 << 20 accesses.
+  std::vector<std::pair<uint64_t, int64_t>> disk_read_log() const;
+
+  class Impl;
+
+ private:
+  explicit PageServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagefile::net

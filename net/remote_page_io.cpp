@@ -1,0 +1,260 @@
+#include "net/remote_page_io.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/page_bounds.h"
+#include "net/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace {
+
+void set_share(wire::Share::Builder share, const FileRecord& record) {
+  share.setFileId(record.id);
+  share.setPageSize(record.page_size);
+}
+
+// Waits for one callback-style call per server; returns the first error.
+class Barrier {
+ public:
+  explicit Barrier(size_t count) : left_(count) {}
+  BusClient::Callback arm() {
+    return [this](Result<ReplyPtr> r) {
+      std::lock_guard lock(mu_);
+      if (!r && first_error_.is_ok()) first_error_ = r.status();
+      if (--left_ == 0) cv_.notify_all();
+    };
+  }
+  Status wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return left_ == 0; });
+    return first_error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t left_;
+  Status first_error_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClient> bus,
+                                                         std::string_view name,
+                                                         const OpenOptions& options) {
+  if (options.stripe_pages == 0) return Status::invalid_argument(name, "stripe_pages must be at least 1");
+  if (options.servers > bus->servers().size()) {
+    return Status::invalid_argument(
+        name, fmt::format("asks for {} servers; the bus has {}", options.servers, bus->servers().size()));
+  }
+  size_t server_count = options.servers == 0 ? bus->servers().size() : options.servers;
+  auto reply = bus->call_sync(bus->catalog(), [&](wire::Request::Builder r) {
+    auto open = r.initOpen();
+    open.setName(std::string(name));
+    open.setCreate(options.create);
+    open.setExclusive(options.exclusive);
+    open.setPageSize(options.page_size);
+    open.setPlacement(static_cast<uint8_t>(options.placement));
+    open.setStripePages(options.stripe_pages);
+    auto servers = open.initServers(static_cast<unsigned>(server_count));
+    for (unsigned i = 0; i < server_count; ++i) servers.set(i, bus->servers()[i]);
+    to_wire(options.policy.value_or(BufferPolicy{}), open.initPolicy());
+  });
+  if (!reply) return reply.status();
+  if (!(*reply)->root().isFile()) return Status::corruption(name, "catalog answered open without a record");
+  FileRecord record = from_wire((*reply)->root().getFile());
+  if (record.servers.empty() || check_page_size(record.page_size).code() != Code::kOk) {
+    return Status::corruption(name, "catalog record is unusable (no servers or bad page size)");
+  }
+  return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), options.read_only));
+}
+
+Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
+  auto reply = bus.call_sync(bus.catalog(), [&](wire::Request::Builder r) { r.setUnlink(std::string(name)); });
+  if (!reply) return reply.status();
+  FileRecord record = from_wire((*reply)->root().getFile());
+  // The name is gone; now free the pages. A server that is down keeps its
+  // share until it is cleaned by hand: say so.
+  Barrier barrier(record.servers.size());
+  for (const auto& server : record.servers) {
+    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm());
+  }
+  if (Status s = barrier.wait(); !s) {
+    return s.with_context(fmt::format("{}: removed from the catalog, but a server kept its pages", name));
+  }
+  return Status::ok();
+}
+
+RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only)
+    : bus_(std::move(bus)),
+      record_(std::move(record)),
+      placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
+      read_only_(read_only),
+      size_(record_.size_pages),
+      catalog_size_(record_.size_pages) {}
+
+RemotePageIo::~RemotePageIo() { (void)close(); }
+
+const std::string& RemotePageIo::server_of(int64_t page) const {
+  return record_.servers[placement_.server_for(page)];
+}
+
+void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
+  uint32_t page_size = record_.page_size;
+  bus_->call(
+      server_of(page),
+      [&](wire::Request::Builder r) {
+        auto read = r.initRead();
+        set_share(read.initShare(), record_);
+        read.setPage(page);
+        read.setCount(1);
+      },
+      [this, page, out, page_size, done = std::move(done)](Result<ReplyPtr> reply) {
+        if (!reply) return done(reply.status().with_context(fmt::format("{}: read page {}", record_.name, page)));
+        auto root = (*reply)->root();
+        if (!root.isPages() || root.getPages().size() != page_size) {
+          return done(Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page)));
+        }
+        std::memcpy(out.data(), root.getPages().begin(), page_size);
+        done(page >= size_.load() ? PageRead::kBeyondEnd : PageRead::kData);
+      });
+}
+
+void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
+  size_t server = placement_.server_for(page);
+  {
+    std::lock_guard lock(dirty_mu_);
+    dirty_servers_.insert(server);
+  }
+  bus_->call(
+      record_.servers[server],
+      [&](wire::Request::Builder r) {
+        auto write = r.initWrite();
+        set_share(write.initShare(), record_);
+        write.setPage(page);
+        write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+      },
+      [this, page, done = std::move(done)](Result<ReplyPtr> reply) {
+        if (!reply) return done(reply.status().with_context(fmt::format("{}: write page {}", record_.name, page)));
+        int64_t size = size_.load();
+        while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
+        }
+        done(Status::ok());
+      });
+}
+
+Status RemotePageIo::record_size() {
+  int64_t size = size_.load();
+  if (size == catalog_size_) return Status::ok();
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto set = r.initSetSize();
+    set.setFileId(record_.id);
+    set.setPages(size);
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
+  catalog_size_ = size;
+  return Status::ok();
+}
+
+Status RemotePageIo::sync() {
+  std::set<size_t> dirty;
+  {
+    std::lock_guard lock(dirty_mu_);
+    dirty.swap(dirty_servers_);
+  }
+  Barrier barrier(dirty.size());
+  for (size_t server : dirty) {
+    bus_->call(record_.servers[server], [&](wire::Request::Builder r) { set_share(r.initSync(), record_); },
+               barrier.arm());
+  }
+  if (Status s = barrier.wait(); !s) {
+    std::lock_guard lock(dirty_mu_);
+    dirty_servers_.insert(dirty.begin(), dirty.end());  // not durable: the next sync tries again
+    return s.with_context(fmt::format("{}: sync", record_.name));
+  }
+  return record_size();
+}
+
+Status RemotePageIo::truncate(int64_t pages) {
+  if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
+  Barrier barrier(record_.servers.size());
+  for (const auto& server : record_.servers) {
+    bus_->call(server,
+               [&](wire::Request::Builder r) {
+                 auto t = r.initTruncate();
+                 set_share(t.initShare(), record_);
+                 t.setPages(pages);
+               },
+               barrier.arm());
+  }
+  if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
+  size_ = pages;
+  return record_size();
+}
+
+Status RemotePageIo::set_lock_level(LockLevel level) {
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto lock = r.initLock();
+    lock.setFileId(record_.id);
+    lock.setOwner(bus_->owner());
+    lock.setLevel(static_cast<uint8_t>(level));
+  });
+  LockLevel before = level_;
+  if (reply && (*reply)->root().isLockState()) {
+    auto state = (*reply)->root().getLockState();
+    level_ = static_cast<LockLevel>(state.getLevel());
+    bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
+  } else if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
+             before >= LockLevel::kShared) {
+    level_ = LockLevel::kPending;  // the catalog keeps the pending step (lease_table.h)
+  }
+  if ((before == LockLevel::kNone) != (level_ == LockLevel::kNone)) {
+    bus_->add_held_locks(level_ == LockLevel::kNone ? -1 : 1);
+  }
+  if (!reply) return reply.status();
+  return Status::ok();
+}
+
+Status RemotePageIo::lock(LockMode mode, LockWait wait) {
+  if (mode == LockMode::kExclusive && read_only_) {
+    return Status::read_only(record_.name, "exclusive lock: file was opened read-only");
+  }
+  LockLevel start = level_;
+  // Bounded only by the caller's choice of kBlock; each try is prompt.
+  for (;;) {
+    Status s;
+    if (mode == LockMode::kShared) {
+      s = set_lock_level(LockLevel::kShared);
+    } else {
+      if (level_ < LockLevel::kShared) s = set_lock_level(LockLevel::kShared);
+      if (s) s = set_lock_level(LockLevel::kExclusive);
+    }
+    if (s || !s.is(Code::kBusy) || wait == LockWait::kTry) {
+      if (!s && level_ != start) (void)set_lock_level(start);  // leave as we found it
+      return s;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Status RemotePageIo::unlock() {
+  if (level_ == LockLevel::kNone) return Status::ok();
+  return set_lock_level(LockLevel::kNone);
+}
+
+Status RemotePageIo::close() {
+  Status first = read_only_ ? Status::ok() : record_size();
+  if (level_ != LockLevel::kNone) {
+    Status s = set_lock_level(LockLevel::kNone);
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace pagefile::net

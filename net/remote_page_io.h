@@ -1,0 +1,86 @@
+// PFRI: a remote Pagefile, as a PageIo the client's request/confirm
+// machinery drives exactly as it drives a local one.
+//
+// Opening asks the catalog for the file's record (creating it when asked);
+// after that, page reads and writes go straight to the server that holds
+// each page (net/placement.h) and the catalog is not touched again until
+// sync, truncate, close, or a lock.
+//
+// Size: the client keeps the file's size as the catalog gave it, raised by
+// each write past the end, and tells the catalog at sync and close when it
+// changed. A read of a page at or past that size returns kBeyondEnd.
+//
+// Durability: sync() sends sync to every server that took a write since the
+// last sync and returns when all have flushed; then it records the size.
+//
+// Thread-safety: as PageIo: the client orders the calls.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/page_io.h"
+#include "net/bus_client.h"
+#include "net/catalog_store.h"
+#include "net/lease_table.h"
+#include "net/placement.h"
+#include "pagefile/options.h"
+
+namespace pagefile::net {
+
+class RemotePageIo final : public PageIo {
+ public:
+  // Opens `name` through the catalog. Errors as Client::open, and
+  // kDisconnected when the catalog cannot be reached.
+  static Result<std::unique_ptr<RemotePageIo>> open(std::shared_ptr<BusClient> bus,
+                                                    std::string_view name,
+                                                    const OpenOptions& options);
+
+  // Removes `name` from the catalog, then its share on every server.
+  static Status unlink(BusClient& bus, std::string_view name);
+
+  ~RemotePageIo() override;
+
+  const std::string& name() const override { return record_.name; }
+  uint32_t page_size() const override { return record_.page_size; }
+  BufferPolicy recorded_policy() const override { return record_.policy; }
+  bool read_only() const override { return read_only_; }
+  const FileRecord& record() const { return record_; }
+
+  void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
+  void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
+  Status sync() override;
+  Status truncate(int64_t pages) override;
+  Result<int64_t> size_pages() override { return size_.load(); }
+  Status lock(LockMode mode, LockWait wait) override;
+  Status unlock() override;
+  Status close() override;
+
+  // Moves this client's lock to `level` (SQLite's levels). kBusy when the
+  // catalog refuses; the level held then is level_held().
+  Status set_lock_level(LockLevel level);
+  LockLevel level_held() const { return level_; }
+
+ private:
+  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only);
+  const std::string& server_of(int64_t page) const;
+  // Tells the catalog the size when it changed since it last heard.
+  Status record_size();
+
+  std::shared_ptr<BusClient> bus_;
+  const FileRecord record_;
+  const PagePlacement placement_;
+  const bool read_only_;
+  std::atomic<int64_t> size_;
+  int64_t catalog_size_;  // the size the catalog has; guarded by the client's ordering
+
+  std::mutex dirty_mu_;
+  std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync
+  LockLevel level_ = LockLevel::kNone;
+};
+
+}  // namespace pagefile::net

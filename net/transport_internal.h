@@ -1,0 +1,35 @@
+// The transports behind listen() and connect() (net/transport.h), one pair
+// of functions per kind of address; transport.cpp picks one by Address::kind.
+// Each REQUIRES an address of its own kind.
+#pragma once
+
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+
+#include "net/address.h"
+#include "net/frame.h"
+#include "net/transport.h"
+#include "pagefile/status.h"
+
+namespace pagefile::net::internal {
+
+// Stream sockets (stream_transport.cpp): tcp:// and unix:.
+Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const Address& address,
+                                             Listener::AcceptHandler on_accept);
+Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,
+                                              Listener::AcceptHandler on_accept);
+Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms);
+Result<std::shared_ptr<Connection>> connect_unix(boost::asio::io_context& io, const Address& address, int timeout_ms);
+
+// In memory (inproc_transport.cpp): inproc:.
+Result<std::unique_ptr<Listener>> listen_inproc(boost::asio::io_context& io, const Address& address,
+                                                Listener::AcceptHandler on_accept, InprocHub& hub);
+Result<std::shared_ptr<Connection>> connect_inproc(boost::asio::io_context& io, const Address& address,
+                                                   InprocHub& hub);
+
+// Why a frame of `bytes` may not cross a connection, or empty when it may:
+// a length of 0, not a multiple of 8 or above kMaxFrameBytes is malformed.
+std::string frame_length_problem(uint64_t bytes);
+
+}  // namespace pagefile::net::internal

@@ -1,0 +1,82 @@
+#include "net/bus_config.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using namespace pagefile::net;
+
+TEST_CASE("a comma-separated list: the first is the catalog") {
+  auto bus = parse_bus("tcp://127.0.0.1:7001,tcp://127.0.0.1:7002, unix:/tmp/s.sock", "/h");
+  REQUIRE_OK(bus);
+  REQUIRE(bus->servers.size() == 3);
+  CHECK(bus->catalog == 0);
+  CHECK(bus->servers[2].text() == "unix:/tmp/s.sock");
+  CHECK(bus->embedded.empty());
+}
+
+TEST_CASE("catalog= names the catalog") {
+  auto bus = parse_bus("tcp://127.0.0.1:1,catalog=tcp://127.0.0.1:2", "/h");
+  REQUIRE_OK(bus);
+  CHECK(bus->catalog == 1);
+  CHECK_CODE(parse_bus("catalog=tcp://a:1,catalog=tcp://b:1", "/h"), Code::kInvalidArgument);
+}
+
+TEST_CASE("inproc:N starts N servers in this process") {
+  auto bus = parse_bus("inproc:3", "/data");
+  REQUIRE_OK(bus);
+  CHECK(bus->servers.size() == 3);
+  CHECK(bus->embedded.size() == 3);
+  CHECK(bus->servers[1].text() == "inproc:server-1");
+  CHECK(bus->home == "/data");
+  CHECK_CODE(parse_bus("inproc:0", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("inproc:65", "/h"), Code::kInvalidArgument);
+}
+
+TEST_CASE("bad lists are refused with the reason") {
+  CHECK_CODE(parse_bus("", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus(" , ", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("tcp://a", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("http://a:1", "/h"), Code::kInvalidArgument);
+  auto twice = parse_bus("tcp://a:1,tcp://a:1", "/h");
+  CHECK_CODE(twice, Code::kInvalidArgument);
+  CHECK(twice.status().message().find("twice") != std::string::npos);
+}
+
+TEST_CASE("@file: one address a line, comments allowed") {
+  pagefile::test::TempDir dir;
+  std::ofstream(dir / "bus") << "# the cluster\ntcp://127.0.0.1:7001  # first\n\ncatalog=tcp://127.0.0.1:7002\n";
+  auto bus = parse_bus("@" + (dir / "bus").string(), "/h");
+  REQUIRE_OK(bus);
+  CHECK(bus->servers.size() == 2);
+  CHECK(bus->catalog == 1);
+  CHECK_CODE(parse_bus("@" + (dir / "missing").string(), "/h"), Code::kNotFound);
+}
+
+TEST_CASE("resolve: explicit, then PAGEFILE_BUS, then the embedded default") {
+  ::unsetenv("PAGEFILE_BUS");
+  ::setenv("PAGEFILE_HOME", "/var/pf", 1);
+  auto d = resolve_bus("");
+  REQUIRE_OK(d);
+  CHECK(d->servers.size() == 4);
+  CHECK(d->embedded.size() == 4);
+  CHECK(d->home == "/var/pf");
+  ::setenv("PAGEFILE_BUS", "tcp://127.0.0.1:9", 1);
+  auto e = resolve_bus("");
+  REQUIRE_OK(e);
+  CHECK(e->servers.size() == 1);
+  auto x = resolve_bus("inproc:2", "/x");
+  REQUIRE_OK(x);
+  CHECK(x->servers.size() == 2);
+  CHECK(x->home == "/x");
+  ::setenv("PAGEFILE_BUS", "garbage", 1);
+  auto bad = resolve_bus("");
+  CHECK_CODE(bad, Code::kInvalidArgument);
+  CHECK(bad.status().message().rfind("PAGEFILE_BUS", 0) == 0);
+  ::unsetenv("PAGEFILE_BUS");
+  ::unsetenv("PAGEFILE_HOME");
+}

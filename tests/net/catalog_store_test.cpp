@@ -1,0 +1,323 @@
+#include "net/catalog_store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using namespace pagefile::net;
+
+namespace {
+
+FileRecord sample(std::string name) {
+  FileRecord r;
+  r.name = std::move(name);
+  r.page_size = 8192;
+  r.size_pages = 12345;
+  r.placement = PlacementKind::kHash;
+  r.stripe_pages = 16;
+  r.servers = {"10.0.0.1:7000", "10.0.0.2:7000", "[::1]:7001"};
+  r.policy = BufferPolicy{AccessType::kLooping, 4, 64};
+  return r;
+}
+
+std::unique_ptr<CatalogStore> open_ok(const std::filesystem::path& path) {
+  auto store = CatalogStore::open(path);
+  INFO(store.status().to_string());
+  REQUIRE(store.is_ok());
+  return std::move(*store);
+}
+
+// Runs `sql` on a database with SQLite directly, as another program would.
+void run_sql(const std::filesystem::path& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+  INFO((error != nullptr ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("placement names") {
+  CHECK(pagefile::placement_name(PlacementKind::kStripe) == "stripe");
+  CHECK(pagefile::placement_name(PlacementKind::kHash) == "hash");
+  CHECK(*pagefile::parse_placement("stripe") == PlacementKind::kStripe);
+  CHECK(*pagefile::parse_placement("hash") == PlacementKind::kHash);
+  for (const char* bad : {"", "Stripe", "hashed", "stripe "}) {
+    CAPTURE(bad);
+    CHECK_CODE(pagefile::parse_placement(bad), Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("create assigns id and time; lookup returns every field") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto before = std::chrono::system_clock::now();
+  auto created = store->create(sample("orders"));
+  REQUIRE_OK(created);
+  CHECK(created->id >= 1);
+  CHECK(created->created_unix_ns >=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count());
+
+  FileRecord expected = sample("orders");
+  expected.id = created->id;
+  expected.created_unix_ns = created->created_unix_ns;
+  CHECK(*created == expected);
+
+  auto by_name = store->lookup("orders");
+  REQUIRE_OK(by_name);
+  CHECK(*by_name == expected);
+  auto by_id = store->lookup_id(created->id);
+  REQUIRE_OK(by_id);
+  CHECK(*by_id == expected);
+
+  // The defaults round-trip as well, including a single server.
+  FileRecord plain;
+  plain.name = "plain";
+  plain.servers = {"host:1"};
+  auto second = store->create(plain);
+  REQUIRE_OK(second);
+  CHECK(second->id != created->id);
+  auto back = store->lookup("plain");
+  REQUIRE_OK(back);
+  CHECK(back->page_size == kDefaultPageSize);
+  CHECK(back->placement == PlacementKind::kStripe);
+  CHECK(back->stripe_pages == 1);
+  CHECK(back->servers == std::vector<std::string>{"host:1"});
+  CHECK(back->policy == BufferPolicy{});
+  CHECK(*back == *second);
+}
+
+TEST_CASE("names are exact, whatever they contain") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  for (const char* name : {"a", "A", "a ", "dir/sub/file.db", "ünïcode", "quote'\"; DROP TABLE files"}) {
+    CAPTURE(name);
+    REQUIRE_OK(store->create(sample(name)));
+  }
+  for (const char* name : {"a", "A", "a ", "dir/sub/file.db", "ünïcode", "quote'\"; DROP TABLE files"}) {
+    CAPTURE(name);
+    auto found = store->lookup(name);
+    REQUIRE_OK(found);
+    CHECK(found->name == name);
+  }
+  CHECK_CODE(store->lookup("b"), Code::kNotFound);
+}
+
+TEST_CASE("a taken name is refused") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto first = store->create(sample("orders"));
+  REQUIRE_OK(first);
+  auto again = store->create(sample("orders"));
+  CHECK_CODE(again, Code::kAlreadyExists);
+  CHECK(again.status().message() == "orders: is already in the catalog");
+  // The refused create used no id and changed nothing.
+  auto next = store->create(sample("other"));
+  REQUIRE_OK(next);
+  CHECK(next->id == first->id + 1);
+  CHECK(*store->lookup("orders") == *first);
+}
+
+TEST_CASE("bad records are refused before anything is stored") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto refused = [&](auto change) {
+    FileRecord r = sample("x");
+    change(r);
+    return store->create(r);
+  };
+  CHECK_CODE(refused([](FileRecord& r) { r.name.clear(); }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.name = std::string("a\0b", 3); }), Code::kInvalidArgument);
+  for (uint32_t size : {0u, 256u, 1000u, 4097u, 128u * 1024u}) {
+    CAPTURE(size);
+    CHECK_CODE(refused([&](FileRecord& r) { r.page_size = size; }), Code::kInvalidArgument);
+  }
+  CHECK_CODE(refused([](FileRecord& r) { r.servers.clear(); }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.servers.push_back(""); }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.servers.push_back("a\nb"); }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.stripe_pages = 0; }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.size_pages = -1; }), Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.policy = {AccessType::kRandom, 10, 5}; }),
+             Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.placement = static_cast<PlacementKind>(7); }),
+             Code::kInvalidArgument);
+  CHECK_CODE(refused([](FileRecord& r) { r.policy.access = static_cast<AccessType>(9); }),
+             Code::kInvalidArgument);
+
+  auto all = store->list();
+  REQUIRE_OK(all);
+  CHECK(all->empty());
+  // The edges that are allowed.
+  CHECK_OK(refused([](FileRecord& r) {
+    r.page_size = kMinPageSize;
+    r.size_pages = 0;
+    r.policy = {AccessType::kSequential, 10, 0};  // 0: the pool decides
+  }));
+}
+
+TEST_CASE("set_size") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto r = store->create(sample("orders"));
+  REQUIRE_OK(r);
+  CHECK_OK(store->set_size(r->id, 0));
+  CHECK(store->lookup("orders")->size_pages == 0);
+  CHECK_OK(store->set_size(r->id, int64_t{1} << 40));
+  CHECK(store->lookup("orders")->size_pages == int64_t{1} << 40);
+  CHECK_CODE(store->set_size(r->id, -5), Code::kInvalidArgument);
+  CHECK(store->lookup("orders")->size_pages == int64_t{1} << 40);
+  Status missing = store->set_size(r->id + 100, 1);
+  CHECK_CODE(missing, Code::kNotFound);
+  CHECK(missing.message() == "file id " + std::to_string(r->id + 100) + ": is not in the catalog");
+}
+
+TEST_CASE("remove returns the record, which is then gone") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto r = store->create(sample("orders"));
+  REQUIRE_OK(r);
+  auto removed = store->remove("orders");
+  REQUIRE_OK(removed);
+  CHECK(*removed == *r);
+  Status gone = store->lookup("orders").status();
+  CHECK_CODE(gone, Code::kNotFound);
+  CHECK(gone.message() == "orders: is not in the catalog");
+  CHECK_CODE(store->lookup_id(r->id), Code::kNotFound);
+  CHECK_CODE(store->set_size(r->id, 1), Code::kNotFound);
+  CHECK_CODE(store->remove("orders"), Code::kNotFound);
+  CHECK_CODE(store->remove("never"), Code::kNotFound);
+}
+
+TEST_CASE("ids are never reused, across remove and reopen") {
+  test::TempDir dir;
+  std::vector<uint64_t> seen;
+  {
+    auto store = open_ok(dir / "catalog.db");
+    for (const char* name : {"a", "b", "c"}) {
+      auto r = store->create(sample(name));
+      REQUIRE_OK(r);
+      seen.push_back(r->id);
+    }
+    // Removing the newest is the case an ordinary max(id) + 1 would reuse.
+    REQUIRE_OK(store->remove("c"));
+    auto again = store->create(sample("c"));
+    REQUIRE_OK(again);
+    seen.push_back(again->id);
+    REQUIRE_OK(store->remove("c"));
+    REQUIRE_OK(store->remove("b"));
+  }
+  {
+    auto store = open_ok(dir / "catalog.db");
+    auto r = store->create(sample("b"));
+    REQUIRE_OK(r);
+    seen.push_back(r->id);
+  }
+  for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] > seen[i - 1]);
+}
+
+TEST_CASE("records survive close and reopen") {
+  test::TempDir dir;
+  std::vector<FileRecord> written;
+  {
+    auto store = open_ok(dir / "catalog.db");
+    for (const char* name : {"zeta", "alpha", "mid"}) {
+      auto r = store->create(sample(name));
+      REQUIRE_OK(r);
+      written.push_back(*r);
+    }
+    REQUIRE_OK(store->set_size(written[0].id, 77));
+    written[0].size_pages = 77;
+  }
+  auto store = open_ok(dir / "catalog.db");
+  for (const auto& r : written) {
+    auto back = store->lookup(r.name);
+    REQUIRE_OK(back);
+    CHECK(*back == r);
+  }
+}
+
+TEST_CASE("list is sorted by name") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  auto empty = store->list();
+  REQUIRE_OK(empty);
+  CHECK(empty->empty());
+  for (const char* name : {"m", "b", "z", "a", "B"}) REQUIRE_OK(store->create(sample(name)));
+  REQUIRE_OK(store->remove("z"));
+  auto all = store->list();
+  REQUIRE_OK(all);
+  std::vector<std::string> names;
+  for (const auto& r : *all) names.push_back(r.name);
+  CHECK(names == std::vector<std::string>{"B", "a", "b", "m"});
+  CHECK((*all)[1] == *store->lookup("a"));
+}
+
+TEST_CASE("a database that is not a catalog is refused untouched") {
+  test::TempDir dir;
+  auto path = dir / "other.db";
+  run_sql(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1); PRAGMA user_version = 1;");
+  auto store = CatalogStore::open(path);
+  CHECK_CODE(store, Code::kCorruption);
+  CHECK(store.status().message().find("not a Pagefile catalog") != std::string::npos);
+  // Still the other program's database, not made into a catalog.
+  run_sql(path, "SELECT x FROM t");
+  CHECK_CODE(CatalogStore::open(path), Code::kCorruption);
+
+  // Another program's empty-looking database with only its mark set.
+  auto marked = dir / "marked.db";
+  run_sql(marked, "PRAGMA application_id = 42;");
+  CHECK_CODE(CatalogStore::open(marked), Code::kCorruption);
+}
+
+TEST_CASE("a catalog from a newer build is not opened") {
+  test::TempDir dir;
+  auto path = dir / "catalog.db";
+  { open_ok(path); }
+  run_sql(path, "PRAGMA user_version = 2;");
+  auto store = CatalogStore::open(path);
+  CHECK_CODE(store, Code::kNotSupported);
+}
+
+TEST_CASE("a file that is not SQLite is corruption") {
+  test::TempDir dir;
+  auto path = dir / "garbage.db";
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::string junk(8192, '\0');
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) % 251);
+    out << junk;
+  }
+  auto store = CatalogStore::open(path);
+  CHECK_CODE(store, Code::kCorruption);
+  CHECK(store.status().message().find("not a Pagefile catalog") != std::string::npos);
+}
+
+TEST_CASE("a damaged record is corruption, not a bad value") {
+  test::TempDir dir;
+  auto path = dir / "catalog.db";
+  {
+    auto store = open_ok(path);
+    REQUIRE_OK(store->create(sample("orders")));
+  }
+  run_sql(path, "UPDATE files SET placement = 'ring' WHERE name = 'orders';");
+  auto store = open_ok(path);
+  CHECK_CODE(store->lookup("orders"), Code::kCorruption);
+  CHECK_CODE(store->list(), Code::kCorruption);
+}
+
+TEST_CASE("a missing directory is reported") {
+  test::TempDir dir;
+  auto store = CatalogStore::open(dir / "no" / "such" / "catalog.db");
+  CHECK_FALSE(store.is_ok());
+  CHECK_CODE(store, Code::kNotFound);
+}

@@ -1,0 +1,363 @@
+#include "net/lease_table.h"
+
+#include <doctest/doctest.h>
+
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using namespace pagefile::net;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A clock that moves only when the test says so.
+struct FakeClock {
+  std::chrono::steady_clock::time_point now{std::chrono::hours(1)};
+  LeaseTable::Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+constexpr uint64_t kFile = 7;
+constexpr LockLevel kNone = LockLevel::kNone;
+constexpr LockLevel kShared = LockLevel::kShared;
+constexpr LockLevel kReserved = LockLevel::kReserved;
+constexpr LockLevel kPending = LockLevel::kPending;
+constexpr LockLevel kExclusive = LockLevel::kExclusive;
+
+}  // namespace
+
+TEST_CASE("lock levels have SQLite's names") {
+  CHECK(lock_level_name(kNone) == "NONE");
+  CHECK(lock_level_name(kShared) == "SHARED");
+  CHECK(lock_level_name(kReserved) == "RESERVED");
+  CHECK(lock_level_name(kPending) == "PENDING");
+  CHECK(lock_level_name(kExclusive) == "EXCLUSIVE");
+}
+
+TEST_CASE("many owners share; a writer reserves beside them") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  for (uint64_t owner = 1; owner <= 4; ++owner) CHECK_OK(t.set_level(kFile, owner, kShared));
+  CHECK_OK(t.set_level(kFile, 1, kReserved));
+  CHECK(t.level(kFile, 1) == kReserved);
+  // RESERVED coexists with SHARED: new readers still come in.
+  CHECK_OK(t.set_level(kFile, 5, kShared));
+  // ...but a second writer does not.
+  Status s = t.set_level(kFile, 2, kReserved);
+  CHECK_CODE(s, Code::kBusy);
+  CHECK(s.message() == "file 7: RESERVED for owner 2: owner 1 holds RESERVED");
+  CHECK(t.level(kFile, 2) == kShared);
+  // Nor may another owner go for EXCLUSIVE past the writer; it keeps SHARED
+  // rather than becoming a second writer at PENDING.
+  CHECK_CODE(t.set_level(kFile, 3, kExclusive), Code::kBusy);
+  CHECK(t.level(kFile, 3) == kShared);
+}
+
+TEST_CASE("EXCLUSIVE with readers present stops at PENDING, and a retry succeeds once they leave") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kReserved));
+
+  Status s = t.set_level(kFile, 2, kExclusive);
+  CHECK_CODE(s, Code::kBusy);
+  CHECK(s.message() ==
+        "file 7: EXCLUSIVE for owner 2: owner 1 holds SHARED; owner 2 left at PENDING");
+  CHECK(t.level(kFile, 2) == kPending);
+  CHECK(t.reserved_by_other(kFile, 1));
+
+  // PENDING lets the existing reader stay and keeps new ones out.
+  CHECK(t.level(kFile, 1) == kShared);
+  Status refused = t.set_level(kFile, 3, kShared);
+  CHECK_CODE(refused, Code::kBusy);
+  CHECK(refused.message() == "file 7: SHARED for owner 3: owner 2 holds PENDING");
+  CHECK(t.level(kFile, 3) == kNone);
+
+  // Still busy while the reader stays; the asker stays at PENDING.
+  CHECK_CODE(t.set_level(kFile, 2, kExclusive), Code::kBusy);
+  CHECK(t.level(kFile, 2) == kPending);
+
+  CHECK_OK(t.set_level(kFile, 1, kNone));
+  CHECK_OK(t.set_level(kFile, 2, kExclusive));
+  CHECK(t.level(kFile, 2) == kExclusive);
+}
+
+TEST_CASE("EXCLUSIVE straight from SHARED (SQLite's hot-journal path)") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  CHECK_OK(t.set_level(kFile, 1, kExclusive));  // alone: granted at once
+  CHECK_OK(t.set_level(kFile, 1, kNone));
+
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  REQUIRE_OK(t.set_level(kFile, 3, kShared));
+  Status s = t.set_level(kFile, 1, kExclusive);
+  CHECK_CODE(s, Code::kBusy);
+  CHECK(s.message() ==
+        "file 7: EXCLUSIVE for owner 1: owners 2, 3 hold SHARED; owner 1 left at PENDING");
+  CHECK(t.level(kFile, 1) == kPending);
+}
+
+TEST_CASE("EXCLUSIVE coexists with nothing") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
+  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+
+  Status s = t.set_level(kFile, 2, kShared);
+  CHECK_CODE(s, Code::kBusy);
+  CHECK(s.message() == "file 7: SHARED for owner 2: owner 1 holds EXCLUSIVE");
+  CHECK(t.level(kFile, 2) == kNone);
+  CHECK(t.list().size() == 1);  // the refused asker left no entry behind
+
+  // Other files are independent.
+  CHECK_OK(t.set_level(kFile + 1, 2, kShared));
+  CHECK_OK(t.set_level(kFile + 1, 2, kExclusive));
+}
+
+TEST_CASE("nonsense transitions are refused and change nothing") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  // Nothing above SHARED without SHARED first.
+  CHECK_CODE(t.set_level(kFile, 1, kReserved), Code::kInvalidArgument);
+  CHECK_CODE(t.set_level(kFile, 1, kExclusive), Code::kInvalidArgument);
+  CHECK(t.level(kFile, 1) == kNone);
+  CHECK(t.list().empty());
+  CHECK_CODE(t.renew(1), Code::kNotFound);  // no lease was started
+
+  // PENDING is never asked for.
+  Status s = t.set_level(kFile, 1, kPending);
+  CHECK_CODE(s, Code::kInvalidArgument);
+  CHECK(s.message().find("PENDING is never asked for") != std::string::npos);
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  CHECK_CODE(t.set_level(kFile, 1, kPending), Code::kInvalidArgument);
+  CHECK(t.level(kFile, 1) == kShared);
+
+  // RESERVED is asked for from SHARED only.
+  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+  CHECK_CODE(t.set_level(kFile, 1, kReserved), Code::kInvalidArgument);
+  CHECK_CODE(t.set_level(kFile, 1, kPending), Code::kInvalidArgument);
+  CHECK(t.level(kFile, 1) == kExclusive);
+
+  // A level that does not exist (off the wire).
+  CHECK_CODE(t.set_level(kFile, 1, static_cast<LockLevel>(9)), Code::kInvalidArgument);
+  CHECK(t.level(kFile, 1) == kExclusive);
+}
+
+TEST_CASE("asking for the level held changes nothing and succeeds") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  CHECK_OK(t.set_level(kFile, 1, kNone));
+  CHECK(t.list().empty());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kReserved));
+  CHECK_CODE(t.set_level(kFile, 2, kExclusive), Code::kBusy);
+  // Re-asking SHARED while a PENDING writer waits is not a new reader.
+  CHECK_OK(t.set_level(kFile, 1, kShared));
+  CHECK_OK(t.set_level(kFile, 2, kPending));  // already there
+  CHECK(t.level(kFile, 2) == kPending);
+}
+
+TEST_CASE("lowering always succeeds") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  for (LockLevel from : {kShared, kReserved, kPending, kExclusive}) {
+    for (LockLevel to : {kShared, kNone}) {
+      if (to >= from) continue;
+      CAPTURE(lock_level_name(from));
+      CAPTURE(lock_level_name(to));
+      REQUIRE_OK(t.set_level(kFile, 1, kShared));
+      REQUIRE_OK(t.set_level(kFile, 2, kShared));
+      if (from >= kReserved) REQUIRE_OK(t.set_level(kFile, 1, kReserved));
+      if (from == kPending) REQUIRE(t.set_level(kFile, 1, kExclusive).is(Code::kBusy));
+      if (from == kExclusive) {
+        REQUIRE_OK(t.set_level(kFile, 2, kNone));
+        REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+      }
+      REQUIRE(t.level(kFile, 1) == from);
+      CHECK_OK(t.set_level(kFile, 1, to));
+      CHECK(t.level(kFile, 1) == to);
+      // Lowering lets the others move again.
+      CHECK_OK(t.set_level(kFile, 3, kShared));
+      CHECK_OK(t.set_level(kFile, 3, kReserved));
+      t.release_file(kFile);
+    }
+  }
+}
+
+TEST_CASE("going to NONE removes the entry") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  CHECK_OK(t.set_level(kFile, 1, kNone));
+  auto all = t.list();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].owner == 2);
+  // Its last lock gone, owner 1 has no lease left to renew.
+  CHECK_CODE(t.renew(1), Code::kNotFound);
+  CHECK_OK(t.renew(2));
+}
+
+TEST_CASE("a lease holds until it runs out, then every lock of the owner goes") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  CHECK(t.lease() == 1000ms);
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
+  REQUIRE_OK(t.set_level(kFile + 1, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+
+  clock.now += 999ms;
+  CHECK(t.level(kFile, 1) == kReserved);
+  CHECK(t.reserved_by_other(kFile, 2));
+  CHECK_CODE(t.set_level(kFile, 2, kReserved), Code::kBusy);  // failure renews nothing
+
+  clock.now += 1ms;
+  CHECK(t.level(kFile, 1) == kNone);
+  CHECK(t.level(kFile + 1, 1) == kNone);
+  CHECK_FALSE(t.reserved_by_other(kFile, 2));
+  // Owner 2's lease started at the same time, so it is gone too.
+  CHECK(t.level(kFile, 2) == kNone);
+  CHECK(t.list().empty());
+  Status s = t.renew(1);
+  CHECK_CODE(s, Code::kNotFound);
+  CHECK(s.message() == "owner 1: holds no lock (never took one, or its lease ran out)");
+}
+
+TEST_CASE("renew and every successful set_level extend the lease") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+
+  clock.now += 800ms;
+  CHECK_OK(t.renew(1));
+  CHECK_OK(t.set_level(kFile, 2, kShared));  // re-asking renews too
+  clock.now += 800ms;
+  CHECK(t.level(kFile, 1) == kShared);
+  CHECK(t.level(kFile, 2) == kShared);
+
+  CHECK_OK(t.set_level(kFile, 2, kReserved));
+  clock.now += 300ms;  // 1100 ms after owner 1's renew
+  CHECK(t.level(kFile, 1) == kNone);
+  CHECK(t.level(kFile, 2) == kReserved);
+  // The lease of an owner covers all its files: a lock taken on one file
+  // keeps the others too.
+  CHECK_OK(t.set_level(kFile + 1, 2, kShared));
+  clock.now += 900ms;
+  CHECK(t.level(kFile, 2) == kReserved);
+  clock.now += 100ms;
+  CHECK(t.level(kFile, 2) == kNone);
+  CHECK_CODE(t.renew(2), Code::kNotFound);
+}
+
+TEST_CASE("an expired writer no longer blocks others") {
+  FakeClock clock;
+  LeaseTable t(500ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+  clock.now += 400ms;
+  REQUIRE_OK(t.set_level(kFile + 1, 2, kShared));  // owner 2 starts its lease later
+  CHECK_CODE(t.set_level(kFile, 2, kShared), Code::kBusy);
+  clock.now += 100ms;
+  CHECK_OK(t.set_level(kFile, 2, kShared));
+  CHECK_OK(t.set_level(kFile, 2, kExclusive));
+}
+
+TEST_CASE("reserved_by_other looks at other owners at RESERVED or above") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  CHECK_FALSE(t.reserved_by_other(kFile, 1));
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  CHECK_FALSE(t.reserved_by_other(kFile, 1));
+  REQUIRE_OK(t.set_level(kFile, 2, kReserved));
+  CHECK(t.reserved_by_other(kFile, 1));
+  CHECK_FALSE(t.reserved_by_other(kFile, 2));  // its own lock does not count
+  CHECK(t.reserved_by_other(kFile, 99));
+  CHECK_FALSE(t.reserved_by_other(kFile + 1, 1));
+  REQUIRE(t.set_level(kFile, 2, kExclusive).is(Code::kBusy));  // PENDING
+  CHECK(t.reserved_by_other(kFile, 1));
+  REQUIRE_OK(t.set_level(kFile, 1, kNone));
+  REQUIRE_OK(t.set_level(kFile, 2, kExclusive));
+  CHECK(t.reserved_by_other(kFile, 1));
+}
+
+TEST_CASE("release_owner drops every lock of one owner") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(1, 1, kShared));
+  REQUIRE_OK(t.set_level(2, 1, kShared));
+  REQUIRE_OK(t.set_level(2, 1, kReserved));
+  REQUIRE_OK(t.set_level(2, 2, kShared));
+  t.release_owner(1);
+  CHECK(t.level(1, 1) == kNone);
+  CHECK(t.level(2, 1) == kNone);
+  CHECK(t.level(2, 2) == kShared);
+  CHECK_CODE(t.renew(1), Code::kNotFound);
+  CHECK_OK(t.set_level(2, 2, kReserved));  // the reservation went with it
+  t.release_owner(42);                     // unknown owner: nothing happens
+  CHECK(t.list().size() == 1);
+}
+
+TEST_CASE("release_file drops every lock on one file") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(1, 1, kShared));
+  REQUIRE_OK(t.set_level(1, 1, kExclusive));
+  REQUIRE_OK(t.set_level(2, 1, kShared));
+  REQUIRE_OK(t.set_level(2, 2, kShared));
+  REQUIRE_OK(t.set_level(1, 3, kNone));
+  t.release_file(2);
+  CHECK(t.level(2, 1) == kNone);
+  CHECK(t.level(2, 2) == kNone);
+  CHECK(t.level(1, 1) == kExclusive);
+  CHECK_OK(t.renew(1));                     // still holds file 1
+  CHECK_CODE(t.renew(2), Code::kNotFound);  // held nothing else
+  t.release_file(99);
+  CHECK(t.list().size() == 1);
+}
+
+TEST_CASE("list orders by file then owner and shows the lease left") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  REQUIRE_OK(t.set_level(9, 3, kShared));
+  REQUIRE_OK(t.set_level(2, 5, kShared));
+  clock.now += 250ms;
+  REQUIRE_OK(t.set_level(9, 1, kShared));
+  REQUIRE_OK(t.set_level(9, 1, kReserved));
+  REQUIRE_OK(t.set_level(2, 4, kShared));
+  clock.now += 100ms;
+
+  auto all = t.list();
+  REQUIRE(all.size() == 4);
+  CHECK(all[0].file_id == 2);
+  CHECK(all[0].owner == 4);
+  CHECK(all[0].level == kShared);
+  CHECK(all[0].expires_in == 900ms);
+  CHECK(all[1].file_id == 2);
+  CHECK(all[1].owner == 5);
+  CHECK(all[1].expires_in == 650ms);
+  CHECK(all[2].file_id == 9);
+  CHECK(all[2].owner == 1);
+  CHECK(all[2].level == kReserved);
+  CHECK(all[2].expires_in == 900ms);
+  CHECK(all[3].file_id == 9);
+  CHECK(all[3].owner == 3);
+  CHECK(all[3].expires_in == 650ms);
+}
+
+TEST_CASE("the default clock is the steady clock") {
+  LeaseTable t(60s);
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  auto all = t.list();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].expires_in > 59s);
+  CHECK(all[0].expires_in <= 60s);
+}

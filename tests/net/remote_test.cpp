@@ -1,0 +1,302 @@
+// Remote Pagefiles end to end: real pagefiled processes on loopback (tcp and
+// unix) and the in-process bus; striped and hashed files over 1, 3 and 6
+// servers; data across client restarts and server restarts.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "pagefile/pagefile.h"
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using pagefile::test::free_tcp_port;
+using pagefile::test::page_pattern;
+using pagefile::test::ServerProcess;
+using pagefile::test::TempDir;
+
+namespace {
+
+std::unique_ptr<Client> start_client(const std::string& bus, const TempDir& dir, uint32_t concurrency = 12,
+                                     int timeout_ms = 10'000) {
+  auto c = Client::start({.local_dir = dir.path(),
+                          .concurrency = concurrency,
+                          .bus = bus,
+                          .home = dir / "home",
+                          .request_timeout_ms = timeout_ms});
+  REQUIRE_OK(c);
+  return std::move(*c);
+}
+
+OpenOptions remote(Placement placement, uint32_t stripe_pages = 1, uint32_t page_size = 4096) {
+  return {.location = Location::kRemote,
+          .page_size = page_size,
+          .create = true,
+          .placement = placement,
+          .stripe_pages = stripe_pages};
+}
+
+// Writes pages [0, pages) pipelined, syncs.
+void write_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
+  std::vector<Ticket> tickets;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto t = client.write_request(fd, p, page_pattern(page_size, p, seed));
+    REQUIRE_OK(t);
+    tickets.push_back(*t);
+  }
+  for (Ticket t : tickets) REQUIRE_OK(client.write_confirm(t));
+  REQUIRE_OK(client.sync(fd));
+}
+
+// Reads pages [0, pages) pipelined and checks each.
+void check_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
+  std::vector<std::vector<std::byte>> buffers(static_cast<size_t>(pages), std::vector<std::byte>(page_size));
+  std::vector<Ticket> tickets;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto t = client.read_request(fd, p, buffers[static_cast<size_t>(p)]);
+    REQUIRE_OK(t);
+    tickets.push_back(*t);
+  }
+  int mismatches = 0;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto r = client.read_confirm(tickets[static_cast<size_t>(p)]);
+    REQUIRE_OK(r);
+    if (*r != PageRead::kData || buffers[static_cast<size_t>(p)] != page_pattern(page_size, p, seed)) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  auto st = client.status(fd);
+  REQUIRE_OK(st);
+  CHECK(st->pages == pages);
+}
+
+std::string join(const std::vector<std::unique_ptr<ServerProcess>>& servers) {
+  std::string out;
+  for (const auto& s : servers) out += (out.empty() ? "" : ",") + s->address();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("in-process bus: striped and hashed files over 1, 3 and 6 servers, across client restarts") {
+  TempDir dir;
+  for (int n : {1, 3, 6}) {
+    std::string bus = fmt::format("inproc:{}", n);
+    INFO(bus);
+    {
+      auto client = start_client(bus, dir);
+      auto striped = client->open(fmt::format("striped{}", n), remote(Placement::kStripe, 2));
+      REQUIRE_OK(striped);
+      auto hashed = client->open(fmt::format("hashed{}", n), remote(Placement::kHash, 1, 8192));
+      REQUIRE_OK(hashed);
+      write_all(*client, *striped, 100, 4096, n);
+      write_all(*client, *hashed, 60, 8192, n + 100);
+      check_all(*client, *striped, 100, 4096, n);
+      check_all(*client, *hashed, 60, 8192, n + 100);
+      std::vector<std::byte> buf(4096, std::byte{1});
+      auto past = client->read(*striped, 100, buf);
+      REQUIRE_OK(past);
+      CHECK(*past == PageRead::kBeyondEnd);
+      CHECK(buf == std::vector<std::byte>(4096));
+      CHECK_OK(client->stop());
+    }
+    // A new client (its embedded servers restart over the same directories).
+    auto client = start_client(bus, dir);
+    auto striped = client->open(fmt::format("striped{}", n), {.location = Location::kRemote});
+    REQUIRE_OK(striped);
+    auto hashed = client->open(fmt::format("hashed{}", n), {.location = Location::kRemote});
+    REQUIRE_OK(hashed);
+    check_all(*client, *striped, 100, 4096, n);
+    check_all(*client, *hashed, 60, 8192, n + 100);
+  }
+}
+
+TEST_CASE("pagefiled over tcp: 3 servers, stripe and hash, across server restarts") {
+  TempDir dir;
+  std::vector<int> ports = {free_tcp_port(), free_tcp_port(), free_tcp_port()};
+  auto start_servers = [&] {
+    std::vector<std::unique_ptr<ServerProcess>> servers;
+    for (size_t i = 0; i < ports.size(); ++i) {
+      servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", ports[i]),
+                                                        dir / fmt::format("s{}", i)));
+    }
+    return servers;
+  };
+  auto servers = start_servers();
+  std::string bus = join(servers);
+  {
+    auto client = start_client(bus, dir);
+    auto striped = client->open("striped", remote(Placement::kStripe, 4, 1024));
+    auto hashed = client->open("hashed", remote(Placement::kHash, 1, 2048));
+    REQUIRE_OK(striped);
+    REQUIRE_OK(hashed);
+    write_all(*client, *striped, 200, 1024, 7);
+    write_all(*client, *hashed, 150, 2048, 8);
+    check_all(*client, *striped, 200, 1024, 7);
+  }
+  for (auto& s : servers) CHECK(s->stop() == 0);  // SIGTERM: a clean stop
+  servers = start_servers();
+  CHECK(join(servers) == bus);
+  auto client = start_client(bus, dir);
+  auto striped = client->open("striped", {.location = Location::kRemote});
+  auto hashed = client->open("hashed", {.location = Location::kRemote, .page_size = 2048});
+  REQUIRE_OK(striped);
+  REQUIRE_OK(hashed);
+  check_all(*client, *striped, 200, 1024, 7);
+  check_all(*client, *hashed, 150, 2048, 8);
+  CHECK_CODE(client->open("hashed", {.location = Location::kRemote, .page_size = 4096}), Code::kInvalidArgument);
+}
+
+TEST_CASE("pagefiled over unix sockets: 6 servers, and the catalog named explicitly") {
+  TempDir dir;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 6; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(fmt::format("unix:{}", (dir / fmt::format("s{}.sock", i)).string()),
+                                                      dir / fmt::format("s{}", i)));
+  }
+  std::string bus = join(servers);
+  // The last server is the catalog here.
+  std::string named = bus.substr(0, bus.rfind(',') + 1) + "catalog=" + servers.back()->address();
+  for (const std::string& b : {bus, named}) {
+    INFO(b);
+    auto client = start_client(b, dir);
+    std::string name = b == bus ? "six" : "six-named";
+    auto striped = client->open(name, remote(Placement::kStripe, 1, 512));
+    REQUIRE_OK(striped);
+    write_all(*client, *striped, 300, 512, 3);
+    check_all(*client, *striped, 300, 512, 3);
+    auto hashed = client->open(name + "-hash", remote(Placement::kHash, 2, 65536));
+    REQUIRE_OK(hashed);
+    write_all(*client, *hashed, 24, 65536, 4);
+    check_all(*client, *hashed, 24, 65536, 4);
+  }
+}
+
+TEST_CASE("catalog: open without create, exclusive, unlink, truncate and size") {
+  TempDir dir;
+  auto client = start_client("inproc:2", dir);
+  CHECK_CODE(client->open("nope", {.location = Location::kRemote}), Code::kNotFound);
+  auto fd = client->open("f", remote(Placement::kStripe));
+  REQUIRE_OK(fd);
+  CHECK_CODE(client->open("f", {.location = Location::kRemote, .create = true, .exclusive = true}),
+             Code::kAlreadyExists);
+  write_all(*client, *fd, 20, 4096, 1);
+  CHECK_OK(client->truncate(*fd, 5));
+  CHECK(client->status(*fd)->pages == 5);
+  std::vector<std::byte> buf(4096);
+  CHECK(*client->read(*fd, 7, buf) == PageRead::kBeyondEnd);
+  CHECK(buf == std::vector<std::byte>(4096));
+  CHECK_OK(client->close(*fd));
+  auto again = client->open("f", {.location = Location::kRemote});
+  REQUIRE_OK(again);
+  CHECK(client->status(*again)->pages == 5);  // the catalog kept the size
+  CHECK_OK(client->close(*again));
+  CHECK_OK(client->unlink("f", Location::kRemote));
+  CHECK_CODE(client->open("f", {.location = Location::kRemote}), Code::kNotFound);
+  CHECK_CODE(client->unlink("f", Location::kRemote), Code::kNotFound);
+  // A new file of the same name starts empty: the old pages went with it.
+  auto fresh = client->open("f", remote(Placement::kStripe));
+  REQUIRE_OK(fresh);
+  CHECK(*client->read(*fresh, 0, buf) == PageRead::kBeyondEnd);
+  CHECK(buf == std::vector<std::byte>(4096));
+}
+
+TEST_CASE("a server that is down: a clear error, promptly, and no hang") {
+  TempDir dir;
+  int port = free_tcp_port();  // nothing listens here
+  auto client = start_client(fmt::format("tcp://127.0.0.1:{}", port), dir, 4, 3000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto fd = client->open("f", remote(Placement::kStripe));
+  CHECK_CODE(fd, Code::kDisconnected);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("a server that dies mid-run: writes in flight fail with kDisconnected; the rest keep working") {
+  TempDir dir;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()),
+                                                      dir / fmt::format("s{}", i),
+                                                      std::vector<std::string>{"--disk-latency", "5"}));
+  }
+  auto client = start_client(join(servers), dir, 16, 5000);
+  auto fd = client->open("f", remote(Placement::kStripe));
+  REQUIRE_OK(fd);
+  std::vector<Ticket> tickets;
+  for (int64_t p = 0; p < 40; ++p) tickets.push_back(*client->write_request(*fd, p, page_pattern(4096, p)));
+  servers[1]->kill();  // holds the odd pages; the catalog (server 0) lives
+  int failed = 0;
+  for (Ticket t : tickets) {
+    Status s = client->write_confirm(t);
+    if (!s) {
+      CHECK(s.is(Code::kDisconnected));
+      ++failed;
+    }
+  }
+  CHECK(failed > 0);
+  // The failed writes are not durable, so sync says so.
+  CHECK_FALSE(client->sync(*fd).is_ok());
+  // Pages on the living server still read.
+  std::vector<std::byte> buf(4096);
+  auto r = client->read(*fd, 0, buf);
+  REQUIRE_OK(r);
+}
+
+TEST_CASE("a lock held by a killed client is free after its lease, not before") {
+  TempDir dir;
+  auto server = std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s",
+                                                std::vector<std::string>{"--lease-ms", "1500"});
+  std::string bus = server->address();
+  {
+    auto setup = start_client(bus, dir);
+    REQUIRE_OK(setup->open("locked", remote(Placement::kStripe)));
+  }
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    ::close(ready[0]);
+    auto client = Client::start({.bus = bus, .home = dir / "home"});
+    if (!client) _exit(10);
+    auto fd = (*client)->open("locked", {.location = Location::kRemote});
+    if (!fd || !(*client)->lock(*fd, LockMode::kExclusive)) _exit(11);
+    char c = 'x';
+    if (::write(ready[1], &c, 1) != 1) _exit(12);
+    ::pause();  // renewing the lease in the background until killed
+    _exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+
+  auto client = start_client(bus, dir);
+  auto fd = client->open("locked", {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  // Alive, the holder keeps the lock well past one lease.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  CHECK_CODE(client->lock(*fd, LockMode::kShared), Code::kBusy);
+
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  auto killed = std::chrono::steady_clock::now();
+  CHECK_CODE(client->lock(*fd, LockMode::kExclusive), Code::kBusy);
+  // Poll, bounded: the lock must come between (lease - renew interval) and
+  // (lease + slack) after the kill.
+  std::chrono::milliseconds got_after{-1};
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (client->lock(*fd, LockMode::kExclusive).is_ok()) {
+      got_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+      break;
+    }
+  }
+  INFO("lock granted " << got_after.count() << " ms after the kill");
+  CHECK(got_after.count() >= 1500 - 500 - 50);  // the last renewal was at most lease/3 before the kill
+  CHECK(got_after.count() <= 1500 + 1500);
+}

@@ -1,0 +1,269 @@
+// pf-replay as a user runs it: the built binary in a subprocess, in a fresh
+// directory. Its path comes from the environment variable PF_REPLAY (set by
+// tests/tools/meson.build).
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tests/support/temp_dir.h"
+#include "tests/tools/run_program.h"
+
+namespace {
+
+constexpr int64_t kHeaderBytes = 4096;  // engine/file_header.h: pages start after it
+constexpr int64_t kPageSize = 8192;
+
+using pagefile::test::Outcome;
+using pagefile::test::lines;
+using pagefile::test::read_file;
+using pagefile::test::split;
+using pagefile::test::write_file;
+
+// Runs pf-replay with `args` in `dir`.
+Outcome pf_replay(const std::filesystem::path& dir, const std::vector<std::string>& args) {
+  return pagefile::test::run_program(pagefile::test::binary_from_env("PF_REPLAY"), dir, args);
+}
+
+// `pf-replay generate ARGS > dir/name`.
+void generate(const std::filesystem::path& dir, const std::string& name,
+              std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  Outcome outcome = pf_replay(dir, args);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_status == 0);
+  write_file(dir / name, outcome.out);
+}
+
+// The pages of a local Pagefile: everything after its header, which holds
+// the creation time and so differs between equal files.
+std::string page_bytes(const std::filesystem::path& path) {
+  std::string bytes = read_file(path);
+  REQUIRE(bytes.size() >= static_cast<size_t>(kHeaderBytes));
+  return bytes.substr(kHeaderBytes);
+}
+
+void flip_byte(const std::filesystem::path& path, int64_t offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  REQUIRE(file);
+  file.seekg(offset);
+  const char old = static_cast<char>(file.get());
+  file.seekp(offset);
+  file.put(static_cast<char>(old ^ 0xff));
+  REQUIRE(file);
+}
+
+TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and writes "
+          "the same data") {
+  pagefile::test::TempDir dir;
+  generate(dir.path(), "fill.trace",
+           {"--pattern", "sequential", "--file", "data", "--file-pages", "2048", "--ops", "2048",
+            "--write-ratio", "1"});
+  generate(dir.path(), "random.trace",
+           {"--pattern", "random", "--file", "data", "--file-pages", "2048", "--ops", "3000",
+            "--write-ratio", "0.3"});
+
+  for (const char* concurrency : {"1", "12"}) {
+    CAPTURE(concurrency);
+    const std::string data_dir = fmt::format("c{}", concurrency);
+    // Equal version bases make the two replays write the same bytes.
+    const std::pair<const char*, const char*> runs[] = {{"fill.trace", "1000000"},
+                                                        {"random.trace", "2000000"}};
+    for (auto [trace, base] : runs) {
+      Outcome run = pf_replay(dir.path(), {"run", trace, "--dir", data_dir, "--concurrency",
+                                           concurrency, "--csv", "runs.csv", "--version-base",
+                                           base});
+      INFO(run.err);
+      INFO(run.out);
+      CHECK(run.exit_status == 0);
+      CHECK(run.err == "");
+      CHECK(run.out.find("0 mismatches, 0 errors") != std::string::npos);
+    }
+  }
+
+  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
+  REQUIRE(rows.size() == 5);
+  const std::vector<std::string> header = split(rows[0], ',');
+  const std::vector<std::string> required = {"ops",         "pages",    "seconds",
+                                             "ms_per_page", "pages_per_s", "mb_per_s",
+                                             "concurrency", "page_size"};
+  REQUIRE(header.size() >= required.size());
+  CHECK(std::vector<std::string>(header.begin(), header.begin() + 8) == required);
+  const char* expected[4][3] = {
+      {"2051", "2048", "1"}, {"3003", "3000", "1"}, {"2051", "2048", "12"}, {"3003", "3000", "12"}};
+  for (size_t i = 1; i < rows.size(); ++i) {
+    CAPTURE(rows[i]);
+    const std::vector<std::string> fields = split(rows[i], ',');
+    REQUIRE(fields.size() == header.size());
+    CHECK(fields[0] == expected[i - 1][0]);
+    CHECK(fields[1] == expected[i - 1][1]);
+    CHECK(fields[6] == expected[i - 1][2]);
+    CHECK(fields[7] == "8192");
+    CHECK(std::stod(fields[2]) > 0.0);
+    CHECK(std::stod(fields[4]) > 0.0);
+  }
+
+  const std::string one = page_bytes(dir / "c1" / "data");
+  CHECK(one.size() == 2048 * kPageSize);
+  CHECK(one == page_bytes(dir / "c12" / "data"));
+}
+
+TEST_CASE("a page damaged behind the engine's back fails the replay, naming the page") {
+  pagefile::test::TempDir dir;
+  generate(dir.path(), "fill.trace",
+           {"--pattern", "sequential", "--file", "data", "--file-pages", "64", "--ops", "64",
+            "--write-ratio", "1"});
+  Outcome fill = pf_replay(dir.path(), {"run", "fill.trace", "--dir", "d"});
+  INFO(fill.err);
+  REQUIRE(fill.exit_status == 0);
+
+  flip_byte(dir / "d" / "data", kHeaderBytes + 17 * kPageSize + 100);
+  write_file(dir / "read.trace", "open data 8192\nread data 16\nread data 17\nread data 18\n"
+                                 "close data\n");
+  for (const char* concurrency : {"1", "8"}) {
+    Outcome run = pf_replay(dir.path(), {"run", "read.trace", "--dir", "d", "--concurrency",
+                                         concurrency, "--csv", "runs.csv"});
+    CHECK(run.exit_status == 1);
+    CHECK(run.err.find("read.trace:3: file data page 17: bad checksum") != std::string::npos);
+    CHECK(run.err.find("page 16") == std::string::npos);
+    CHECK(run.err.find("page 18") == std::string::npos);
+    CHECK(run.out.find("1 mismatches") != std::string::npos);
+  }
+  // The CSV counts the mismatch too.
+  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
+  REQUIRE(rows.size() == 3);
+  const std::vector<std::string> header = split(rows[0], ',');
+  const auto column = std::find(header.begin(), header.end(), "mismatches") - header.begin();
+  CHECK(split(rows[1], ',')[static_cast<size_t>(column)] == "1");
+}
+
+TEST_CASE("a malformed trace is refused with its line number before anything runs") {
+  pagefile::test::TempDir dir;
+  write_file(dir / "t.trace", "# bad\nopen data 8192\nwrite data 1\nread data x\n");
+  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "runs.csv"});
+  CHECK(run.exit_status == 2);
+  CHECK(run.err == "pf-replay: t.trace:4: read: page 'x' is not a number\n");
+  CHECK(run.out == "");
+  // Line 3's write never happened: no file, no CSV row.
+  CHECK_FALSE(std::filesystem::exists(dir / "d" / "data"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs.csv"));
+
+  write_file(dir / "u.trace", "open data\nclose data\nsync data\n");
+  run = pf_replay(dir.path(), {"run", "u.trace", "--dir", "d"});
+  CHECK(run.exit_status == 2);
+  CHECK(run.err == "pf-replay: u.trace:3: sync: file 'data' is not open\n");
+
+  run = pf_replay(dir.path(), {"run", "missing.trace"});
+  CHECK(run.exit_status == 2);
+  run = pf_replay(dir.path(), {"run", "t.trace", "--concurrency", "0"});
+  CHECK(run.exit_status == 2);
+  run = pf_replay(dir.path(), {"generate", "--pattern", "zigzag", "--file", "f", "--file-pages",
+                               "1", "--ops", "1"});
+  CHECK(run.exit_status == 2);
+}
+
+TEST_CASE("a later run reading the pages of an earlier one passes its self-check") {
+  pagefile::test::TempDir dir;
+  generate(dir.path(), "write.trace",
+           {"--pattern", "random", "--file", "data", "--file-pages", "256", "--ops", "400",
+            "--write-ratio", "1", "--seed", "7"});
+  generate(dir.path(), "read.trace",
+           {"--pattern", "random", "--file", "data", "--file-pages", "300", "--ops", "600",
+            "--seed", "8"});
+  Outcome first = pf_replay(dir.path(), {"run", "write.trace", "--dir", "d", "--concurrency", "4"});
+  INFO(first.err);
+  REQUIRE(first.exit_status == 0);
+  // Reads cover pages the first run wrote, pages it skipped (zeros) and
+  // pages past the end, at two concurrency levels.
+  for (const char* concurrency : {"1", "12"}) {
+    Outcome second = pf_replay(dir.path(), {"run", "read.trace", "--dir", "d", "--concurrency",
+                                            concurrency});
+    INFO(second.err);
+    CHECK(second.exit_status == 0);
+    CHECK(second.out.find("600 pages (600 reads, 0 writes)") != std::string::npos);
+    CHECK(second.out.find("0 mismatches, 0 errors") != std::string::npos);
+  }
+  // A second writing run over the same file, then a read-back: new versions
+  // replace the old ones and read back as themselves.
+  Outcome rewrite = pf_replay(dir.path(), {"run", "write.trace", "--dir", "d", "--concurrency", "12"});
+  CHECK(rewrite.exit_status == 0);
+  Outcome reread = pf_replay(dir.path(), {"run", "read.trace", "--dir", "d"});
+  CHECK(reread.exit_status == 0);
+
+  // The same pages under another name are not that file's pages.
+  std::filesystem::copy_file(dir / "d" / "data", dir / "d" / "copy");
+  std::string copy_trace = "open copy\n";
+  for (int page = 0; page < 256; ++page) copy_trace += fmt::format("read copy {}\n", page);
+  write_file(dir / "copy.trace", copy_trace);
+  Outcome copy = pf_replay(dir.path(), {"run", "copy.trace", "--dir", "d"});
+  CHECK(copy.exit_status == 1);
+  CHECK(copy.err.find("belongs to file 'data' instead of 'copy'") != std::string::npos);
+}
+
+TEST_CASE("an API error exits 3") {
+  pagefile::test::TempDir dir;
+  write_file(dir / "a.trace", "open data 4096\nwrite data 0\nclose data\n");
+  write_file(dir / "b.trace", "open data 8192\nread data 0\nclose data\n");
+  REQUIRE(pf_replay(dir.path(), {"run", "a.trace", "--dir", "d"}).exit_status == 0);
+  Outcome run = pf_replay(dir.path(), {"run", "b.trace", "--dir", "d"});
+  CHECK(run.exit_status == 3);
+  CHECK(run.err.find("b.trace:1: open data: InvalidArgument") != std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("remote options are checked before anything runs") {
+  pagefile::test::TempDir dir;
+  write_file(dir / "t.trace", "open data 8192\nwrite data 0\nclose data\n");
+  // --placement and --stripe-pages only mean something with --bus.
+  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--placement", "hash"});
+  CHECK(run.exit_status == 2);
+  CHECK(run.err.find("--bus") != std::string::npos);
+  run = pf_replay(dir.path(), {"run", "t.trace", "--stripe-pages", "4"});
+  CHECK(run.exit_status == 2);
+  run = pf_replay(dir.path(), {"run", "t.trace", "--bus", "inproc:2", "--placement", "round"});
+  CHECK(run.exit_status == 2);
+  run = pf_replay(dir.path(), {"run", "t.trace", "--bus", "inproc:2", "--stripe-pages", "0"});
+  CHECK(run.exit_status == 2);
+  // A malformed bus is a usage error, said before any server is started.
+  run = pf_replay(dir.path(), {"run", "t.trace", "--bus", "carrier-pigeon://x", "--csv", "r.csv"});
+  CHECK(run.exit_status == 2);
+  CHECK(run.err.starts_with("pf-replay: --bus: "));
+  run = pf_replay(dir.path(), {"run", "t.trace", "--bus", ""});
+  CHECK(run.exit_status == 2);
+  CHECK_FALSE(std::filesystem::exists(dir / "r.csv"));
+  CHECK_FALSE(std::filesystem::exists(dir / "pagefile-home"));
+}
+
+TEST_CASE("the CSV says where the files were: local rows leave bus and placement empty; a CSV "
+          "of an older pf-replay is refused") {
+  pagefile::test::TempDir dir;
+  write_file(dir / "t.trace", "open data 8192\nwrite data 0\nread data 0\nclose data\n");
+  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "runs.csv"});
+  INFO(run.err);
+  REQUIRE(run.exit_status == 0);
+  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
+  REQUIRE(rows.size() == 2);
+  const std::vector<std::string> header = split(rows[0], ',');
+  REQUIRE(header.size() >= 3);
+  CHECK(header[header.size() - 2] == "bus");
+  CHECK(header[header.size() - 1] == "placement");
+  const auto location = std::find(header.begin(), header.end(), "location") - header.begin();
+  CHECK(split(rows[1], ',')[static_cast<size_t>(location)] == "local");
+  CHECK(rows[1].ends_with(",,"));
+
+  // The header of the pf-replay before --bus: its rows would not line up.
+  write_file(dir / "old.csv",
+             "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,reads,"
+             "writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
+             "version_base\n");
+  run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "old.csv"});
+  CHECK(run.exit_status == 2);
+  CHECK(run.err.find("older pf-replay") != std::string::npos);
+}
+
+}  // namespace

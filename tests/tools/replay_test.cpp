@@ -1,0 +1,267 @@
+// The replay driver in-process: what it counts, what it expects of each read
+// (versions, truncation, pages of earlier runs), and its CSV.
+#include "tools/pf_replay/replay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "tests/support/temp_dir.h"
+#include "tools/pf_replay/page_stamp.h"
+
+namespace pf_replay {
+namespace {
+
+using pagefile::Code;
+
+// Reports of a replay, gathered in memory.
+class ReportCapture {
+ public:
+  ReportCapture() : file_(open_memstream(&data_, &size_)) { REQUIRE(file_ != nullptr); }
+  ~ReportCapture() {
+    if (file_ != nullptr) std::fclose(file_);
+    std::free(data_);
+  }
+  ReportCapture(const ReportCapture&) = delete;
+  ReportCapture& operator=(const ReportCapture&) = delete;
+
+  std::FILE* file() { return file_; }
+  std::string text() {
+    std::fflush(file_);
+    return std::string(data_, size_);
+  }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  std::FILE* file_;
+};
+
+struct Run {
+  ReplayStats stats;
+  std::string report;
+};
+
+Run replay_text(const std::string& text, const std::filesystem::path& dir, uint32_t concurrency,
+                uint64_t version_base = 0) {
+  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
+  REQUIRE_OK(trace);
+  ReportCapture report;
+  ReplayOptions options;
+  options.dir = dir;
+  options.concurrency = concurrency;
+  options.version_base = version_base;
+  options.show_progress = false;
+  options.report = report.file();
+  pagefile::Result<ReplayStats> stats = replay_trace(*trace, options);
+  REQUIRE_OK(stats);
+  return {*stats, report.text()};
+}
+
+std::string lines(std::string_view head, int64_t first, int64_t last, std::string_view file) {
+  std::string out;
+  for (int64_t p = first; p <= last; ++p) out += fmt::format("{} {} {}\n", head, file, p);
+  return out;
+}
+
+TEST_CASE("writes then reads of one run check out at every concurrency") {
+  for (uint32_t concurrency : {1u, 4u, 16u}) {
+    CAPTURE(concurrency);
+    pagefile::test::TempDir dir;
+    // Each page is written twice and read after each write, so a read that
+    // saw the older write would show as a version mismatch.
+    std::string text = "open data 4096\n";
+    for (int64_t p = 0; p < 64; ++p) {
+      text += fmt::format("write data {0}\nread data {0}\nwrite data {0}\nread data {0}\n", p);
+    }
+    text += "sync data\nclose data\n";
+    Run run = replay_text(text, dir.path(), concurrency);
+    CHECK(run.report == "");
+    CHECK(run.stats.ops == 64 * 4 + 3);
+    CHECK(run.stats.reads == 128);
+    CHECK(run.stats.writes == 128);
+    CHECK(run.stats.pages() == 256);
+    CHECK(run.stats.bytes == 256 * 4096);
+    CHECK(run.stats.syncs == 1);
+    CHECK(run.stats.errors == 0);
+    CHECK(run.stats.mismatches == 0);
+    CHECK(run.stats.page_size == 4096);
+    CHECK(run.stats.concurrency == concurrency);
+    CHECK(run.stats.seconds > 0.0);
+  }
+}
+
+TEST_CASE("pages never written read as zeros or beyond the end") {
+  pagefile::test::TempDir dir;
+  Run run = replay_text("open data 512\nwrite data 10\nread data 3\nread data 11\nread data 500\n",
+                        dir.path(), 4);
+  CHECK(run.report == "");
+  CHECK(run.stats.mismatches == 0);
+  CHECK(run.stats.reads == 3);
+}
+
+TEST_CASE("a page truncated away must read as zeros, until written again") {
+  pagefile::test::TempDir dir;
+  std::string text = "open data 1024\n" + lines("write", 0, 9, "data") +
+                     "truncate data 5\n"
+                     "read data 4\nread data 5\nread data 9\n"
+                     "write data 7\nread data 7\nread data 6\n"
+                     "truncate data 20\nread data 15\nread data 7\n"
+                     "close data\n";
+  Run run = replay_text(text, dir.path(), 8);
+  CHECK(run.report == "");
+  CHECK(run.stats.mismatches == 0);
+  CHECK(run.stats.truncates == 2);
+  CHECK(run.stats.errors == 0);
+}
+
+TEST_CASE("a later run checks the pages of an earlier one, and its own truncation") {
+  pagefile::test::TempDir dir;
+  Run first = replay_text("open data 2048\n" + lines("write", 0, 31, "data") + "sync data\n",
+                          dir.path(), 4);
+  REQUIRE(first.stats.mismatches == 0);
+  Run second = replay_text("open data\n" + lines("read", 0, 40, "data") +
+                               "truncate data 8\nread data 9\nclose data\n",
+                           dir.path(), 12);
+  CHECK(second.report == "");
+  CHECK(second.stats.mismatches == 0);
+  CHECK(second.stats.reads == 42);
+  CHECK(second.stats.page_size == 2048);
+}
+
+TEST_CASE("a page of another file, or damaged, is a mismatch naming file and page") {
+  pagefile::test::TempDir dir;
+  Run first = replay_text("open data 4096\n" + lines("write", 0, 3, "data") + "close data\n",
+                          dir.path(), 1);
+  REQUIRE(first.stats.mismatches == 0);
+  std::filesystem::copy_file(dir / "data", dir / "copy");
+  {
+    std::fstream file(dir / "data", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(4096 + 2 * 4096 + 100);
+    file.put('\x5a');
+  }
+  Run second = replay_text("open data\nopen copy\n" + lines("read", 0, 3, "data") + "read copy 1\n",
+                           dir.path(), 4);
+  CHECK(second.stats.mismatches == 2);
+  CHECK(second.stats.errors == 0);
+  CHECK(second.report.find("t.trace:5: file data page 2: bad checksum") != std::string::npos);
+  CHECK(second.report.find("t.trace:7: file copy page 1: belongs to file 'data' instead of "
+                           "'copy'") != std::string::npos);
+}
+
+TEST_CASE("API errors are counted and reported; a failed open skips its file's ops") {
+  pagefile::test::TempDir dir;
+  REQUIRE(replay_text("open data 4096\nwrite data 0\n", dir.path(), 1).stats.errors == 0);
+  Run run = replay_text("open data 8192\nread data 0\nwrite data 1\nclose data\n"
+                        "open data 4096\nread data 0\n",
+                        dir.path(), 2);
+  CHECK(run.stats.errors == 1);
+  CHECK(run.stats.skipped == 3);
+  CHECK(run.stats.reads == 1);
+  CHECK(run.stats.mismatches == 0);
+  CHECK(run.report.find("error: t.trace:1: open data: InvalidArgument") != std::string::npos);
+}
+
+TEST_CASE("equal version bases write equal bytes, whatever the concurrency") {
+  pagefile::test::TempDir one;
+  pagefile::test::TempDir many;
+  std::string text = "open data 1024\n";
+  for (int64_t i = 0; i < 200; ++i) text += fmt::format("write data {}\n", (i * 37) % 50);
+  text += "close data\n";
+  REQUIRE(replay_text(text, one.path(), 1, 777).stats.mismatches == 0);
+  REQUIRE(replay_text(text, many.path(), 16, 777).stats.mismatches == 0);
+  auto pages = [](const std::filesystem::path& path) {
+    std::ifstream file(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << file.rdbuf();
+    return bytes.str().substr(4096);
+  };
+  const std::string data = pages(one / "data");
+  CHECK(data.size() == 50 * 1024);
+  CHECK(data == pages(many / "data"));
+  // And the last write of page 0 (write number 151: i = 150) is what it holds.
+  std::vector<std::byte> page0(1024);
+  std::memcpy(page0.data(), data.data(), 1024);
+  CHECK_OK(verify_stamp(page0, "data", 0, 777 + 151));
+}
+
+TEST_CASE("a concurrency of 0 is refused") {
+  pagefile::Result<Trace> trace = parse_trace("", "t.trace");
+  REQUIRE_OK(trace);
+  ReplayOptions options;
+  options.concurrency = 0;
+  CHECK_CODE(replay_trace(*trace, options), Code::kInvalidArgument);
+}
+
+TEST_CASE("the CSV has the required columns first, one row per run, one header") {
+  const std::string header = csv_header();
+  CHECK(header.starts_with(
+      "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"));
+  ReplayStats stats;
+  stats.ops = 12;
+  stats.reads = 6;
+  stats.writes = 4;
+  stats.bytes = 10 * 8192;
+  stats.seconds = 0.5;
+  stats.concurrency = 12;
+  stats.page_size = 8192;
+  const std::string row = csv_row(stats, "a,b.trace");
+  CHECK(row.starts_with("12,10,0.500000,50.000000,20.0,0.164,12,8192,6,4,"));
+  CHECK(row.find(",local,\"a,b.trace\",") != std::string::npos);
+  auto count = [](const std::string& line) { return std::count(line.begin(), line.end(), ','); };
+  CHECK(count(row) == count(header) + 1);  // the quoted comma
+
+  CHECK(row.ends_with(",,"));  // local: no bus, no placement
+
+  // Remote rows name the bus (spaces for commas, so no quoting) and the
+  // placement asked for, with its unit when it is not 1.
+  ReplayStats remote = stats;
+  remote.location = pagefile::Location::kRemote;
+  remote.bus = "tcp://a:1,tcp://b:2";
+  remote.placement = pagefile::Placement::kHash;
+  remote.stripe_pages = 4;
+  const std::string remote_row = csv_row(remote, "t");
+  CHECK(remote_row.find(",remote,t,") != std::string::npos);
+  CHECK(remote_row.ends_with(",tcp://a:1 tcp://b:2,hash:4"));
+  CHECK(count(remote_row) == count(header));
+  remote.placement = pagefile::Placement::kStripe;
+  remote.stripe_pages = 1;
+  CHECK(csv_row(remote, "t").ends_with(",tcp://a:1 tcp://b:2,stripe"));
+  CHECK(format_summary(Trace{.source = "t.trace"}, remote)
+            .starts_with("t.trace: 12 ops in 0.500 s at concurrency 12, page size 8192, remote "
+                         "(bus tcp://a:1,tcp://b:2, stripe)\n"));
+
+  ReplayStats idle;  // no pages: the ratios are left empty, not made up
+  CHECK(csv_row(idle, "t").starts_with("0,0,0.000000,,,,0,0,"));
+
+  pagefile::test::TempDir dir;
+  const auto path = dir / "runs.csv";
+  CHECK(*check_csv(path));
+  REQUIRE_OK(append_csv(path, stats, "t"));
+  REQUIRE_OK(append_csv(path, stats, "t"));
+  CHECK_FALSE(*check_csv(path));
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> read_lines;
+  while (std::getline(in, line)) read_lines.push_back(line);
+  REQUIRE(read_lines.size() == 3);
+  CHECK(read_lines[0] == header);
+  CHECK(read_lines[1] == read_lines[2]);
+
+  const auto foreign = dir / "foreign.csv";
+  std::ofstream(foreign) << "a,b,c\n1,2,3\n";
+  CHECK_CODE(check_csv(foreign), Code::kInvalidArgument);
+  CHECK_CODE(append_csv(foreign, stats, "t"), Code::kInvalidArgument);
+  const auto empty = dir / "empty.csv";
+  std::ofstream{empty};
+  CHECK(*check_csv(empty));
+}
+
+}  // namespace
+}  // namespace pf_replay

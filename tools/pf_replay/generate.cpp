@@ -1,0 +1,177 @@
+#include "tools/pf_replay/generate.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "pagefile/options.h"
+#include "pagefile/pagefile.h"
+
+namespace pf_replay {
+
+namespace {
+
+using pagefile::Result;
+using pagefile::Status;
+
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  // Uniform in [0, 1) with 53 random bits.
+  double next_unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+  // Uniform in [0, bound) without modulo bias: draws in the top
+  // 2^64 mod bound values are rejected, so every remainder is equally
+  // likely. REQUIRES: bound > 0.
+  uint64_t next_below(uint64_t bound) {
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    const uint64_t excess = (kMax % bound + 1) % bound;  // 2^64 mod bound
+    for (;;) {
+      const uint64_t draw = next();
+      if (draw <= kMax - excess) return draw % bound;
+    }
+  }
+
+ private:
+  uint64_t state_;
+};
+
+bool is_trace_word(std::string_view name) {
+  if (name.empty() || name[0] == '#') return false;
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+pagefile::AccessType pattern_policy(Pattern pattern) {
+  switch (pattern) {
+    case Pattern::kRandom: return pagefile::AccessType::kRandom;
+    case Pattern::kSequential: return pagefile::AccessType::kSequential;
+    case Pattern::kLooping: return pagefile::AccessType::kLooping;
+  }
+  return pagefile::AccessType::kRandom;
+}
+
+}  // namespace
+
+std::string_view pattern_name(Pattern pattern) {
+  switch (pattern) {
+    case Pattern::kRandom: return "random";
+    case Pattern::kSequential: return "sequential";
+    case Pattern::kLooping: return "looping";
+  }
+  return "unknown";
+}
+
+Result<Pattern> parse_pattern(std::string_view name) {
+  for (Pattern pattern : {Pattern::kRandom, Pattern::kSequential, Pattern::kLooping}) {
+    if (name == pattern_name(pattern)) return pattern;
+  }
+  return Status::invalid_argument(fmt::format("pattern '{}'", name),
+                                  "must be random, sequential or looping");
+}
+
+Status check_generate_options(const GenerateOptions& options) {
+  if (!is_trace_word(options.file)) {
+    return Status::invalid_argument(
+        fmt::format("--file '{}'", options.file),
+        "must be a non-empty name without spaces or control characters, not starting with #");
+  }
+  if (options.file_pages < 1 || options.file_pages > pagefile::kMaxPageNumber + 1) {
+    return Status::invalid_argument(
+        fmt::format("--file-pages {}", options.file_pages),
+        fmt::format("must be in [1, {}]", pagefile::kMaxPageNumber + 1));
+  }
+  if (options.ops < 0) {
+    return Status::invalid_argument(fmt::format("--ops {}", options.ops), "must not be negative");
+  }
+  if (!(options.write_ratio >= 0.0 && options.write_ratio <= 1.0)) {
+    return Status::invalid_argument(fmt::format("--write-ratio {}", options.write_ratio),
+                                    "must be in [0, 1]");
+  }
+  if (Status s = pagefile::check_page_size(options.page_size); !s) {
+    return Status::invalid_argument(
+        fmt::format("--page-size {}", options.page_size),
+        fmt::format("must be a power of two in [{}, {}]", pagefile::kMinPageSize,
+                    pagefile::kMaxPageSize));
+  }
+  if (options.loop_pages != 0) {
+    if (options.pattern != Pattern::kLooping) {
+      return Status::invalid_argument(fmt::format("--loop-pages {}", options.loop_pages),
+                                      "applies to the looping pattern only");
+    }
+    if (options.loop_pages < 0 || options.loop_pages > options.file_pages) {
+      return Status::invalid_argument(fmt::format("--loop-pages {}", options.loop_pages),
+                                      fmt::format("must be in [1, {}] (--file-pages)",
+                                                  options.file_pages));
+    }
+  }
+  return Status::ok();
+}
+
+std::string generate_command_line(const GenerateOptions& options) {
+  std::string line = fmt::format(
+      "pf-replay generate --pattern {} --file {} --file-pages {} --ops {} --write-ratio {} "
+      "--page-size {} --seed {}",
+      pattern_name(options.pattern), options.file, options.file_pages, options.ops,
+      options.write_ratio, options.page_size, options.seed);
+  if (options.loop_pages != 0) line += fmt::format(" --loop-pages {}", options.loop_pages);
+  return line;
+}
+
+Status generate_trace(const GenerateOptions& options,
+                      const std::function<void(const TraceOp&)>& emit) {
+  if (Status s = check_generate_options(options); !s) return s;
+
+  TraceOp op;
+  op.file = 0;
+  op.kind = OpKind::kOpen;
+  op.page_size = options.page_size;
+  op.policy = pattern_policy(options.pattern);
+  emit(op);
+  op.page_size = 0;
+  op.policy.reset();
+
+  SplitMix64 random(options.seed);
+  const int64_t loop = options.loop_pages != 0 ? options.loop_pages : options.file_pages;
+  bool wrote = false;
+  for (int64_t i = 0; i < options.ops; ++i) {
+    // The write draw comes first for every pattern, so a trace's reads and
+    // writes fall on the same op numbers whatever its pattern.
+    const bool write = random.next_unit() < options.write_ratio;
+    switch (options.pattern) {
+      case Pattern::kSequential:
+        op.page = i % options.file_pages;
+        break;
+      case Pattern::kLooping:
+        op.page = i % loop;
+        break;
+      case Pattern::kRandom:
+        op.page = static_cast<int64_t>(random.next_below(static_cast<uint64_t>(options.file_pages)));
+        break;
+    }
+    op.kind = write ? OpKind::kWrite : OpKind::kRead;
+    wrote = wrote || write;
+    emit(op);
+  }
+
+  op.page = 0;
+  if (wrote) {
+    op.kind = OpKind::kSync;
+    emit(op);
+  }
+  op.kind = OpKind::kClose;
+  emit(op);
+  return Status::ok();
+}
+
+}  // namespace pf_replay

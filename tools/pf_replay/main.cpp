@@ -1,0 +1,218 @@
+// pf-replay: the workload-replay driver (Pagefile paper, section 4.4.3).
+//
+//   pf-replay generate --pattern random --file data --file-pages 2048 --ops 3000 > t.trace
+//   pf-replay run t.trace --dir /tmp/pf --concurrency 12 --csv runs.csv
+//   pf-replay run t.trace --bus tcp://127.0.0.1:7001,tcp://127.0.0.1:7002 --concurrency 12
+//
+// Exit statuses (doc/trace_format.md): 0 success, 1 a page read back wrong,
+// 2 a usage or trace error (nothing was run), 3 a Pagefile API or I/O error.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "net/bus_config.h"
+#include "pagefile/options.h"
+#include "pagefile/status.h"
+#include "tools/pf_replay/generate.h"
+#include "tools/pf_replay/replay.h"
+#include "tools/pf_replay/trace.h"
+
+namespace {
+
+using pf_replay::GenerateOptions;
+using pf_replay::ReplayOptions;
+
+constexpr int kExitOk = 0;
+constexpr int kExitMismatch = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitIoError = 3;
+
+int fail(int exit_status, const pagefile::Status& status) {
+  fmt::print(stderr, "pf-replay: {}\n", status.message());
+  return exit_status;
+}
+
+int run_generate(const GenerateOptions& options) {
+  if (pagefile::Status s = pf_replay::check_generate_options(options); !s) {
+    return fail(kExitUsage, s);
+  }
+  // Lines are gathered in a buffer and written in large blocks: a trace of
+  // millions of ops should cost the time of writing it, not of a syscall per
+  // line.
+  fmt::memory_buffer out;
+  bool write_failed = false;
+  auto flush = [&] {
+    if (!write_failed && std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
+      write_failed = true;
+    }
+    out.clear();
+  };
+  fmt::format_to(std::back_inserter(out), "# {}\n", pf_replay::generate_command_line(options));
+  pagefile::Status s = pf_replay::generate_trace(options, [&](const pf_replay::TraceOp& op) {
+    fmt::format_to(std::back_inserter(out), "{}\n", pf_replay::format_op(op, options.file));
+    if (out.size() >= (1 << 16)) flush();
+  });
+  if (!s) return fail(kExitUsage, s);
+  flush();
+  if (std::fflush(stdout) != 0 || write_failed) {
+    return fail(kExitIoError, pagefile::Status::io_error("standard output", "cannot write the trace"));
+  }
+  return kExitOk;
+}
+
+int run_replay(const std::string& trace_path, ReplayOptions options, const std::string& csv_path) {
+  if (options.page_size != 0) {
+    if (pagefile::Status s = pagefile::check_page_size(options.page_size); !s) {
+      return fail(kExitUsage, pagefile::Status::invalid_argument(
+                                  fmt::format("--page-size {}", options.page_size),
+                                  fmt::format("must be a power of two in [{}, {}]",
+                                              pagefile::kMinPageSize, pagefile::kMaxPageSize)));
+    }
+  }
+  // Every complaint about the command line or the trace comes before the
+  // first page is touched, so a bad invocation never leaves a half-run.
+  if (options.location == pagefile::Location::kRemote) {
+    // Only the syntax (and an @file's content): whether the servers answer
+    // shows at the first open.
+    if (pagefile::Result<pagefile::net::BusConfig> bus = pagefile::net::parse_bus(options.bus, {});
+        !bus) {
+      return fail(kExitUsage, bus.status().with_context("--bus"));
+    }
+  }
+  pagefile::Result<pf_replay::Trace> trace = pf_replay::load_trace(trace_path);
+  if (!trace) {
+    const bool usage = trace.status().is(pagefile::Code::kInvalidArgument) ||
+                       trace.status().is(pagefile::Code::kNotFound);
+    return fail(usage ? kExitUsage : kExitIoError, trace.status());
+  }
+  if (!csv_path.empty()) {
+    pagefile::Result<bool> csv = pf_replay::check_csv(csv_path);
+    if (!csv) {
+      return fail(csv.status().is(pagefile::Code::kInvalidArgument) ? kExitUsage : kExitIoError,
+                  csv.status());
+    }
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.dir, error);
+  if (error) {
+    return fail(kExitIoError, pagefile::Status::io_error(options.dir.string(), error.message()));
+  }
+
+  pagefile::Result<pf_replay::ReplayStats> stats = pf_replay::replay_trace(*trace, options);
+  if (!stats) return fail(kExitIoError, stats.status());
+  fmt::print("{}", pf_replay::format_summary(*trace, *stats));
+  std::fflush(stdout);
+
+  int exit_status = kExitOk;
+  if (!csv_path.empty()) {
+    if (pagefile::Status s = pf_replay::append_csv(csv_path, *stats, trace_path); !s) {
+      fail(kExitIoError, s);
+      exit_status = kExitIoError;
+    }
+  }
+  if (stats->errors > 0) return kExitIoError;
+  if (stats->mismatches > 0) return kExitMismatch;
+  return exit_status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pf-replay: generate traces of Pagefile operations and replay them against "
+               "local or remote Pagefiles, timing the run and checking every page read."};
+  app.require_subcommand(1);
+
+  GenerateOptions generate;
+  std::string pattern = "random";
+  CLI::App* generate_command =
+      app.add_subcommand("generate", "Print a synthetic trace on standard output.");
+  generate_command->add_option("--pattern", pattern, "random, sequential or looping")
+      ->required()
+      ->check(CLI::IsMember({"random", "sequential", "looping"}));
+  generate_command->add_option("--file", generate.file, "the Pagefile's name")->required();
+  generate_command->add_option("--file-pages", generate.file_pages, "pages in the file (P)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  generate_command->add_option("--ops", generate.ops, "read and write operations")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  generate_command
+      ->add_option("--write-ratio", generate.write_ratio,
+                   "share of the ops that write, 0 (only reads) to 1 (only writes)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  generate_command->add_option("--page-size", generate.page_size, "page size in bytes")
+      ->capture_default_str();
+  generate_command->add_option("--seed", generate.seed, "seed of the generator")
+      ->capture_default_str();
+  generate_command->add_option("--loop-pages", generate.loop_pages,
+                               "looping: pages in one loop (default: the whole file)");
+
+  std::string trace_path;
+  std::string csv_path;
+  std::string dir = ".";
+  ReplayOptions replay;
+  bool no_progress = false;
+  std::string bus;
+  std::string placement = "stripe";
+  CLI::App* run_command = app.add_subcommand(
+      "run", "Replay a trace against local Pagefiles, or remote ones with --bus; print a "
+             "summary, exit non-zero on any error or mismatch.");
+  run_command->add_option("TRACE", trace_path, "the trace file, or - for standard input")
+      ->required();
+  run_command->add_option("--dir", dir, "directory of the local Pagefiles (created when missing)")
+      ->capture_default_str();
+  CLI::Option* bus_option = run_command->add_option(
+      "--bus", bus,
+      "open every file remote, on these page servers: tcp://HOST:PORT,unix:/PATH,... or "
+      "inproc:N (N servers in this process, data under $PAGEFILE_HOME) or @FILE");
+  run_command
+      ->add_option("--placement", placement,
+                   "placement of the remote files the replay creates: stripe or hash")
+      ->check(CLI::IsMember({"stripe", "hash"}))
+      ->needs(bus_option)
+      ->capture_default_str();
+  run_command
+      ->add_option("--stripe-pages", replay.stripe_pages,
+                   "pages per placement unit of the remote files the replay creates")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->needs(bus_option)
+      ->capture_default_str();
+  run_command
+      ->add_option("--concurrency", replay.concurrency,
+                   "tickets kept outstanding, and the client's concurrency level")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  run_command->add_option("--page-size", replay.page_size,
+                          "page size of every open, instead of the trace's");
+  run_command->add_option("--csv", csv_path,
+                          "append one row per run to this CSV file (header when new)");
+  run_command->add_option("--version-base", replay.version_base,
+                          "versions of this run's writes start after this number (default: "
+                          "the time in ns); equal bases make equal files");
+  run_command->add_flag("--no-progress", no_progress, "never show the progress line");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    return status == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (*generate_command) {
+    generate.pattern = *pf_replay::parse_pattern(pattern);
+    return run_generate(generate);
+  }
+  replay.dir = dir;
+  if (*bus_option) {
+    replay.location = pagefile::Location::kRemote;
+    replay.bus = bus;
+    replay.placement = *pagefile::parse_placement(placement);
+  }
+  replay.show_progress = !no_progress;
+  return run_replay(trace_path, replay, csv_path);
+}

@@ -1,0 +1,159 @@
+#include "tools/pf_replay/page_stamp.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <fmt/format.h>
+
+// The state struct lives on the stack: checksumming a page must not allocate.
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "engine/little_endian.h"
+
+namespace pf_replay {
+
+namespace {
+
+using pagefile::get_le;
+using pagefile::put_le;
+
+constexpr size_t kMagicAt = 0;
+constexpr size_t kChecksumAt = 8;
+constexpr size_t kPageAt = 16;
+constexpr size_t kVersionAt = 24;
+constexpr size_t kNameHashAt = 32;
+constexpr size_t kNameSizeAt = 40;
+constexpr size_t kStoredAt = 44;
+constexpr size_t kNameAt = 48;
+static_assert(kNameAt + kStampNameBytes == kStampHeaderSize);
+
+
+uint64_t page_checksum(std::span<const std::byte> page) {
+  static constexpr std::array<std::byte, 8> kZeros{};
+  XXH64_state_t state;
+  XXH64_reset(&state, kStampChecksumSeed);
+  XXH64_update(&state, page.data(), kChecksumAt);
+  XXH64_update(&state, kZeros.data(), kZeros.size());
+  XXH64_update(&state, page.data() + kChecksumAt + 8, page.size() - kChecksumAt - 8);
+  return XXH64_digest(&state);
+}
+
+// SplitMix64: tiny, fast, and its output is fixed by its seed on every
+// platform, which the determinism of replays relies on.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_number,
+                 uint64_t version) {
+  std::array<std::byte, 24> key{};
+  put_le<uint64_t>(key, 0, name_hash);
+  put_le<int64_t>(key, 8, page_number);
+  put_le<uint64_t>(key, 16, version);
+  uint64_t state = XXH64(key.data(), key.size(), /*seed=*/0);
+  size_t at = kStampHeaderSize;
+  for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, splitmix64(state));
+  uint64_t last = splitmix64(state);
+  for (; at < page.size(); ++at, last >>= 8) page[at] = static_cast<std::byte>(last & 0xff);
+}
+
+std::string printable(std::string_view bytes) {
+  std::string out;
+  for (char c : bytes) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t stamp_name_hash(std::string_view name) {
+  return XXH64(name.data(), name.size(), /*seed=*/0);
+}
+
+void stamp_page(std::span<std::byte> page, std::string_view name, int64_t page_number,
+                uint64_t version) {
+  const uint64_t name_hash = stamp_name_hash(name);
+  const size_t stored = std::min(name.size(), kStampNameBytes);
+  std::memcpy(page.data() + kMagicAt, kStampMagic.data(), kStampMagic.size());
+  put_le<uint64_t>(page, kChecksumAt, 0);
+  put_le<int64_t>(page, kPageAt, page_number);
+  put_le<uint64_t>(page, kVersionAt, version);
+  put_le<uint64_t>(page, kNameHashAt, name_hash);
+  put_le<uint32_t>(page, kNameSizeAt, static_cast<uint32_t>(name.size()));
+  put_le<uint32_t>(page, kStoredAt, static_cast<uint32_t>(stored));
+  std::memset(page.data() + kNameAt, 0, kStampNameBytes);
+  std::memcpy(page.data() + kNameAt, name.data(), stored);
+  fill_filler(page, name_hash, page_number, version);
+  put_le<uint64_t>(page, kChecksumAt, page_checksum(page));
+}
+
+pagefile::Result<PageStamp> read_stamp(std::span<const std::byte> page) {
+  if (page.size() < kStampHeaderSize) {
+    return pagefile::Status::corruption(
+        "", fmt::format("page of {} bytes is too small to hold one", page.size()));
+  }
+  if (std::memcmp(page.data() + kMagicAt, kStampMagic.data(), kStampMagic.size()) != 0) {
+    return pagefile::Status::corruption("", "bad magic (not a page pf-replay wrote)");
+  }
+  const uint64_t stored_sum = get_le<uint64_t>(page, kChecksumAt);
+  const uint64_t computed_sum = page_checksum(page);
+  if (stored_sum != computed_sum) {
+    return pagefile::Status::corruption(
+        "", fmt::format("bad checksum (stored {:016x}, computed {:016x})", stored_sum,
+                        computed_sum));
+  }
+  PageStamp stamp;
+  stamp.page = get_le<int64_t>(page, kPageAt);
+  stamp.version = get_le<uint64_t>(page, kVersionAt);
+  stamp.name_hash = get_le<uint64_t>(page, kNameHashAt);
+  stamp.name_size = get_le<uint32_t>(page, kNameSizeAt);
+  // The checksum passed, so a stored count above the field's size means a
+  // writer of another layout, not damage.
+  const uint32_t stored = get_le<uint32_t>(page, kStoredAt);
+  if (stored > kStampNameBytes) {
+    return pagefile::Status::corruption(
+        "", fmt::format("stored name length {} exceeds {}", stored, kStampNameBytes));
+  }
+  stamp.stored_name.assign(reinterpret_cast<const char*>(page.data() + kNameAt), stored);
+  return stamp;
+}
+
+pagefile::Status verify_stamp(std::span<const std::byte> page, std::string_view name,
+                              int64_t page_number, std::optional<uint64_t> expected_version) {
+  pagefile::Result<PageStamp> stamp = read_stamp(page);
+  if (!stamp) return stamp.status();
+  const std::string_view stored_prefix = name.substr(0, std::min(name.size(), kStampNameBytes));
+  if (stamp->name_hash != stamp_name_hash(name) || stamp->name_size != name.size() ||
+      stamp->stored_name != stored_prefix) {
+    return pagefile::Status::corruption(
+        "", fmt::format("belongs to file '{}'{} instead of '{}'", printable(stamp->stored_name),
+                        stamp->name_size > stamp->stored_name.size() ? "..." : "",
+                        printable(name)));
+  }
+  if (stamp->page != page_number) {
+    return pagefile::Status::corruption(
+        "", fmt::format("page number {} instead of {}", stamp->page, page_number));
+  }
+  if (expected_version && stamp->version != *expected_version) {
+    return pagefile::Status::corruption(
+        "", fmt::format("version {} instead of {}{}", stamp->version, *expected_version,
+                        stamp->version < *expected_version ? " (an older write)" : ""));
+  }
+  return pagefile::Status::ok();
+}
+
+bool is_zero_page(std::span<const std::byte> page) {
+  return std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+}  // namespace pf_replay

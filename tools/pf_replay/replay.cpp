@@ -1,0 +1,617 @@
+#include "tools/pf_replay/replay.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "pagefile/options.h"
+#include "pagefile/pagefile.h"
+#include "tools/common/progress.h"
+#include "tools/pf_replay/page_stamp.h"
+
+namespace pf_replay {
+
+namespace {
+
+using pagefile::Result;
+using pagefile::Status;
+
+// Marks, in FileState::written, a page whose content this run can no longer
+// predict (a write or truncate failed): only its stamp is checked.
+constexpr uint64_t kUnknownVersion = std::numeric_limits<uint64_t>::max();
+constexpr int64_t kNoTruncate = std::numeric_limits<int64_t>::max();
+
+// What a read must find, fixed when it is issued.
+struct Expectation {
+  enum class Kind : uint8_t {
+    kAnyStamp,  // zeros, beyond the end, or a stamp of this page: not this run's
+    kZeros,     // zeros or beyond the end: truncated away by this run
+    kVersion,   // the stamp of this page at `version`: written by this run
+  };
+  Kind kind = Kind::kAnyStamp;
+  uint64_t version = 0;
+};
+
+struct FileState {
+  std::optional<pagefile::Fd> fd;
+  uint32_t page_size = 0;
+  // The line of the open that failed, while its operations are skipped.
+  uint32_t failed_open_line = 0;
+  // Page -> the version this run last wrote to it, or kUnknownVersion.
+  std::unordered_map<int64_t, uint64_t> written;
+  // Pages at or beyond this were cut off by a truncate of this run; those
+  // not in `written` must read as zeros.
+  int64_t zeros_from = kNoTruncate;
+
+  Expectation expect(int64_t page) const {
+    if (auto it = written.find(page); it != written.end()) {
+      if (it->second == kUnknownVersion) return {Expectation::Kind::kAnyStamp, 0};
+      return {Expectation::Kind::kVersion, it->second};
+    }
+    if (page >= zeros_from) return {Expectation::Kind::kZeros, 0};
+    return {Expectation::Kind::kAnyStamp, 0};
+  }
+};
+
+// One ticket the driver has not confirmed yet.
+struct Pending {
+  pagefile::Ticket ticket;
+  OpKind kind = OpKind::kRead;
+  uint32_t file = 0;
+  uint32_t line = 0;
+  int64_t page = 0;
+  Expectation expect;      // reads
+  uint64_t version = 0;    // writes
+  size_t buffer = 0;       // reads: index into Replayer::read_buffers_
+};
+
+class Replayer {
+ public:
+  Replayer(const Trace& trace, const ReplayOptions& options, pagefile::Client& client,
+           ReplayStats& stats)
+      : trace_(trace),
+        options_(options),
+        client_(client),
+        stats_(stats),
+        files_(trace.files.size()),
+        progress_(stderr, "pf-replay", options.show_progress && isatty(fileno(stderr)) == 1,
+                  static_cast<int64_t>(trace.ops.size()), "ops") {}
+
+  void run() {
+    for (const TraceOp& op : trace_.ops) {
+      ++stats_.ops;
+      FileState& file = files_[op.file];
+      if (op.kind == OpKind::kOpen) {
+        file.failed_open_line = 0;
+        open(op, file);
+      } else if (file.failed_open_line != 0) {
+        skip(op, file);
+      } else {
+        switch (op.kind) {
+          case OpKind::kRead: issue_read(op, file); break;
+          case OpKind::kWrite: issue_write(op, file); break;
+          case OpKind::kSync: sync(op, file); break;
+          case OpKind::kTruncate: truncate(op, file); break;
+          case OpKind::kClose: close(op, file); break;
+          case OpKind::kOpen: break;
+        }
+      }
+      progress_.update(stats_.ops);
+    }
+    // The trace may leave files open; closing them is part of the run, since
+    // it waits for their last requests.
+    while (!pending_.empty()) confirm_front();
+    for (uint32_t i = 0; i < files_.size(); ++i) {
+      if (!files_[i].fd) continue;
+      Status s = client_.close(*files_[i].fd);
+      files_[i].fd.reset();
+      if (!s) report_error(0, fmt::format("close {} (at the end of the trace)", name(i)), s);
+    }
+    progress_.clear();
+    if (stats_.errors > options_.max_reports) {
+      fmt::print(options_.report, "pf-replay: {} more errors not shown\n",
+                 stats_.errors - options_.max_reports);
+    }
+    if (stats_.mismatches > options_.max_reports) {
+      fmt::print(options_.report, "pf-replay: {} more mismatches not shown\n",
+                 stats_.mismatches - options_.max_reports);
+    }
+  }
+
+ private:
+  const std::string& name(uint32_t file) const { return trace_.files[file]; }
+
+  std::string where(uint32_t line) const {
+    if (line == 0) return trace_.source;
+    return fmt::format("{}:{}", trace_.source, line);
+  }
+
+  void report_error(uint32_t line, std::string_view what, const Status& status) {
+    ++stats_.errors;
+    if (stats_.errors > options_.max_reports) return;
+    progress_.clear();  // the report gets a line of its own
+    fmt::print(options_.report, "pf-replay: error: {}: {}: {}\n", where(line), what,
+               status.to_string());
+  }
+
+  void report_mismatch(const Pending& read, std::string_view what) {
+    ++stats_.mismatches;
+    if (stats_.mismatches > options_.max_reports) return;
+    progress_.clear();
+    fmt::print(options_.report, "pf-replay: mismatch: {}: file {} page {}: {}\n", where(read.line),
+               name(read.file), read.page, what);
+  }
+
+  void note_page_size(uint32_t page_size) {
+    if (stats_.page_size == 0) {
+      stats_.page_size = page_size;
+    } else if (stats_.page_size != page_size) {
+      stats_.mixed_page_sizes = true;
+    }
+  }
+
+  void open(const TraceOp& op, FileState& file) {
+    pagefile::OpenOptions open_options;
+    open_options.create = true;
+    open_options.page_size = options_.page_size != 0 ? options_.page_size : op.page_size;
+    open_options.location = options_.location;
+    if (options_.location == pagefile::Location::kRemote) {
+      open_options.placement = options_.placement;
+      open_options.stripe_pages = options_.stripe_pages;
+    }
+    if (op.policy) open_options.policy = pagefile::BufferPolicy{.access = *op.policy};
+    Result<pagefile::Fd> fd = client_.open(name(op.file), open_options);
+    if (!fd) {
+      file.failed_open_line = op.line;
+      report_error(op.line, fmt::format("open {}", name(op.file)), fd.status());
+      return;
+    }
+    Result<pagefile::FileStatus> status = client_.status(*fd);
+    if (!status) {
+      file.failed_open_line = op.line;
+      report_error(op.line, fmt::format("status {}", name(op.file)), status.status());
+      (void)client_.close(*fd);
+      return;
+    }
+    file.fd = *fd;
+    file.page_size = status->page_size;
+    note_page_size(file.page_size);
+    if (write_buffer_.size() < file.page_size) write_buffer_.resize(file.page_size);
+  }
+
+  void skip(const TraceOp& op, FileState& file) {
+    ++stats_.skipped;
+    // Its close ends the skipping: the parser guarantees that the file's
+    // next operation, if any, is an open, which tries again.
+    if (op.kind == OpKind::kClose) file.failed_open_line = 0;
+  }
+
+  // Frees a slot of the window: confirms the oldest outstanding ticket when
+  // `concurrency` of them are outstanding.
+  void make_room() {
+    while (pending_.size() >= options_.concurrency) confirm_front();
+  }
+
+  size_t take_read_buffer(uint32_t page_size) {
+    size_t index;
+    if (free_buffers_.empty()) {
+      index = read_buffers_.size();
+      read_buffers_.emplace_back();
+    } else {
+      index = free_buffers_.back();
+      free_buffers_.pop_back();
+    }
+    // Only a free buffer is resized, so no request's span moves.
+    if (read_buffers_[index].size() < page_size) read_buffers_[index].resize(page_size);
+    return index;
+  }
+
+  void issue_read(const TraceOp& op, FileState& file) {
+    make_room();
+    Pending read;
+    read.kind = OpKind::kRead;
+    read.file = op.file;
+    read.line = op.line;
+    read.page = op.page;
+    read.expect = file.expect(op.page);
+    read.buffer = take_read_buffer(file.page_size);
+    std::span<std::byte> buffer(read_buffers_[read.buffer].data(), file.page_size);
+    Result<pagefile::Ticket> ticket = client_.read_request(*file.fd, op.page, buffer);
+    if (!ticket) {
+      free_buffers_.push_back(read.buffer);
+      report_error(op.line, fmt::format("read {} {}", name(op.file), op.page), ticket.status());
+      return;
+    }
+    ++stats_.reads;
+    stats_.bytes += file.page_size;
+    read.ticket = *ticket;
+    pending_.push_back(read);
+  }
+
+  void issue_write(const TraceOp& op, FileState& file) {
+    make_room();
+    Pending write;
+    write.kind = OpKind::kWrite;
+    write.file = op.file;
+    write.line = op.line;
+    write.page = op.page;
+    write.version = options_.version_base + static_cast<uint64_t>(++writes_issued_);
+    std::span<std::byte> data(write_buffer_.data(), file.page_size);
+    stamp_page(data, name(op.file), op.page, write.version);
+    // The client copies the data, so the one write buffer is free again as
+    // soon as the request returns.
+    Result<pagefile::Ticket> ticket = client_.write_request(*file.fd, op.page, data);
+    if (!ticket) {
+      file.written[op.page] = kUnknownVersion;
+      report_error(op.line, fmt::format("write {} {}", name(op.file), op.page), ticket.status());
+      return;
+    }
+    ++stats_.writes;
+    stats_.bytes += file.page_size;
+    file.written[op.page] = write.version;
+    write.ticket = *ticket;
+    pending_.push_back(write);
+  }
+
+  void confirm_front() {
+    Pending entry = pending_.front();
+    pending_.pop_front();
+    confirm(entry);
+  }
+
+  // Confirms every outstanding ticket of `file`, oldest first.
+  void confirm_file(uint32_t file) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->file != file) {
+        ++it;
+        continue;
+      }
+      Pending entry = *it;
+      it = pending_.erase(it);
+      confirm(entry);
+    }
+  }
+
+  void confirm(const Pending& entry) {
+    FileState& file = files_[entry.file];
+    if (entry.kind == OpKind::kWrite) {
+      Status s = client_.write_confirm(entry.ticket);
+      if (!s) {
+        // Only this write's own mark is withdrawn: a later write of the page
+        // may already stand in for it.
+        auto it = file.written.find(entry.page);
+        if (it != file.written.end() && it->second == entry.version) it->second = kUnknownVersion;
+        report_error(entry.line, fmt::format("write {} {}", name(entry.file), entry.page), s);
+      }
+      return;
+    }
+    Result<pagefile::PageRead> outcome = client_.read_confirm(entry.ticket);
+    std::span<const std::byte> page(read_buffers_[entry.buffer].data(), file.page_size);
+    if (!outcome) {
+      report_error(entry.line, fmt::format("read {} {}", name(entry.file), entry.page),
+                   outcome.status());
+    } else {
+      check_read(entry, *outcome, page);
+    }
+    free_buffers_.push_back(entry.buffer);
+  }
+
+  void check_read(const Pending& read, pagefile::PageRead outcome,
+                  std::span<const std::byte> page) {
+    const bool beyond_end = outcome == pagefile::PageRead::kBeyondEnd;
+    switch (read.expect.kind) {
+      case Expectation::Kind::kVersion: {
+        if (beyond_end) {
+          report_mismatch(read, fmt::format("expected version {} (written by this run), but the "
+                                            "page is beyond the end of the file",
+                                            read.expect.version));
+          return;
+        }
+        if (is_zero_page(page)) {
+          report_mismatch(read, fmt::format("expected version {} (written by this run), but the "
+                                            "page reads as zeros",
+                                            read.expect.version));
+          return;
+        }
+        Status s = verify_stamp(page, name(read.file), read.page, read.expect.version);
+        if (!s) {
+          report_mismatch(read, s.message());
+        } else {
+          ++stats_.reads_stamped;
+        }
+        return;
+      }
+      case Expectation::Kind::kZeros: {
+        if (count_empty(beyond_end, page)) return;
+        Result<PageStamp> stamp = read_stamp(page);
+        if (stamp) {
+          report_mismatch(read, fmt::format("expected zeros (truncated away by this run), found "
+                                            "a stamp of page {} version {}",
+                                            stamp->page, stamp->version));
+        } else {
+          report_mismatch(read, "expected zeros (truncated away by this run), found other bytes");
+        }
+        return;
+      }
+      case Expectation::Kind::kAnyStamp: {
+        if (count_empty(beyond_end, page)) return;
+        Status s = verify_stamp(page, name(read.file), read.page, std::nullopt);
+        if (!s) {
+          report_mismatch(read, s.message());
+        } else {
+          ++stats_.reads_stamped;
+        }
+        return;
+      }
+    }
+  }
+
+  // Counts a read that found the end of the file or a page of zeros, and
+  // says whether it did.
+  bool count_empty(bool beyond_end, std::span<const std::byte> page) {
+    if (beyond_end) {
+      ++stats_.reads_beyond_end;
+      return true;
+    }
+    if (is_zero_page(page)) {
+      ++stats_.reads_zero;
+      return true;
+    }
+    return false;
+  }
+
+  void sync(const TraceOp& op, FileState& file) {
+    confirm_file(op.file);
+    ++stats_.syncs;
+    if (Status s = client_.sync(*file.fd); !s) {
+      report_error(op.line, fmt::format("sync {}", name(op.file)), s);
+    }
+  }
+
+  void truncate(const TraceOp& op, FileState& file) {
+    confirm_file(op.file);
+    ++stats_.truncates;
+    Status s = client_.truncate(*file.fd, op.page);
+    for (auto it = file.written.begin(); it != file.written.end();) {
+      if (it->first < op.page) {
+        ++it;
+      } else if (s) {
+        it = file.written.erase(it);  // zeros_from covers it
+      } else {
+        it->second = kUnknownVersion;  // cut or not: only its stamp can be checked
+        ++it;
+      }
+    }
+    if (!s) {
+      report_error(op.line, fmt::format("truncate {} {}", name(op.file), op.page), s);
+      return;
+    }
+    file.zeros_from = std::min(file.zeros_from, op.page);
+  }
+
+  void close(const TraceOp& op, FileState& file) {
+    confirm_file(op.file);
+    Status s = client_.close(*file.fd);
+    file.fd.reset();
+    if (!s) report_error(op.line, fmt::format("close {}", name(op.file)), s);
+  }
+
+  const Trace& trace_;
+  const ReplayOptions& options_;
+  pagefile::Client& client_;
+  ReplayStats& stats_;
+  std::vector<FileState> files_;
+  pagefile::tools::ProgressLine progress_;
+  std::deque<Pending> pending_;
+  std::vector<std::vector<std::byte>> read_buffers_;
+  std::vector<size_t> free_buffers_;
+  std::vector<std::byte> write_buffer_;
+  int64_t writes_issued_ = 0;
+};
+
+int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string utc_time(int64_t unix_ns) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// RFC 4180: a field with a comma, quote or line break is quoted, its quotes
+// doubled.
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+// Figures that need a divisor are left empty rather than made up when the
+// divisor is zero.
+std::string ratio(double numerator, double denominator, int decimals) {
+  if (denominator <= 0.0) return {};
+  return fmt::format("{:.{}f}", numerator / denominator, decimals);
+}
+
+// The CSV's `bus`: the --bus value with its addresses separated by spaces
+// (still a valid bus, bus_config.h), so the field needs no quoting and the
+// columns split on commas.
+std::string bus_text(const ReplayStats& stats) {
+  std::string text = stats.bus;
+  std::replace(text.begin(), text.end(), ',', ' ');
+  return text;
+}
+
+// "stripe" or "hash", with ":N" when the placement unit is N > 1 pages;
+// empty for local files.
+std::string placement_text(const ReplayStats& stats) {
+  if (stats.location != pagefile::Location::kRemote) return {};
+  std::string text(pagefile::placement_name(stats.placement));
+  if (stats.stripe_pages != 1) text += fmt::format(":{}", stats.stripe_pages);
+  return text;
+}
+
+// The columns before `bus,placement` were added: a CSV of an older pf-replay.
+constexpr std::string_view kOldCsvHeader =
+    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
+    "version_base";
+
+}  // namespace
+
+Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& options) {
+  if (options.concurrency == 0) {
+    return Status::invalid_argument("concurrency 0", "must be at least 1");
+  }
+  if (options.stripe_pages == 0) {
+    return Status::invalid_argument("stripe pages 0", "must be at least 1");
+  }
+  pagefile::ClientOptions client_options;
+  client_options.local_dir = options.dir;
+  client_options.concurrency = options.concurrency;
+  client_options.bus = options.bus;
+  // Local requests beyond the I/O threads only queue, which would cap the
+  // level being measured.
+  client_options.io_threads = std::max(client_options.io_threads, options.concurrency);
+  Result<std::unique_ptr<pagefile::Client>> client = pagefile::Client::start(client_options);
+  if (!client) return client.status().with_context("starting the Pagefile client");
+
+  ReplayStats stats;
+  stats.concurrency = options.concurrency;
+  stats.location = options.location;
+  if (options.location == pagefile::Location::kRemote) {
+    stats.bus = options.bus;
+    stats.placement = options.placement;
+    stats.stripe_pages = options.stripe_pages;
+  }
+  stats.started_unix_ns = unix_now_ns();
+  stats.version_base = options.version_base != 0 ? options.version_base
+                                                 : static_cast<uint64_t>(stats.started_unix_ns);
+  ReplayOptions effective = options;
+  effective.version_base = stats.version_base;
+
+  Replayer replayer(trace, effective, **client, stats);
+  const auto start = std::chrono::steady_clock::now();
+  replayer.run();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (Status s = (*client)->stop(); !s) {
+    ++stats.errors;
+    fmt::print(options.report, "pf-replay: error: stopping the client: {}\n", s.to_string());
+  }
+  return stats;
+}
+
+std::string format_summary(const Trace& trace, const ReplayStats& stats) {
+  const double pages = static_cast<double>(stats.pages());
+  std::string page_size = stats.mixed_page_sizes ? "mixed" : fmt::format("{}", stats.page_size);
+  std::string where;
+  if (stats.location == pagefile::Location::kRemote) {
+    where = fmt::format(", remote (bus {}, {})", stats.bus.empty() ? "default" : stats.bus,
+                        placement_text(stats));
+  }
+  std::string out = fmt::format(
+      "{}: {} ops in {:.3f} s at concurrency {}, page size {}{}\n", trace.source, stats.ops,
+      stats.seconds, stats.concurrency, page_size, where);
+  out += fmt::format("  {} pages ({} reads, {} writes), {} syncs, {} truncates\n",
+                     stats.pages(), stats.reads, stats.writes, stats.syncs, stats.truncates);
+  if (stats.pages() > 0 && stats.seconds > 0.0) {
+    out += fmt::format("  {:.4f} ms/page, {:.0f} pages/s, {:.2f} MB/s\n",
+                       stats.seconds * 1000.0 / pages, pages / stats.seconds,
+                       static_cast<double>(stats.bytes) / 1e6 / stats.seconds);
+  }
+  if (stats.reads > 0) {
+    out += fmt::format("  reads found {} stamped pages, {} zero pages, {} beyond the end\n",
+                       stats.reads_stamped, stats.reads_zero, stats.reads_beyond_end);
+  }
+  out += fmt::format("  {} mismatches, {} errors, {} skipped", stats.mismatches, stats.errors,
+                     stats.skipped);
+  if (stats.writes > 0) out += fmt::format("; versions after {}", stats.version_base);
+  out += "\n";
+  return out;
+}
+
+std::string csv_header() {
+  return "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+         "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
+         "version_base,bus,placement";
+}
+
+std::string csv_row(const ReplayStats& stats, std::string_view trace_path) {
+  const double pages = static_cast<double>(stats.pages());
+  return fmt::format(
+      "{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", stats.ops,
+      stats.pages(), stats.seconds, ratio(stats.seconds * 1000.0, pages, 6),
+      ratio(pages, stats.seconds, 1),
+      ratio(static_cast<double>(stats.bytes) / 1e6, stats.seconds, 3), stats.concurrency,
+      stats.mixed_page_sizes ? std::string("mixed") : fmt::format("{}", stats.page_size),
+      stats.reads, stats.writes, stats.syncs, stats.truncates, stats.errors, stats.mismatches,
+      stats.skipped, pagefile::location_name(stats.location), csv_field(trace_path),
+      utc_time(stats.started_unix_ns), stats.version_base, csv_field(bus_text(stats)),
+      placement_text(stats));
+}
+
+Result<bool> check_csv(const std::filesystem::path& path) {
+  std::FILE* existing = std::fopen(path.c_str(), "rb");
+  if (existing == nullptr) {
+    if (errno == ENOENT) return true;
+    return Status::io_error(path.string(), std::strerror(errno));
+  }
+  std::string first_line;
+  int c;
+  while ((c = std::fgetc(existing)) != EOF && c != '\n') first_line += static_cast<char>(c);
+  std::fclose(existing);
+  if (first_line.empty() && c == EOF) return true;
+  if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
+  if (first_line == kOldCsvHeader) {
+    return Status::invalid_argument(
+        path.string(), "has the columns of an older pf-replay (without bus,placement); give "
+                       "another --csv file");
+  }
+  if (first_line != csv_header()) {
+    return Status::invalid_argument(
+        path.string(), "has other columns than pf-replay writes; give another --csv file");
+  }
+  return false;
+}
+
+Status append_csv(const std::filesystem::path& path, const ReplayStats& stats,
+                  std::string_view trace_path) {
+  Result<bool> need_header = check_csv(path);
+  if (!need_header) return need_header.status();
+  std::string text = *need_header ? csv_header() + "\n" : std::string();
+  text += csv_row(stats, trace_path) + "\n";
+  std::FILE* out = std::fopen(path.c_str(), "ab");
+  if (out == nullptr) return Status::io_error(path.string(), std::strerror(errno));
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  const bool closed = std::fclose(out) == 0;
+  if (!wrote || !closed) return Status::io_error(path.string(), "cannot append the CSV row");
+  return Status::ok();
+}
+
+}  // namespace pf_replay
