@@ -133,6 +133,10 @@ class InprocEnd final : public Connection, public std::enable_shared_from_this<I
     asio::dispatch(strand_, [self = shared_from_this()] { self->end(Status::ok()); });
   }
 
+  // Frames sent are already handed to the peer's queue, ahead of the news
+  // that this end closed; so this is close().
+  void close_after_sending() override { close(); }
+
   void pause_reading() override {
     asio::dispatch(strand_, [self = shared_from_this()] { self->paused_ = true; });
   }

@@ -115,7 +115,7 @@ class PageCache {
 struct Counters {
   std::atomic<uint64_t> requests{0}, pages_read{0}, pages_written{0}, cache_hits{0},
       cache_misses{0}, disk_reads{0}, disk_writes{0}, syncs{0}, bytes_in{0}, bytes_out{0},
-      errors{0}, unconfirmed_write_bytes{0};
+      errors{0}, unconfirmed_write_bytes{0}, peak_unconfirmed_write_bytes{0};
   std::atomic<uint32_t> connections{0};
 };
 
@@ -229,7 +229,7 @@ void Session::reply_error(uint64_t id, const Status& status, bool then_close) {
   to_wire(status, response.initError());
   server_.counters_.errors++;
   connection_->send(to_frame(message));
-  if (then_close) connection_->close();
+  if (then_close) connection_->close_after_sending();
 }
 
 void Session::on_frame(Frame frame) {
@@ -296,6 +296,9 @@ void Session::on_frame(Frame frame) {
     ++server_.jobs_in_flight_;
     if (job.write_bytes > 0) {
       uint64_t held = server_.counters_.unconfirmed_write_bytes += job.write_bytes;
+      uint64_t peak = server_.counters_.peak_unconfirmed_write_bytes;
+      while (held > peak && !server_.counters_.peak_unconfirmed_write_bytes.compare_exchange_weak(peak, held)) {
+      }
       if (held > server_.options_.max_unconfirmed_write_bytes) {
         connection_->pause_reading();
         server_.paused_.push_back(shared_from_this());
@@ -690,6 +693,7 @@ ServerCounters PageServer::Impl::snapshot() const {
   out.errors = counters_.errors;
   out.cache_pages = cache_.size();
   out.unconfirmed_write_bytes = counters_.unconfirmed_write_bytes;
+  out.peak_unconfirmed_write_bytes = counters_.peak_unconfirmed_write_bytes;
   return out;
 }
 

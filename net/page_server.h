@@ -63,6 +63,7 @@ struct ServerCounters {
   uint64_t errors = 0;
   uint64_t cache_pages = 0;
   uint64_t unconfirmed_write_bytes = 0;
+  uint64_t peak_unconfirmed_write_bytes = 0;  // the most ever held at once
 };
 
 class PageServer {

@@ -157,6 +157,15 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     asio::dispatch(strand_, [self = this->shared_from_this()] { self->end(Status::ok()); });
   }
 
+  void close_after_sending() override {
+    // Posted like send(), so it lands after the frames this thread sent.
+    asio::post(strand_, [self = this->shared_from_this()] {
+      self->paused_ = true;
+      self->closing_after_write_ = true;
+      if (!self->writing_ && self->write_queue_.empty()) self->end(Status::ok());
+    });
+  }
+
   void pause_reading() override {
     asio::dispatch(strand_, [self = this->shared_from_this()] { self->paused_ = true; });
   }
@@ -212,7 +221,11 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       return;
     }
     write_queue_.pop_front();
-    if (!write_queue_.empty()) write_front();
+    if (!write_queue_.empty()) {
+      write_front();
+    } else if (closing_after_write_) {
+      end(Status::ok());
+    }
   }
 
   void read_header() {
@@ -320,6 +333,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   bool paused_ = false;
   bool reading_ = false;  // an async read of a header or body is pending
   bool writing_ = false;  // an async write of write_queue_.front() is pending
+  bool closing_after_write_ = false;  // end once write_queue_ drains
   Status close_status_;
 
   std::array<uint8_t, kFrameHeaderBytes> read_header_{};

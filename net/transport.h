@@ -57,6 +57,11 @@ class Connection {
   // until the close has taken effect on the io_context.
   virtual void close() = 0;
 
+  // Stops reading and ends the connection once every frame sent before this
+  // call (from this thread) has been written: a last word, such as an error,
+  // before hanging up. The CloseHandler then sees OK. Idempotent.
+  virtual void close_after_sending() = 0;
+
   // Pauses and resumes reading (flow control: a server that holds too many
   // unconfirmed writes stops reading until they are done). Once the pause
   // takes effect (at once inside this connection's handlers, shortly after
