@@ -10,7 +10,8 @@
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
 //
 // BUS as in net/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
-// default. Exit status 0 on success, 1 on an error (printed), 2 on usage.
+// default. Exit status 0 on success, 1 on an error (printed), and CLI11's
+// non-zero usage codes for a bad command line.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
