@@ -9,7 +9,9 @@
 #include <capnp/serialize.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -319,4 +321,53 @@ TEST_CASE("flow control: unconfirmed write bytes stay bounded; every write lands
     REQUIRE(*(*client)->read(*fd, p, buf) == PageRead::kData);
     CHECK(buf == page_pattern(8192, p));
   }
+}
+
+TEST_CASE("requests of one connection on the same page keep their order") {
+  TempDir dir;
+  ServerOptions options;
+  options.threads = 8;
+  options.cache_pages = 0;  // every access goes to the (emulated) disk
+  options.disk_latency = std::chrono::microseconds(300);
+  auto server = start_server(dir, options);
+  RawClient c(server->address());
+  // Pipelined without waiting: write v, read, for versions 1..20 of pages 0..3.
+  uint64_t id = 0;
+  std::map<uint64_t, std::pair<int64_t, int>> reads;  // id -> (page, version it must see)
+  for (int v = 1; v <= 20; ++v) {
+    for (int64_t page = 0; page < 4; ++page) {
+      capnp::MallocMessageBuilder w;
+      auto write = request(w, ++id).getRoot<wire::Request>().initWrite();
+      write.getShare().setFileId(3);
+      write.getShare().setPageSize(1024);
+      write.setPage(page);
+      auto bytes = page_pattern(1024, page, static_cast<uint64_t>(v));
+      write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+      c.send(w);
+      capnp::MallocMessageBuilder r;
+      auto read = request(r, ++id).getRoot<wire::Request>().initRead();
+      read.getShare().setFileId(3);
+      read.getShare().setPageSize(1024);
+      read.setPage(page);
+      read.setCount(1);
+      c.send(r);
+      reads[id] = {page, v};
+    }
+  }
+  int checked = 0;
+  for (uint64_t n = 0; n < id; ++n) {
+    auto reply = c.next();
+    REQUIRE(reply != nullptr);
+    auto it = reads.find(reply->root().getId());
+    if (it == reads.end()) {
+      CHECK(reply->root().isOk());
+      continue;
+    }
+    REQUIRE(reply->root().isPages());
+    auto data = reply->root().getPages();
+    auto want = page_pattern(1024, it->second.first, static_cast<uint64_t>(it->second.second));
+    CHECK(std::memcmp(data.begin(), want.data(), want.size()) == 0);
+    ++checked;
+  }
+  CHECK(checked == 80);
 }
