@@ -373,6 +373,9 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
     request->read_result = read_result;
     file.incomplete.erase(request->ticket);
     if (request->is_write) {
+      // The page is written (or failed); its copy need not wait for the
+      // confirm, which may come much later (write-behind).
+      std::vector<std::byte>().swap(request->write_data);
       file.incomplete_writes.erase(request->ticket);
       if (status.is_ok()) {
         file.failed_pages.erase(request->page);

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -69,7 +70,20 @@ class BusClient::Impl {
   Status start();
   void stop();
   void call(const std::string& server, const Build& build, Callback done);
-  void add_held_locks(int delta) { held_locks_ += delta; }
+  void set_holds_locks(uint64_t owner, bool holds) {
+    std::lock_guard lock(owners_mu_);
+    if (holds) {
+      lock_owners_.insert(owner);
+      lost_owners_.erase(owner);
+    } else {
+      lock_owners_.erase(owner);
+    }
+  }
+  bool lease_lost(uint64_t owner) {
+    std::lock_guard lock(owners_mu_);
+    return lost_owners_.count(owner) != 0;
+  }
+  uint64_t new_owner() { return owner_ + (next_owner_++ << 1); }
   void note_lease(int64_t ms) { lease_ms_ = ms; }
 
  private:
@@ -91,7 +105,12 @@ class BusClient::Impl {
   std::thread io_thread_;
   std::thread connector_;
   std::thread housekeeping_;
-  std::atomic<int> held_locks_{0};
+  std::atomic<uint64_t> next_owner_{1};
+  // Lock owners (one per descriptor that holds a lock) whose leases we renew,
+  // and those whose renewal the catalog refused: their locks are gone.
+  std::mutex owners_mu_;
+  std::set<uint64_t> lock_owners_;  // GUARDED_BY(owners_mu_)
+  std::set<uint64_t> lost_owners_;  // GUARDED_BY(owners_mu_)
   std::atomic<int64_t> lease_ms_{1000};  // the catalog's lease, as it last told us
 
   std::mutex mu_;
@@ -126,12 +145,19 @@ void BusClient::Impl::stop() {
     if (stopping_) return;
   }
   // Say goodbye to the catalog so our locks go now, not when the lease ends.
-  if (held_locks_ > 0) {
-    std::promise<void> said;
+  // The callbacks may outlive this wait (a stuck catalog), so they share
+  // ownership of what they touch.
+  std::set<uint64_t> owners;
+  {
+    std::lock_guard lock(owners_mu_);
+    owners.swap(lock_owners_);
+  }
+  for (uint64_t owner : owners) {
+    auto said = std::make_shared<std::promise<void>>();
     call(config_.servers[config_.catalog].text(),
-         [this](wire::Request::Builder r) { r.setReleaseOwner(owner_); },
-         [&said](Result<ReplyPtr>) { said.set_value(); });
-    said.get_future().wait_for(std::chrono::milliseconds(options_.connect_timeout_ms));
+         [owner](wire::Request::Builder r) { r.setReleaseOwner(owner); },
+         [said](Result<ReplyPtr>) { said->set_value(); });
+    said->get_future().wait_for(std::chrono::milliseconds(options_.connect_timeout_ms));
   }
   std::vector<std::shared_ptr<Connection>> connections;
   {
@@ -270,13 +296,26 @@ void BusClient::Impl::housekeeping_loop() {
     for (auto& [done, server] : expired) {
       done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
     }
-    if (held_locks_ > 0 && now >= next_renew) {
+    if (now >= next_renew) {
       next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
-      call(config_.servers[config_.catalog].text(),
-           [this](wire::Request::Builder r) { r.setRenewLease(owner_); }, [](Result<ReplyPtr>) {
-             // A failed renewal shows when the lock is next used: the
-             // catalog then answers that the lock is gone.
-           });
+      std::set<uint64_t> owners;
+      {
+        std::lock_guard owners_lock(owners_mu_);
+        owners = lock_owners_;
+      }
+      for (uint64_t owner : owners) {
+        call(config_.servers[config_.catalog].text(),
+             [owner](wire::Request::Builder r) { r.setRenewLease(owner); },
+             [this, owner](Result<ReplyPtr> r) {
+               // kNotFound: the lease ran out before this renewal and the
+               // locks are gone; the owner hears it at its next lock call.
+               // (A dead or slow catalog is not proof of loss; retry.)
+               if (!r && r.status().is(Code::kNotFound)) {
+                 std::lock_guard owners_lock(owners_mu_);
+                 if (lock_owners_.erase(owner)) lost_owners_.insert(owner);
+               }
+             });
+      }
     }
     lock.lock();
   }
@@ -374,7 +413,9 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
   return future.get();
 }
 
-void BusClient::add_held_locks(int delta) { impl_->add_held_locks(delta); }
+void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_locks(owner, holds); }
+bool BusClient::lease_lost(uint64_t owner) { return impl_->lease_lost(owner); }
+uint64_t BusClient::new_owner() { return impl_->new_owner(); }
 void BusClient::note_lease(std::chrono::milliseconds lease) { impl_->note_lease(lease.count()); }
 
 }  // namespace pagefile::net

@@ -9,8 +9,8 @@
 // `request_timeout_ms` fails with kDisconnected too, so nothing hangs on a
 // stuck server.
 //
-// Locks held at the catalog live under a lease this client renews in the
-// background (every third of the lease) while it holds any lock.
+// Locks held at the catalog live under leases this client renews in the
+// background (every third of the lease) for every owner holding a lock.
 //
 // Thread-safety: thread-safe. Callbacks run on the bus's own threads, never
 // inside call() and never under the bus's locks; they must not block for
@@ -81,12 +81,21 @@ class BusClient {
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }
-  // This client's identity for locks and leases.
+  // This client's identity.
   uint64_t owner() const { return owner_; }
 
-  // The number of locks this client holds; while above zero its lease is
-  // renewed in the background.
-  void add_held_locks(int delta);
+  // A fresh lock owner: one per descriptor, so two descriptors of one client
+  // conflict like two processes do. Unique across clients with high
+  // probability (derived from this client's random identity).
+  uint64_t new_owner();
+
+  // Whether `owner` holds any lock; while it does, its lease is renewed in
+  // the background, and it is released when the bus stops.
+  void set_holds_locks(uint64_t owner, bool holds);
+
+  // True when the catalog refused to renew `owner`'s lease: its locks are
+  // gone, whatever the owner believes. Cleared by the next set_holds_locks.
+  bool lease_lost(uint64_t owner);
   // The lease length the catalog reported; renewals come every third of it.
   void note_lease(std::chrono::milliseconds lease);
 

@@ -462,13 +462,17 @@ Result<FileRecord> CatalogStore::lookup_id(uint64_t id) {
   });
 }
 
-Status CatalogStore::set_size(uint64_t id, int64_t size_pages) {
+Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {
   if (size_pages < 0) {
     return Status::invalid_argument(fmt::format("file id {}", id),
                                     fmt::format("size of {} pages is negative", size_pages));
   }
   std::string what = catalog_label(db_);
-  auto stmt = Statement::prepare(db_, "UPDATE files SET size_pages = ?1 WHERE id = ?2", what);
+  auto stmt = Statement::prepare(
+      db_,
+      grow_only ? "UPDATE files SET size_pages = MAX(size_pages, ?1) WHERE id = ?2"
+                : "UPDATE files SET size_pages = ?1 WHERE id = ?2",
+      what);
   if (!stmt) return stmt.status();
   stmt->bind(1, size_pages);
   stmt->bind(2, static_cast<int64_t>(id));

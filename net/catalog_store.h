@@ -75,7 +75,9 @@ class CatalogStore {
 
   // Sets the size of file `id`. kNotFound for an unknown id;
   // kInvalidArgument for a negative size.
-  Status set_size(uint64_t id, int64_t size_pages);
+  // With `grow_only`, only when larger than the recorded size, so a client
+  // with an older view never shrinks the file by reporting its writes.
+  Status set_size(uint64_t id, int64_t size_pages, bool grow_only = false);
 
   // Removes the record and returns it. kNotFound when absent.
   Result<FileRecord> remove(std::string_view name);

@@ -215,6 +215,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t next_seq_ = 0;          // GUARDED_BY(mu_)
   std::map<uint64_t, Job> active_;  // GUARDED_BY(mu_): running or waiting, by arrival
   std::map<uint64_t, bool> running_;  // GUARDED_BY(mu_)
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace
@@ -324,6 +325,13 @@ void Session::on_frame(Frame frame) {
 }
 
 void Session::run(Job job) {
+  if (closed_) {
+    // The client is gone and was told its requests failed; a write it may
+    // already have sent again on a new connection must not be overtaken by
+    // this stale one.
+    finish(job);
+    return;
+  }
   capnp::MallocMessageBuilder response_message;
   uint64_t id = 0;
   try {
@@ -385,7 +393,8 @@ void Session::finish(const Job& job) {
 }
 
 void Session::on_close(const Status& why) {
-  (void)why;  // a client going away is routine; its requests in flight finish
+  (void)why;  // a client going away is routine
+  closed_ = true;  // requests not yet started are dropped; running ones finish
   std::lock_guard lock(server_.sessions_mu_);
   server_.counters_.connections--;
   std::erase(server_.sessions_, shared_from_this());
@@ -498,17 +507,18 @@ Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::
       std::memset(buffer.data(), 0, buffer.size());
       continue;
     }
-    {
-      std::lock_guard arm(disk_arm_);
-      hold_disk_arm();
-      auto r = (*file)->read_page(page, buffer);
-      if (!r) return r.status();
-      counters_.disk_reads++;
-      std::lock_guard log(log_mu_);
-      disk_read_log_.emplace_back(file_id, page);
-      if (disk_read_log_.size() > (1u << 20)) disk_read_log_.pop_front();
-    }
+    // The disk access and the cache update happen under the arm, so a write
+    // or truncate of the page cannot slip between them and leave the cache
+    // holding what the disk no longer does.
+    std::lock_guard arm(disk_arm_);
+    hold_disk_arm();
+    auto r = (*file)->read_page(page, buffer);
+    if (!r) return r.status();
+    counters_.disk_reads++;
     cache_.put(file_id, page, buffer);
+    std::lock_guard log(log_mu_);
+    disk_read_log_.emplace_back(file_id, page);
+    if (disk_read_log_.size() > (1u << 20)) disk_read_log_.pop_front();
   }
   return Status::ok();
 }
@@ -534,9 +544,9 @@ Status PageServer::Impl::write_pages(wire::WritePages::Reader req) {
       hold_disk_arm();
       if (Status s = (*file)->write_page(page, bytes); !s) return s;
       counters_.disk_writes++;
+      cache_.put(file_id, page, bytes);
     }
     counters_.pages_written++;
-    cache_.put(file_id, page, bytes);
   }
   return Status::ok();
 }
@@ -555,8 +565,11 @@ Status PageServer::Impl::truncate_share(wire::TruncateShare::Reader req) {
   auto file = share(file_id, req.getShare().getPageSize(), /*create=*/false);
   if (file.status().is(Code::kNotFound)) return Status::ok();
   if (!file) return file.status();
-  cache_.drop(file_id, req.getPages());
-  if (Status s = (*file)->truncate(req.getPages()); !s) return s;
+  {
+    std::lock_guard arm(disk_arm_);
+    cache_.drop(file_id, req.getPages());
+    if (Status s = (*file)->truncate(req.getPages()); !s) return s;
+  }
   return options_.sync == SyncMode::kFdatasync ? (*file)->sync() : Status::ok();
 }
 
@@ -624,7 +637,7 @@ Status PageServer::Impl::catalog_request(wire::Request::Reader request,
     }
     case wire::Request::SET_SIZE: {
       auto req = request.getSetSize();
-      return catalog_->set_size(req.getFileId(), req.getPages());
+      return catalog_->set_size(req.getFileId(), req.getPages(), req.getGrowOnly());
     }
     case wire::Request::UNLINK: {
       auto removed = catalog_->remove(std::string(request.getUnlink()));
@@ -743,7 +756,7 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       uint32_t page_size = req.getShare().getPageSize();
       if (s = check_page_size(page_size); !s) break;
       if (s = check_page_number(req.getPage(), "write"); !s) break;
-      if (s = check_page_number(req.getPage() + static_cast<int64_t>(req.getData().size() / page_size), "write");
+      if (s = check_page_number(req.getPage() + static_cast<int64_t>(req.getData().size() / page_size) - 1, "write");
           !s) {
         break;
       }

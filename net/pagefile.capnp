@@ -74,6 +74,7 @@ struct OpenFile {
 struct SetSize {
   fileId @0 :UInt64;
   pages @1 :Int64;
+  growOnly @2 :Bool;       # writes extended the file: never shrink it (truncate shrinks)
 }
 
 struct Lock {

@@ -96,6 +96,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bo
       record_(std::move(record)),
       placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
       read_only_(read_only),
+      owner_(bus_->new_owner()),
       size_(record_.size_pages),
       catalog_size_(record_.size_pages) {}
 
@@ -121,8 +122,14 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
         if (!root.isPages() || root.getPages().size() != page_size) {
           return done(Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page)));
         }
+        if (page >= size_.load()) {
+          // Past the end as this client knows it: zeros, whatever a server
+          // still holds there.
+          std::memset(out.data(), 0, page_size);
+          return done(PageRead::kBeyondEnd);
+        }
         std::memcpy(out.data(), root.getPages().begin(), page_size);
-        done(page >= size_.load() ? PageRead::kBeyondEnd : PageRead::kData);
+        done(PageRead::kData);
       });
 }
 
@@ -151,18 +158,38 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
 
 Status RemotePageIo::record_size() {
   int64_t size = size_.load();
-  if (size == catalog_size_) return Status::ok();
+  if (size <= catalog_size_) return Status::ok();
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
     auto set = r.initSetSize();
     set.setFileId(record_.id);
     set.setPages(size);
+    set.setGrowOnly(true);
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
   catalog_size_ = size;
   return Status::ok();
 }
 
+Result<int64_t> RemotePageIo::size_pages() {
+  std::lock_guard lock(meta_mu_);
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
+  if (!reply) return reply.status().with_context(fmt::format("{}: size", record_.name));
+  auto record = (*reply)->root().getFile();
+  if (record.getId() != record_.id) {
+    return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
+  }
+  int64_t recorded = record.getSizePages();
+  // The catalog's size, unless this descriptor's own writes went further
+  // and are not yet recorded there.
+  int64_t local = size_.load();
+  int64_t size = local > catalog_size_ ? std::max(local, recorded) : recorded;
+  catalog_size_ = recorded;
+  size_ = size;
+  return size;
+}
+
 Status RemotePageIo::sync() {
+  std::lock_guard meta(meta_mu_);
   std::set<size_t> dirty;
   {
     std::lock_guard lock(dirty_mu_);
@@ -183,6 +210,7 @@ Status RemotePageIo::sync() {
 
 Status RemotePageIo::truncate(int64_t pages) {
   if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
+  std::lock_guard lock(meta_mu_);
   Barrier barrier(record_.servers.size());
   for (const auto& server : record_.servers) {
     bus_->call(server,
@@ -194,15 +222,39 @@ Status RemotePageIo::truncate(int64_t pages) {
                barrier.arm());
   }
   if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto set = r.initSetSize();
+    set.setFileId(record_.id);
+    set.setPages(pages);
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: truncate", record_.name));
   size_ = pages;
-  return record_size();
+  catalog_size_ = pages;
+  return Status::ok();
+}
+
+LockLevel RemotePageIo::level_held() const {
+  std::lock_guard lock(meta_mu_);
+  return level_;
 }
 
 Status RemotePageIo::set_lock_level(LockLevel level) {
+  std::lock_guard lock(meta_mu_);
+  return set_lock_level_locked(level);
+}
+
+Status RemotePageIo::set_lock_level_locked(LockLevel level) {
+  if (level_ != LockLevel::kNone && bus_->lease_lost(owner_)) {
+    // The catalog let our locks go while we thought we held them: say so
+    // rather than carry on as if protected.
+    level_ = LockLevel::kNone;
+    bus_->set_holds_locks(owner_, false);
+    return Status::busy(record_.name, "lock lost: its lease ran out before it was renewed");
+  }
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
     auto lock = r.initLock();
     lock.setFileId(record_.id);
-    lock.setOwner(bus_->owner());
+    lock.setOwner(owner_);
     lock.setLevel(static_cast<uint8_t>(level));
   });
   LockLevel before = level_;
@@ -215,7 +267,7 @@ Status RemotePageIo::set_lock_level(LockLevel level) {
     level_ = LockLevel::kPending;  // the catalog keeps the pending step (lease_table.h)
   }
   if ((before == LockLevel::kNone) != (level_ == LockLevel::kNone)) {
-    bus_->add_held_locks(level_ == LockLevel::kNone ? -1 : 1);
+    bus_->set_holds_locks(owner_, level_ != LockLevel::kNone);
   }
   if (!reply) return reply.status();
   return Status::ok();
@@ -225,33 +277,41 @@ Status RemotePageIo::lock(LockMode mode, LockWait wait) {
   if (mode == LockMode::kExclusive && read_only_) {
     return Status::read_only(record_.name, "exclusive lock: file was opened read-only");
   }
-  LockLevel start = level_;
   // Bounded only by the caller's choice of kBlock; each try is prompt.
   for (;;) {
     Status s;
-    if (mode == LockMode::kShared) {
-      s = set_lock_level(LockLevel::kShared);
-    } else {
-      if (level_ < LockLevel::kShared) s = set_lock_level(LockLevel::kShared);
-      if (s) s = set_lock_level(LockLevel::kExclusive);
-    }
-    if (s || !s.is(Code::kBusy) || wait == LockWait::kTry) {
-      if (!s && level_ != start) (void)set_lock_level(start);  // leave as we found it
-      return s;
+    {
+      std::lock_guard lock(meta_mu_);
+      LockLevel start = level_;
+      if (mode == LockMode::kShared) {
+        s = set_lock_level_locked(LockLevel::kShared);
+      } else {
+        if (level_ < LockLevel::kShared) s = set_lock_level_locked(LockLevel::kShared);
+        if (s) s = set_lock_level_locked(LockLevel::kExclusive);
+      }
+      if (s || !s.is(Code::kBusy) || wait == LockWait::kTry) {
+        if (!s && level_ != start && start != LockLevel::kPending) {
+          (void)set_lock_level_locked(start);  // leave as we found it
+        }
+        return s;
+      }
+      if (level_ != start) (void)set_lock_level_locked(start);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
 Status RemotePageIo::unlock() {
+  std::lock_guard lock(meta_mu_);
   if (level_ == LockLevel::kNone) return Status::ok();
-  return set_lock_level(LockLevel::kNone);
+  return set_lock_level_locked(LockLevel::kNone);
 }
 
 Status RemotePageIo::close() {
+  std::lock_guard lock(meta_mu_);
   Status first = read_only_ ? Status::ok() : record_size();
   if (level_ != LockLevel::kNone) {
-    Status s = set_lock_level(LockLevel::kNone);
+    Status s = set_lock_level_locked(LockLevel::kNone);
     if (first.is_ok()) first = s;
   }
   return first;

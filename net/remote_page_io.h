@@ -55,7 +55,8 @@ class RemotePageIo final : public PageIo {
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   Status sync() override;
   Status truncate(int64_t pages) override;
-  Result<int64_t> size_pages() override { return size_.load(); }
+  // Asks the catalog, so another client's writes and truncates show.
+  Result<int64_t> size_pages() override;
   Status lock(LockMode mode, LockWait wait) override;
   Status unlock() override;
   Status close() override;
@@ -63,24 +64,32 @@ class RemotePageIo final : public PageIo {
   // Moves this client's lock to `level` (SQLite's levels). kBusy when the
   // catalog refuses; the level held then is level_held().
   Status set_lock_level(LockLevel level);
-  LockLevel level_held() const { return level_; }
+  LockLevel level_held() const;
 
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only);
   const std::string& server_of(int64_t page) const;
-  // Tells the catalog the size when it changed since it last heard.
+  // Tells the catalog the size when writes raised it since it last heard.
+  // REQUIRES: meta_mu_ held.
   Status record_size();
+  Status set_lock_level_locked(LockLevel level);  // REQUIRES: meta_mu_ held
 
   std::shared_ptr<BusClient> bus_;
   const FileRecord record_;
   const PagePlacement placement_;
   const bool read_only_;
+  const uint64_t owner_;  // this descriptor's identity for locks
   std::atomic<int64_t> size_;
-  int64_t catalog_size_;  // the size the catalog has; guarded by the client's ordering
+
+  // Serialises sync, truncate, close and lock calls of this descriptor, so
+  // one sync cannot return while another's flush is still under way, and
+  // size reports reach the catalog in order.
+  mutable std::mutex meta_mu_;
+  int64_t catalog_size_;                // GUARDED_BY(meta_mu_): the size the catalog has
+  LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(meta_mu_)
 
   std::mutex dirty_mu_;
   std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync
-  LockLevel level_ = LockLevel::kNone;
 };
 
 }  // namespace pagefile::net

@@ -173,8 +173,10 @@ class Client {
   // level makes new requests wait until the count is below it.
   Status set_concurrency(Fd fd, uint32_t concurrency);
 
-  // Removes the Pagefile `name`. kNotFound when there is none. Descriptors
-  // already open on it keep working until closed (as with UNIX unlink).
+  // Removes the Pagefile `name`. kNotFound when there is none. For a local
+  // file, descriptors already open on it keep working until closed (as with
+  // UNIX unlink). For a remote file the pages go at once: descriptors still
+  // open on it read zeros and their size calls fail with kNotFound.
   Status unlink(std::string_view name, Location location = Location::kLocal);
 
   // Takes or changes this descriptor's lock on the file. A shared lock is

@@ -300,3 +300,68 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
   CHECK(got_after.count() >= 1500 - 500 - 50);  // the last renewal was at most lease/3 before the kill
   CHECK(got_after.count() <= 1500 + 1500);
 }
+
+TEST_CASE("remote locks are per descriptor, like local ones") {
+  TempDir dir;
+  auto client = start_client("inproc:2", dir);
+  auto a = client->open("f", remote(Placement::kStripe));
+  auto b = client->open("f", {.location = Location::kRemote});
+  REQUIRE_OK(a);
+  REQUIRE_OK(b);
+  CHECK_OK(client->lock(*a, LockMode::kExclusive));
+  CHECK_CODE(client->lock(*b, LockMode::kShared), Code::kBusy);
+  CHECK_CODE(client->lock(*b, LockMode::kExclusive), Code::kBusy);
+  CHECK_OK(client->unlock(*b));  // holds nothing: harmless, and a's lock stays
+  CHECK_CODE(client->lock(*b, LockMode::kShared), Code::kBusy);
+  CHECK_OK(client->lock(*a, LockMode::kShared));  // downgrade
+  CHECK_OK(client->lock(*b, LockMode::kShared));
+  CHECK_CODE(client->lock(*a, LockMode::kExclusive), Code::kBusy);
+  CHECK_OK(client->close(*b));  // releases b's lock
+  CHECK_OK(client->lock(*a, LockMode::kExclusive));
+}
+
+TEST_CASE("a descriptor with an older view of the size never shrinks the file") {
+  TempDir dir;
+  auto client = start_client("inproc:2", dir);
+  auto a = client->open("f", remote(Placement::kStripe));
+  auto b = client->open("f", {.location = Location::kRemote});
+  REQUIRE_OK(a);
+  REQUIRE_OK(b);
+  write_all(*client, *a, 10, 4096, 5);
+  CHECK_OK(client->write(*b, 0, page_pattern(4096, 0, 5)));
+  CHECK_OK(client->close(*b));  // b saw size 0, then 1; it must not record 1
+  CHECK(client->status(*a)->pages == 10);
+  auto c = client->open("f", {.location = Location::kRemote});
+  REQUIRE_OK(c);
+  check_all(*client, *c, 10, 4096, 5);
+  // b's successor sees a's size through status, which asks the catalog.
+  auto d = client->open("f", {.location = Location::kRemote});
+  CHECK(client->status(*d)->pages == 10);
+  // A truncate shrinks for everyone; a read past the new end is zeros.
+  CHECK_OK(client->truncate(*a, 3));
+  CHECK(client->status(*d)->pages == 3);
+  std::vector<std::byte> buf(4096, std::byte{7});
+  CHECK(*client->read(*d, 5, buf) == PageRead::kBeyondEnd);
+  CHECK(buf == std::vector<std::byte>(4096));
+}
+
+TEST_CASE("syncs of one descriptor from several threads all wait for durability") {
+  TempDir dir;
+  auto client = start_client("inproc:3", dir);
+  auto fd = client->open("f", remote(Placement::kHash));
+  REQUIRE_OK(fd);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        int64_t page = t * 20 + i;
+        if (!client->write(*fd, page, page_pattern(4096, page, 9))) ++failures;
+        if (!client->sync(*fd)) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  check_all(*client, *fd, 80, 4096, 9);
+}
