@@ -86,7 +86,7 @@ want() { [[ " $parts " == *" $1 "* ]]; }
 nbd_missing=""
 if want nbd; then
   if [[ ! -x "$nbd_driver" ]]; then
-    nbd_missing="the nbd_random_read driver was not built at $nbd_driver (it needs libnbd: Debian package libnbd-dev, then meson setup --reconfigure)"
+    nbd_missing="the nbd_random_read driver was not built${nbd_driver:+ at $nbd_driver} (it needs libnbd: Debian package libnbd-dev, then meson setup --reconfigure)"
   elif ! command -v nbdkit > /dev/null; then
     nbd_missing="nbdkit is not installed (Debian package nbdkit)"
   elif ! nbdkit memory --dump-plugin > /dev/null 2>&1; then
@@ -154,17 +154,32 @@ pf_admin_bus_tool="$(dirname "$pf_replay")/pagefile"
 have_admin=1
 [[ -x "$pf_admin_bus_tool" ]] || have_admin=0
 
+# CPU time (user + system, seconds) of a command run with `time`, and of
+# running processes (from /proc, in clock ticks): on a machine shared with
+# other work the CPU a page costs is steadier than the pages per second.
+TIMEFORMAT='%U %S'
+clock_ticks=$(getconf CLK_TCK 2> /dev/null || echo 100)
+cpu_of() {  # PID...: their CPU seconds so far, summed
+  local pid
+  for pid in "$@"; do cat "/proc/$pid/stat" 2> /dev/null || echo "x x x x x x x x x x x x x 0 0"; done |
+    awk -v t="$clock_ticks" '{ s += $14 + $15 } END { printf "%.3f\n", s / t }'
+}
+# per_page SECONDS PAGES: microseconds per page.
+per_page() { awk -v c="$1" -v p="$2" 'BEGIN { printf "%.1f\n", (p > 0) ? 1e6 * c / p : 0 }'; }
+
 # replay TRACE BUS LEVEL [ARGS...]: one verified pf-replay run; prints its
-# CSV row (also appended to runs.csv).
+# CSV row (also appended to runs.csv) and leaves pf-replay's own CPU seconds
+# in client.cpu.
 replay() {
   local trace=$1 bus_arg=$2 level=$3
   shift 3
-  if ! "$pf_replay" run "$trace" --bus "$bus_arg" --concurrency "$level" --csv runs.csv \
-      --no-progress "$@" > run.out 2> run.err; then
+  if ! { time "$pf_replay" run "$trace" --bus "$bus_arg" --concurrency "$level" --csv runs.csv \
+      --no-progress "$@" > run.out 2> run.err; } 2> time.out; then
     echo "remote_concurrency.sh: pf-replay failed on $trace at concurrency $level:" >&2
     cat run.out run.err >&2
     exit 1
   fi
+  awk '{ print $1 + $2 }' time.out > client.cpu
   tail -1 runs.csv
 }
 # Columns of pf-replay's CSV, found by name so added columns do not shift them.
@@ -174,8 +189,11 @@ field() { echo "$1" | cut -d, -f"$(column_of "$2")"; }
 gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size "$page_size" "$@"; }
 gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
 gen --pattern sequential --ops "$file_pages" --write-ratio 0 > warm.trace
-# random_trace NAME OPS: random reads only (write ratio 0), one seed for all.
-random_trace() { gen --pattern random --ops "$2" --write-ratio 0 --seed 1 > "$1"; }
+# random_trace NAME OPS SEED: random reads only (write ratio 0). Each level
+# gets a seed of its own: with one seed for all, a run's pages would be the
+# previous run's pages again (the generator's first draws are the same), and
+# found in the servers' caches.
+random_trace() { gen --pattern random --ops "$2" --write-ratio 0 --seed "$3" > "$1"; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # ops_for_rate RATE [MIN]: ops for a run of about `seconds` at RATE pages/s:
@@ -189,7 +207,10 @@ echo "pf-replay: $pf_replay"
 echo "pagefiled: $pagefiled"
 echo "machine: $(uname -srm), $(nproc) CPUs; server data in $work ($(stat -f -c %T "$work") file system)"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "file: $file_pages pages of $page_size B ($((file_pages * page_size / 1024 / 1024)) MiB), random reads (write ratio 0, seed 1)"
+# Other work on the machine shows in every figure; say how much there was.
+load() { [[ -r /proc/loadavg ]] && cut -d' ' -f1-3 /proc/loadavg || echo "unknown"; }
+echo "load average (1, 5, 15 min) at start: $(load)"
+echo "file: $file_pages pages of $page_size B ($((file_pages * page_size / 1024 / 1024)) MiB), random reads (write ratio 0, a seed per level)"
 echo "each run: pf-replay run TRACE --bus BUS --concurrency N --csv runs.csv --no-progress"
 echo "          (every page read is verified; the timed run includes connecting and the open)"
 echo
@@ -222,7 +243,7 @@ if want latency; then
     busy=$((level < servers ? level : servers))
     ideal=$((busy * 1000 / latency_ms))
     ops=$(ops_for_rate "$(awk -v i="$ideal" -v m="$miss_share" 'BEGIN { print (m > 0) ? i / m : i }')" 100)
-    random_trace "emulated${latency_ms}ms-read-c$level.trace" "$ops"
+    random_trace "emulated${latency_ms}ms-read-c$level.trace" "$ops" "$level"
     before=$(cache_counters "$bus")
     row=$(replay "emulated${latency_ms}ms-read-c$level.trace" "$bus" "$level")
     after=$(cache_counters "$bus")
@@ -242,22 +263,11 @@ if want latency; then
 fi
 
 # ---------------------------------------------------------------------------
-# measure_cached TRACE_PREFIX BUS LEVEL: sizes a run for ~seconds from a short
-# probe, then runs it `repeat` times; sets ops and the medians rate and ms.
-measure_cached() {
-  local prefix=$1 bus_arg=$2 level=$3 probe r rates=() mss=() row
-  random_trace "$prefix-probe.trace" 2000
-  probe=$(field "$(replay "$prefix-probe.trace" "$bus_arg" "$level")" pages_per_s)
-  ops=$(ops_for_rate "$probe")
-  trace="$prefix-read-c$level.trace"
-  random_trace "$trace" "$ops"
-  for ((r = 0; r < repeat; r++)); do
-    row=$(replay "$trace" "$bus_arg" "$level")
-    rates+=("$(field "$row" pages_per_s)")
-    mss+=("$(field "$row" ms_per_page)")
-  done
-  rate=$(printf "%s\n" "${rates[@]}" | median)
-  ms=$(printf "%s\n" "${mss[@]}" | median)
+# probe_ops PREFIX BUS LEVEL SEED: ops for a run of ~seconds at LEVEL, from
+# a 2000-op probe run.
+probe_ops() {
+  random_trace "$1-probe.trace" 2000 "$4"
+  ops_for_rate "$(field "$(replay "$1-probe.trace" "$2" "$3")" pages_per_s)"
 }
 
 if want cached; then
@@ -270,19 +280,36 @@ if want cached; then
   replay warm.trace "$bus" 24 > /dev/null
   echo "file created with --placement stripe, filled, then warmed by one sequential read pass (untimed)"
   echo "(ops sized from a 2000-op probe for ~${seconds} s; median of $repeat runs)"
-  printf "%-32s %5s %7s %9s %10s %8s %7s\n" "no emulated latency" concurrency ops ms/page pages/s "vs c=1" misses
+  echo "(cpu = CPU time of pf-replay and the $servers servers during the run, per page read)"
+  printf "%-32s %5s %7s %9s %10s %8s %9s %7s\n" "no emulated latency" concurrency ops ms/page pages/s "vs c=1" \
+    "cpu us/p" misses
   base=""
   for level in $levels; do
+    ops=$(probe_ops cached "$bus" "$level" $((100 + level)))
+    trace="cached-read-c$level.trace"
+    random_trace "$trace" "$ops" $((100 + level))
     before=$(cache_counters "$bus")
-    measure_cached cached "$bus" "$level"
+    rates=(); mss=(); cpus=()
+    for ((r = 0; r < repeat; r++)); do
+      servers_before=$(cpu_of "${pids[@]}")
+      row=$(replay "$trace" "$bus" "$level")
+      servers_after=$(cpu_of "${pids[@]}")
+      rates+=("$(field "$row" pages_per_s)")
+      mss+=("$(field "$row" ms_per_page)")
+      cpus+=("$(per_page "$(awk -v a="$servers_after" -v b="$servers_before" -v c="$(cat client.cpu)" \
+        'BEGIN { print a - b + c }')" "$(field "$row" pages)")")
+    done
+    rate=$(printf "%s\n" "${rates[@]}" | median)
+    ms=$(printf "%s\n" "${mss[@]}" | median)
     after=$(cache_counters "$bus")
     read -r h0 m0 <<< "$before"
     read -r h1 m1 <<< "$after"
     miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
       'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.1f%%", 100 * m / (h + m) }')
     [[ -z "$base" ]] && base=$rate
-    printf "%-32s %5s %7s %9.4f %10.0f %7.2fx %7s\n" "no emulated latency (all hits)" "$level" "$ops" \
-      "$ms" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" "$miss"
+    printf "%-32s %5s %7s %9.4f %10.0f %7.2fx %9.1f %7s\n" "no emulated latency (all hits)" "$level" "$ops" \
+      "$ms" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" \
+      "$(printf "%s\n" "${cpus[@]}" | median)" "$miss"
   done
   stop_servers
   echo
@@ -299,11 +326,13 @@ if want nbd; then
     nbd_socket="$work/nbd.sock"
     start_pagefiled peer "unix:$pf_socket" --cache-pages "$big_cache" > "$work/address"
     peer_bus=$(cat "$work/address")
+    pf_pid=${pids[-1]}
     # --exit-with-parent implies --foreground; the pid file appears once it
     # accepts connections.
     nbdkit --unix "$nbd_socket" --pidfile "$work/nbdkit.pid" --exit-with-parent \
       memory "$((file_pages * page_size))" > "$work/nbdkit.out" 2>&1 &
     pids+=($!)
+    nbd_pid=$!
     for ((i = 0; i < 100; i++)); do [[ -s "$work/nbdkit.pid" ]] && break; sleep 0.1; done
     [[ -s "$work/nbdkit.pid" ]] || { echo "remote_concurrency.sh: nbdkit did not start:" >&2; cat "$work/nbdkit.out" >&2; exit 1; }
     echo "pagefile: pagefiled --listen unix:$pf_socket --cache-pages $big_cache; file filled and warmed by one read pass"
@@ -311,6 +340,7 @@ if want nbd; then
     echo "          $nbd_driver --unix SOCKET --page-size $page_size --trace TRACE --concurrency N"
     echo "both read the pages of the same trace (pf-replay also verifies each page it reads; nbd_random_read does not look at them)"
     echo "(ops sized from a 2000-op probe of pagefile for ~${seconds} s; median of $repeat runs each, alternating)"
+    echo "(cpu = CPU time of client and server during the run, per page: pf-replay + pagefiled, nbd_random_read + nbdkit)"
     fill_and_warm "$peer_bus"
     replay warm.trace "$peer_bus" 24 > /dev/null
     if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
@@ -318,41 +348,53 @@ if want nbd; then
       echo "remote_concurrency.sh: filling the nbd disk failed:" >&2; cat nbd.out >&2; exit 1
     fi
     nbd_csv="${csv%.csv}-nbd.csv"
-    [[ -s "$nbd_csv" ]] || echo "started_utc,concurrency,ops,seconds,ms_per_page,pages_per_s,page_size,trace" > "$nbd_csv"
-    printf "%-32s %5s %7s %12s %12s %11s %11s %9s\n" "no emulated latency, 1 server" concurrency ops \
-      "pagefile p/s" "nbdkit p/s" "pf ms/page" "nbd ms/page" "pf/nbd"
+    [[ -s "$nbd_csv" ]] || echo "started_utc,concurrency,ops,seconds,ms_per_page,pages_per_s,page_size,cpu_us_per_page,trace" > "$nbd_csv"
+    printf "%-30s %5s %7s %9s %9s %7s %9s %9s %8s %8s\n" "no emulated latency, 1 server" concurrency ops \
+      "pf p/s" "nbd p/s" "pf/nbd" "pf ms/p" "nbd ms/p" "pf cpu" "nbd cpu"
+    median_of() { printf "%s\n" "$@" | median; }
     for level in $levels; do
-      random_trace nbdpeer-probe.trace 2000
-      probe=$(field "$(replay nbdpeer-probe.trace "$peer_bus" "$level")" pages_per_s)
-      ops=$(ops_for_rate "$probe")
+      ops=$(probe_ops nbdpeer "$peer_bus" "$level" $((200 + level)))
       trace="nbdpeer-read-c$level.trace"
-      random_trace "$trace" "$ops"
-      pf_rates=(); pf_mss=(); nbd_rates=(); nbd_mss=()
+      random_trace "$trace" "$ops" $((200 + level))
+      pf_rates=(); pf_mss=(); pf_cpus=(); nbd_rates=(); nbd_mss=(); nbd_cpus=()
       for ((r = 0; r < repeat; r++)); do
+        server_before=$(cpu_of "$pf_pid")
         row=$(replay "$trace" "$peer_bus" "$level")
+        server_after=$(cpu_of "$pf_pid")
         pf_rates+=("$(field "$row" pages_per_s)")
         pf_mss+=("$(field "$row" ms_per_page)")
-        if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
-            --concurrency "$level" > nbd.out 2>&1; then
+        pf_cpus+=("$(per_page "$(awk -v a="$server_after" -v b="$server_before" -v c="$(cat client.cpu)" \
+          'BEGIN { print a - b + c }')" "$ops")")
+
+        server_before=$(cpu_of "$nbd_pid")
+        if ! { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
+            --concurrency "$level" > nbd.out 2>&1; } 2> time.out; then
           echo "remote_concurrency.sh: nbd_random_read failed at concurrency $level:" >&2; cat nbd.out >&2; exit 1
         fi
+        server_after=$(cpu_of "$nbd_pid")
         line=$(cat nbd.out)
         value() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
         nbd_rates+=("$(value pages_per_s)")
         nbd_mss+=("$(value ms_per_page)")
-        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$trace" >> "$nbd_csv"
+        nbd_cpu=$(per_page "$(awk -v a="$server_after" -v b="$server_before" '{ print a - b + $1 + $2 }' time.out)" "$ops")
+        nbd_cpus+=("$nbd_cpu")
+        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$nbd_cpu,$trace" >> "$nbd_csv"
       done
-      pf_rate=$(printf "%s\n" "${pf_rates[@]}" | median)
-      nbd_rate=$(printf "%s\n" "${nbd_rates[@]}" | median)
-      printf "%-32s %5s %7s %12.0f %12.0f %11.4f %11.4f %8.2fx\n" "no emulated latency, 1 server" "$level" "$ops" \
-        "$pf_rate" "$nbd_rate" "$(printf "%s\n" "${pf_mss[@]}" | median)" \
-        "$(printf "%s\n" "${nbd_mss[@]}" | median)" "$(awk -v a="$pf_rate" -v b="$nbd_rate" 'BEGIN { print a / b }')"
+      pf_rate=$(median_of "${pf_rates[@]}")
+      nbd_rate=$(median_of "${nbd_rates[@]}")
+      printf "%-30s %5s %7s %9.0f %9.0f %6.2fx %9.4f %9.4f %8.1f %8.1f\n" "no emulated latency, 1 server" \
+        "$level" "$ops" "$pf_rate" "$nbd_rate" "$(awk -v a="$pf_rate" -v b="$nbd_rate" 'BEGIN { print a / b }')" \
+        "$(median_of "${pf_mss[@]}")" "$(median_of "${nbd_mss[@]}")" \
+        "$(median_of "${pf_cpus[@]}")" "$(median_of "${nbd_cpus[@]}")"
     done
+    echo "(pf/nbd: pages per second of pagefile over nbdkit; cpu: microseconds of CPU per page read)"
     echo "nbd rows appended to $nbd_csv"
   fi
   stop_servers
   echo
 fi
+
+echo "load average (1, 5, 15 min) at the end: $(load)"
 
 # The pf-replay rows of this run go to OUT, with pf-replay's header when OUT is new.
 if [[ -s runs.csv ]]; then

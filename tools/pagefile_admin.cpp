@@ -124,7 +124,7 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
   int in = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return fail(Status::not_found(local, std::strerror(errno)));
   struct stat st {};
-  ::fstat(in, &st);
+  if (::fstat(in, &st) != 0) return fail(Status::io_error(local, std::strerror(errno)));
   uint32_t page_size = o.page_size != 0 ? o.page_size : sqlite_page_size(local);
   if (page_size == 0) page_size = kDefaultPageSize;
   auto placement = parse_placement(o.placement);
@@ -163,7 +163,8 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
   ::close(in);
   fmt::print("imported {} ({} bytes) as {}: {} pages of {} B{}\n", local, st.st_size, name, pages, page_size,
              st.st_size % page_size ? " (last page padded with zeros)" : "");
-  return (*client)->close(*fd) ? 0 : 1;
+  if (Status s = (*client)->close(*fd); !s) return fail(s);
+  return 0;
 }
 
 int cmd_export(const CopyOptions& o, const std::string& name, const std::string& local) {

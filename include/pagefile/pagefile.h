@@ -110,8 +110,9 @@ class Client {
   // kAlreadyExists for create+exclusive on an existing file, kInvalidArgument
   // for a bad page size, policy or name, or a page size other than the one
   // recorded in the file, kCorruption when the file's header is damaged,
-  // kNotSupported for a remote file while no bus is configured, and the
-  // operating system's error otherwise (kReadOnly, kNoSpace, ...).
+  // for a remote file kInvalidArgument when the bus configuration is bad and
+  // kDisconnected when the catalog cannot be reached, and the
+  // operating system's (or a server's) error otherwise (kReadOnly, kNoSpace, ...).
   Result<Fd> open(std::string_view name, const OpenOptions& options = {});
 
   // Waits for every request of the file still in flight, drops its

@@ -1,0 +1,112 @@
+// The admin CLI `pagefile` against two real pagefiled processes: an SQLite
+// database imported and exported byte for byte, and every subcommand with
+// its errors.
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/tools/run_program.h"
+
+using pagefile::test::free_tcp_port;
+using pagefile::test::Outcome;
+using pagefile::test::read_file;
+using pagefile::test::ServerProcess;
+using pagefile::test::TempDir;
+
+namespace {
+
+Outcome admin(const TempDir& dir, const std::vector<std::string>& args) {
+  return pagefile::test::run_program(pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), args);
+}
+
+// A real SQLite database with 8 KiB pages and enough rows for many pages.
+void make_database(const std::filesystem::path& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const char* sql =
+      "PRAGMA page_size=8192;"
+      "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);"
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<3000)"
+      " INSERT INTO t SELECT i, printf('row %d %s', i, hex(randomblob(40))) FROM n;";
+  char* error = nullptr;
+  REQUIRE_MESSAGE(sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK, (error ? error : ""));
+  sqlite3_close(db);
+}
+
+}  // namespace
+
+TEST_CASE("pagefile: import, ls, stat, locks, status, export, rm against two pagefiled") {
+  TempDir dir;
+  ServerProcess a(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "a");
+  ServerProcess b(fmt::format("unix:{}", (dir / "b.sock").string()), dir / "b");
+  std::string bus = a.address() + "," + b.address();
+
+  make_database(dir / "app.db");
+  Outcome imported = admin(dir, {"import", "app.db", "app", "--bus", bus, "--placement", "hash"});
+  INFO(imported.err);
+  REQUIRE(imported.exit_status == 0);
+  CHECK(imported.out.find("pages of 8192 B") != std::string::npos);  // the database's own page size
+
+  Outcome again = admin(dir, {"import", "app.db", "app", "--bus", bus});
+  CHECK(again.exit_status == 1);
+  CHECK(again.err.find("AlreadyExists") != std::string::npos);
+
+  Outcome ls = admin(dir, {"ls", "--bus", bus});
+  CHECK(ls.exit_status == 0);
+  CHECK(ls.out.find("app") != std::string::npos);
+  CHECK(ls.out.find("hash") != std::string::npos);
+
+  Outcome stat = admin(dir, {"stat", "app", "--bus", bus});
+  CHECK(stat.exit_status == 0);
+  CHECK(stat.out.find("page size 8192 B") != std::string::npos);
+  CHECK(stat.out.find(b.address()) != std::string::npos);
+
+  Outcome locks = admin(dir, {"locks", "--bus", bus});
+  CHECK(locks.exit_status == 0);
+  CHECK(locks.out.find("0 lock(s)") != std::string::npos);
+
+  Outcome status = admin(dir, {"status", "--bus", bus});
+  CHECK(status.exit_status == 0);
+  CHECK(status.out.find("2 of 2 servers up") != std::string::npos);
+  CHECK(status.out.find("(catalog)") != std::string::npos);
+
+  Outcome exported = admin(dir, {"export", "app", "copy.db", "--bus", bus});
+  REQUIRE(exported.exit_status == 0);
+  CHECK(read_file(dir / "copy.db") == read_file(dir / "app.db"));
+
+  // The exported copy is a working database with every row.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open((dir / "copy.db").c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  CHECK(sqlite3_column_int(st, 0) == 3000);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+
+  Outcome rm = admin(dir, {"rm", "app", "--bus", bus});
+  CHECK(rm.exit_status == 0);
+  Outcome gone = admin(dir, {"stat", "app", "--bus", bus});
+  CHECK(gone.exit_status == 1);
+  CHECK(gone.err.find("NotFound") != std::string::npos);
+  CHECK(admin(dir, {"rm", "app", "--bus", bus}).exit_status == 1);
+  CHECK(admin(dir, {"export", "app", "x.db", "--bus", bus}).exit_status == 1);
+  CHECK(admin(dir, {"import", "missing.db", "m", "--bus", bus}).exit_status == 1);
+}
+
+TEST_CASE("pagefile: a server down shows in status; bad usage exits 2") {
+  TempDir dir;
+  ServerProcess a(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "a");
+  std::string bus = a.address() + fmt::format(",tcp://127.0.0.1:{}", free_tcp_port());
+  Outcome status = admin(dir, {"status", "--bus", bus});
+  CHECK(status.exit_status == 1);
+  CHECK(status.out.find("DOWN") != std::string::npos);
+  CHECK(status.out.find("1 of 2 servers up") != std::string::npos);
+  CHECK(admin(dir, {"frobnicate"}).exit_status != 0);
+  CHECK(admin(dir, {"stat"}).exit_status != 0);
+  Outcome bad_bus = admin(dir, {"ls", "--bus", "tcp://nowhere"});
+  CHECK(bad_bus.exit_status == 1);
+  CHECK(bad_bus.err.find("InvalidArgument") != std::string::npos);
+}
