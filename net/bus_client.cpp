@@ -16,6 +16,7 @@
 #include <kj/exception.h>
 
 #include "net/transport.h"
+#include "net/io_thread.h"
 #include "net/wire_convert.h"
 
 namespace pagefile::net {
@@ -102,7 +103,7 @@ class BusClient::Impl {
   InprocHub hub_;
   std::vector<std::unique_ptr<PageServer>> embedded_;
   asio::io_context io_;
-  std::thread io_thread_;
+  std::optional<IoThread> io_thread_;
   std::thread connector_;
   std::thread housekeeping_;
   std::atomic<uint64_t> next_owner_{1};
@@ -130,10 +131,7 @@ Status BusClient::Impl::start() {
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
     embedded_.push_back(std::move(*server));
   }
-  io_thread_ = std::thread([this] {
-    auto guard = asio::make_work_guard(io_);
-    io_.run();
-  });
+  io_thread_.emplace(io_);
   connector_ = std::thread([this] { connector_loop(); });
   housekeeping_ = std::thread([this] { housekeeping_loop(); });
   return Status::ok();
@@ -173,8 +171,7 @@ void BusClient::Impl::stop() {
   if (housekeeping_.joinable()) housekeeping_.join();
   for (auto& c : connections) c->close();
   fail_server("", Status::disconnected("bus", "client is stopping"));
-  io_.stop();
-  if (io_thread_.joinable()) io_thread_.join();
+  if (io_thread_) io_thread_->finish();
   {
     std::lock_guard lock(mu_);
     peers_.clear();

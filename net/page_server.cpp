@@ -23,6 +23,7 @@
 #include "net/catalog_store.h"
 #include "net/lease_table.h"
 #include "net/pagefile.capnp.h"
+#include "net/io_thread.h"
 #include "net/wire_convert.h"
 
 namespace pagefile::net {
@@ -138,7 +139,7 @@ class PageServer::Impl {
   Address address_;
   const ServerOptions options_;
   asio::io_context io_;
-  std::thread io_thread_;
+  std::optional<IoThread> io_thread_;
   asio::thread_pool pool_;
   std::unique_ptr<Listener> listener_;
 
@@ -192,6 +193,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() { connection_->close(); }
+  void close_after_sending() { connection_->close_after_sending(); }
   void pause() { connection_->pause_reading(); }
   void resume() { connection_->resume_reading(); }
 
@@ -426,10 +428,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   if (!listener) return listener.status();
   listener_ = std::move(*listener);
   address_ = listener_->address();
-  io_thread_ = std::thread([this] {
-    auto guard = asio::make_work_guard(io_);
-    io_.run();
-  });
+  io_thread_.emplace(io_);
   return Status::ok();
 }
 
@@ -445,18 +444,15 @@ void PageServer::Impl::stop() {
     idle_cv_.wait(lock, [&] { return jobs_in_flight_ == 0; });
   }
   pool_.join();
-  // Let the network thread send the last responses, then hang up.
+  // Hang up once the last responses are written; the network thread runs
+  // until every connection has ended.
   std::vector<std::shared_ptr<Session>> sessions;
   {
     std::lock_guard lock(sessions_mu_);
     sessions = sessions_;
   }
-  asio::post(io_, [sessions] {
-    for (auto& s : sessions) s->close();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  io_.stop();
-  if (io_thread_.joinable()) io_thread_.join();
+  for (auto& s : sessions) s->close_after_sending();
+  if (io_thread_) io_thread_->finish();
   std::lock_guard lock(sessions_mu_);
   sessions_.clear();
   paused_.clear();
