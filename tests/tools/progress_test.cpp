@@ -9,29 +9,12 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/support/stream_capture.h"
+
 namespace pagefile::tools {
 namespace {
 
-class Capture {
- public:
-  Capture() : file_(open_memstream(&data_, &size_)) { REQUIRE(file_ != nullptr); }
-  ~Capture() {
-    std::fclose(file_);
-    std::free(data_);
-  }
-  Capture(const Capture&) = delete;
-  Capture& operator=(const Capture&) = delete;
-  std::FILE* file() { return file_; }
-  std::string text() {
-    std::fflush(file_);
-    return std::string(data_, size_);
-  }
-
- private:
-  char* data_ = nullptr;
-  size_t size_ = 0;
-  std::FILE* file_;
-};
+using Capture = pagefile::test::StreamCapture;
 
 TEST_CASE("a disabled progress line never prints") {
   Capture out;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/stream_capture.h"
 #include "tests/support/temp_dir.h"
 #include "tools/pf_replay/page_stamp.h"
 
@@ -19,29 +20,8 @@ namespace pf_replay {
 namespace {
 
 using pagefile::Code;
-
 // Reports of a replay, gathered in memory.
-class ReportCapture {
- public:
-  ReportCapture() : file_(open_memstream(&data_, &size_)) { REQUIRE(file_ != nullptr); }
-  ~ReportCapture() {
-    if (file_ != nullptr) std::fclose(file_);
-    std::free(data_);
-  }
-  ReportCapture(const ReportCapture&) = delete;
-  ReportCapture& operator=(const ReportCapture&) = delete;
-
-  std::FILE* file() { return file_; }
-  std::string text() {
-    std::fflush(file_);
-    return std::string(data_, size_);
-  }
-
- private:
-  char* data_ = nullptr;
-  size_t size_ = 0;
-  std::FILE* file_;
-};
+using ReportCapture = pagefile::test::StreamCapture;
 
 struct Run {
   ReplayStats stats;
