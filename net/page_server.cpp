@@ -7,6 +7,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -216,7 +217,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::mutex mu_;
   uint64_t next_seq_ = 0;          // GUARDED_BY(mu_)
   std::map<uint64_t, Job> active_;  // GUARDED_BY(mu_): running or waiting, by arrival
-  std::map<uint64_t, bool> running_;  // GUARDED_BY(mu_)
+  std::set<uint64_t> running_;     // GUARDED_BY(mu_): jobs handed to the pool
   std::atomic<bool> closed_{false};
 };
 
@@ -319,7 +320,7 @@ void Session::on_frame(Frame frame) {
       }
     }
     active_.emplace(job.seq, job);
-    if (start_now) running_[job.seq] = true;
+    if (start_now) running_.insert(job.seq);
   }
   if (start_now) {
     asio::post(server_.pool_, [self = shared_from_this(), job] { self->run(job); });
@@ -373,7 +374,7 @@ void Session::finish(const Job& job) {
         }
       }
       if (!blocked) {
-        running_[it->first] = true;
+        running_.insert(it->first);
         ready.push_back(it->second);
       }
     }
