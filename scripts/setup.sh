@@ -11,6 +11,9 @@ packages=(
   libfmt-dev libcli11-dev libxxhash-dev
   doctest-dev
   nbdkit libnbd-dev
+  # SQLite's own TCL tests and speedtest1 (tests/sqlite/build-harness fetches
+  # SQLite's sources with apt-get source and builds testfixture against Tcl)
+  tcl tcl-dev dpkg-dev
 )
 
 missing=()

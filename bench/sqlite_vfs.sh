@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SQLite through the pagefile VFS against SQLite's unix VFS, side by side in
+# one run:
+#   workloads  bench/sqlite_vfs_workload.py (bulk insert, random point reads,
+#              a full scan, transactions of ~1000 random pages) on
+#              unix            a local file
+#              embedded        pagefile on the embedded default (inproc servers)
+#              remote-cN       pagefile on SERVERS pagefiled on loopback, each
+#                              EMULATING a disk of LATENCY ms, at concurrency N
+#   speedtest1 SQLite's speedtest1 --size SIZE, unix against pagefile on the
+#              embedded default (the same binary; pagefile made the default VFS
+#              by the test harness's init hook)
+#
+# usage: bench/sqlite_vfs.sh [--build DIR] [--parts "workloads speedtest1"]
+#          [--levels "1 4 12"] [--servers 6] [--latency-ms 10] [--cache-pages 64]
+#          [--rows 2000] [--reads 5000] [--txns 2] [--txn-rows 1000]
+#          [--size 100] [--csv OUT] [--tmp DIR]
+# It uses the built pagefile.so and pagefiled of --build (default build) and
+# builds speedtest1 with the TCL test harness (tests/sqlite/build-harness,
+# cached under BUILD/sqlite-harness). Every database passes integrity_check.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../build"
+parts="workloads speedtest1"
+levels="1 4 12"
+servers=6
+latency_ms=10
+cache_pages=64
+rows=2000
+reads=5000
+txns=2
+txn_rows=1000
+size=100
+csv=""
+tmp=${TMPDIR:-/tmp}
+
+die() { echo "sqlite_vfs.sh: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --parts) parts=$2; shift 2 ;;
+    --levels) levels=$2; shift 2 ;;
+    --servers) servers=$2; shift 2 ;;
+    --latency-ms) latency_ms=$2; shift 2 ;;
+    --cache-pages) cache_pages=$2; shift 2 ;;
+    --rows) rows=$2; shift 2 ;;
+    --reads) reads=$2; shift 2 ;;
+    --txns) txns=$2; shift 2 ;;
+    --txn-rows) txn_rows=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --csv) csv=$2; shift 2 ;;
+    --tmp) tmp=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+
+build=$(cd "$build" && pwd) || die "no build directory"
+extension="$build/vfs/pagefile.so"
+pagefiled="$build/tools/pagefiled"
+python=/usr/bin/python3
+[ -f "$extension" ] || die "no $extension; build it (ninja -C $build)"
+[ -x "$pagefiled" ] || die "no $pagefiled; build it (ninja -C $build)"
+"$python" -c 'import sqlite3; sqlite3.connect(":memory:").enable_load_extension(True)' 2>/dev/null ||
+  die "$python cannot load SQLite extensions (Debian's python3 can)"
+
+work=$(mktemp -d "$tmp/sqlite-vfs-bench.XXXXXX")
+# shellcheck source=tests/sqlite/pagefiled_cluster.sh
+source "$here/../tests/sqlite/pagefiled_cluster.sh"
+trap 'stop_cluster; rm -rf "$work"' EXIT
+
+declare -A seconds  # seconds[config/workload]
+configs=()
+
+# workload CONFIG DB [ENV...]: runs the four workloads on DB, records times.
+workload() {
+  local config=$1 db=$2 name secs ops
+  shift 2
+  echo "-- $config: $db" >&2
+  env "$@" "$python" "$here/sqlite_vfs_workload.py" --db "$db" --extension "$extension" \
+      --rows "$rows" --reads "$reads" --txns "$txns" --txn-rows "$txn_rows" > "$work/$config.out" ||
+    die "$config failed: $(cat "$work/$config.out")"
+  while read -r name secs ops; do
+    seconds[$config/$name]=$secs
+    [ -z "$csv" ] || echo "$config,$name,$secs,$ops" >> "$csv"
+  done < "$work/$config.out"
+  configs+=("$config")
+}
+
+echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "tmp: $work ($(stat -f -c %T "$work"))"
+[ -z "$csv" ] || echo "config,workload,seconds,operations" > "$csv"
+
+if [[ " $parts " == *" workloads "* ]]; then
+  echo "== workloads: $rows rows of ~3000 B (4 KiB pages), $reads point reads, full scan, $txns transactions of $txn_rows random rows =="
+  workload unix "$work/unix.db"
+  workload embedded "file:$work/embedded.db?vfs=pagefile" -u PAGEFILE_BUS PAGEFILE_HOME="$work/home"
+  start_cluster "$pagefiled" "$work" "$servers" --disk-latency "$latency_ms" --cache-pages "$cache_pages" ||
+    die "cannot start $servers pagefiled"
+  echo "servers: $servers x pagefiled --disk-latency $latency_ms --cache-pages $cache_pages (EMULATED disk latency)"
+  for level in $levels; do
+    workload "remote-c$level" "file:/bench-c$level.db?vfs=pagefile&concurrency=$level" PAGEFILE_BUS="$bus"
+  done
+  stop_cluster
+
+  printf '\n%-12s' "seconds"
+  for w in insert reads scan txn; do printf '%12s' "$w"; done
+  echo
+  for config in "${configs[@]}"; do
+    printf '%-12s' "$config"
+    for w in insert reads scan txn; do printf '%12.3f' "${seconds[$config/$w]}"; done
+    echo
+  done
+  ratio_row() {  # ratio_row LABEL NUMERATOR_CONFIG DENOMINATOR_CONFIG
+    printf '%-24s' "$1"
+    for w in insert reads scan txn; do
+      awk -v a="${seconds[$2/$w]}" -v b="${seconds[$3/$w]}" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
+    done
+    echo
+  }
+  echo
+  printf '%-24s' "ratio"; for w in insert reads scan txn; do printf '%10s' "$w"; done; echo
+  ratio_row "embedded / unix" embedded unix
+  first=${levels%% *}
+  for level in $levels; do
+    [ "$level" = "$first" ] && continue
+    ratio_row "remote c$first / c$level" "remote-c$first" "remote-c$level"
+  done
+fi
+
+if [[ " $parts " == *" speedtest1 "* ]]; then
+  "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2
+  speedtest1="$build/sqlite-harness/bld/speedtest1"
+  echo
+  echo "== speedtest1 --size $size: unix against pagefile on the embedded default =="
+  total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
+  (cd "$work" && env -u PAGEFILE_TEST_EXTENSION -u PAGEFILE_VFS_DEFAULT \
+     "$speedtest1" --size "$size" "$work/st-unix.db" > "$work/st-unix.out" 2>&1) ||
+    die "speedtest1 on unix failed: $(tail "$work/st-unix.out")"
+  (cd "$work" && env -u PAGEFILE_BUS PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
+     PAGEFILE_HOME="$work/st-home" \
+     "$speedtest1" --size "$size" "$work/st-pagefile.db" > "$work/st-pagefile.out" 2>&1) ||
+    die "speedtest1 on pagefile failed: $(tail "$work/st-pagefile.out")"
+  unix_total=$(total "$work/st-unix.out")
+  pagefile_total=$(total "$work/st-pagefile.out")
+  # Side by side, test by test: "NNN - name .... 0.123s".
+  paste -d'|' <(grep -E '^ *[0-9]+ - ' "$work/st-unix.out") <(grep -E '^ *[0-9]+ - ' "$work/st-pagefile.out") |
+    awk -F'|' '{ u = $1; p = $2; su = u; sub(/.* /, "", su); sp = p; sub(/.* /, "", sp);
+                 name = u; sub(/\.\.\..*/, "", name); sub(/ +[0-9.]+s$/, "", name);
+                 printf "%-60s %9s %9s\n", substr(name, 1, 60), su, sp }' |
+    sed '1i\test                                                              unix  pagefile'
+  awk -v u="$unix_total" -v p="$pagefile_total" \
+    'BEGIN { printf "TOTAL: unix %.3f s, pagefile (embedded) %.3f s, ratio %.2fx\n", u, p, (u > 0 ? p / u : 0) }'
+  [ -z "$csv" ] || { echo "speedtest1-unix,total,$unix_total,$size" >> "$csv";
+                     echo "speedtest1-embedded,total,$pagefile_total,$size" >> "$csv"; }
+fi

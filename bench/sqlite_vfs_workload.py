@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""The four SQLite workloads of bench/sqlite_vfs.sh, on one database.
+
+    /usr/bin/python3 bench/sqlite_vfs_workload.py --db URI [--extension SO] ...
+
+Run it with Debian's /usr/bin/python3: its sqlite3 module can load
+extensions (enable_load_extension); the pyenv Python cannot. --db is a path
+(the unix VFS) or a URI such as file:/bench.db?vfs=pagefile&concurrency=12.
+
+The workloads, in this order, each on a fresh connection so SQLite's own page
+cache starts empty (it holds cache_size pages, default about 500 of 4 KiB,
+well under the database):
+  insert   one transaction inserting ROWS rows of one ~3000-byte blob each
+           (about one 4 KiB page per row, so ROWS pages)
+  reads    READS point reads by random rowid
+  scan     a full scan reading every row
+  txn      TXNS transactions, each updating TXN_ROWS random rows, so each
+           writes about TXN_ROWS random pages (plus their journal)
+then an untimed PRAGMA integrity_check, which must answer "ok".
+
+Prints one line per workload, "workload seconds operations", and with
+--stats the VFS's PRAGMA pagefile_stats rows after the last workload.
+Exits non-zero on any SQLite error or a failed integrity check.
+"""
+import argparse
+import random
+import sqlite3
+import sys
+import time
+
+PAD_BYTES = 3000
+
+
+def connect(args):
+    db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None)
+    db.execute(f"PRAGMA page_size={args.page_size}")
+    return db
+
+
+def timed(name, operations, work):
+    start = time.perf_counter()
+    work()
+    seconds = time.perf_counter() - start
+    print(f"{name} {seconds:.4f} {operations}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="database path or URI")
+    parser.add_argument("--extension", help="pagefile.so, loaded before opening --db")
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--reads", type=int, default=5000)
+    parser.add_argument("--txns", type=int, default=2)
+    parser.add_argument("--txn-rows", type=int, default=1000)
+    parser.add_argument("--page-size", type=int, default=4096)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stats", action="store_true", help="print PRAGMA pagefile_stats at the end")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+
+    if args.extension:
+        # The extension registers the VFS process-wide; this connection only
+        # carries the load (the VFS stays: SQLITE_OK_LOAD_PERMANENTLY).
+        loader = sqlite3.connect(":memory:")
+        loader.enable_load_extension(True)
+        loader.load_extension(args.extension, entrypoint="sqlite3_pagefile_init")
+        loader.close()
+
+    db = connect(args)
+
+    def insert():
+        db.execute(f"CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO t(id, pad) VALUES(?, randomblob(?))",
+                       ((i, PAD_BYTES) for i in range(1, args.rows + 1)))
+        db.execute("COMMIT")
+    timed("insert", args.rows, insert)
+    db.close()
+
+    db = connect(args)
+    ids = [rng.randint(1, args.rows) for _ in range(args.reads)]
+
+    def reads():
+        for i in ids:
+            row = db.execute("SELECT length(pad) FROM t WHERE id=?", (i,)).fetchone()
+            if row is None or row[0] != PAD_BYTES:
+                raise SystemExit(f"row {i} missing or wrong: {row}")
+    timed("reads", args.reads, reads)
+    db.close()
+
+    db = connect(args)
+
+    def scan():
+        count, total = db.execute("SELECT count(*), sum(length(pad)) FROM t").fetchone()
+        if count != args.rows or total != args.rows * PAD_BYTES:
+            raise SystemExit(f"scan saw {count} rows, {total} bytes")
+    timed("scan", args.rows, scan)
+    db.close()
+
+    db = connect(args)
+    batches = [rng.sample(range(1, args.rows + 1), min(args.txn_rows, args.rows))
+               for _ in range(args.txns)]
+
+    def txns():
+        for batch in batches:
+            db.execute("BEGIN")
+            db.executemany("UPDATE t SET pad=randomblob(?) WHERE id=?",
+                           ((PAD_BYTES, i) for i in batch))
+            db.execute("COMMIT")
+    timed("txn", args.txns, txns)
+
+    check = db.execute("PRAGMA integrity_check").fetchall()
+    if check != [("ok",)]:
+        raise SystemExit(f"integrity_check: {check}")
+    if args.stats:
+        for row in db.execute("PRAGMA pagefile_stats"):
+            print("stats", *row)
+    db.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except sqlite3.Error as error:
+        sys.exit(f"sqlite_vfs_workload: {error}")
