@@ -105,6 +105,8 @@ class Client::Impl {
   Status unlink(std::string_view name, Location location);
   Status lock(Fd fd, LockMode mode, LockWait wait);
   Status unlock(Fd fd);
+  // The file's PageIo, kept alive for a call made outside mu_.
+  Result<std::shared_ptr<PageIo>> io_of(Fd fd);
 
  private:
   // REQUIRES: mu_ held. The open file of `fd`, or kInvalidArgument.
@@ -548,6 +550,13 @@ Status Client::Impl::unlock(Fd fd) {
   return io->unlock();
 }
 
+Result<std::shared_ptr<PageIo>> Client::Impl::io_of(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  return (*found)->io;
+}
+
 // ---- Client: argument checks and forwarding -------------------------------
 
 Result<std::unique_ptr<Client>> Client::start(const ClientOptions& options) {
@@ -615,5 +624,22 @@ Status Client::unlink(std::string_view name, Location location) {
 }
 Status Client::lock(Fd fd, LockMode mode, LockWait wait) { return impl_->lock(fd, mode, wait); }
 Status Client::unlock(Fd fd) { return impl_->unlock(fd); }
+
+// Lock calls never wait (kBusy at once), but may ask the catalog: outside mu_.
+Status Client::set_lock_level(Fd fd, LockLevel level) {
+  auto io = impl_->io_of(fd);
+  if (!io) return io.status();
+  if (static_cast<uint8_t>(level) > static_cast<uint8_t>(LockLevel::kExclusive)) {
+    return Status::invalid_argument((*io)->name(), fmt::format("lock level {} is not a level",
+                                                               static_cast<unsigned>(level)));
+  }
+  return (*io)->set_lock_level(level);
+}
+
+Result<bool> Client::reserved_elsewhere(Fd fd) {
+  auto io = impl_->io_of(fd);
+  if (!io) return io.status();
+  return (*io)->reserved_elsewhere();
+}
 
 }  // namespace pagefile

@@ -29,6 +29,8 @@ class LocalPageIo final : public PageIo {
   Result<int64_t> size_pages() override { return file_->size_pages(); }
   Status lock(LockMode mode, LockWait wait) override { return file_->lock(mode, wait); }
   Status unlock() override { return file_->unlock(); }
+  Status set_lock_level(LockLevel level) override { return file_->set_lock_level(level); }
+  Result<bool> reserved_elsewhere() override { return file_->reserved_elsewhere(); }
 
  private:
   std::unique_ptr<LocalPagefile> file_;

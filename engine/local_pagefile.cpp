@@ -22,6 +22,29 @@ namespace {
 // locking it never conflicts with page I/O.
 constexpr off_t kLockByte = 1024;
 
+// The bytes of the header that set_lock_level locks, after os_unix.c's
+// PENDING_BYTE, RESERVED_BYTE and SHARED range (one byte is enough for
+// open-file-description locks).
+constexpr off_t kPendingByte = 2048;
+constexpr off_t kReservedByte = 2049;
+constexpr off_t kSharedByte = 2050;
+
+// One non-blocking byte-range lock call: true when set, false when another
+// description's lock is in the way, an error otherwise.
+Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = start;
+  fl.l_len = len;
+  while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES) return false;
+    return errno_status(errno, what, "lock");
+  }
+  return true;
+}
+
 off_t page_offset(int64_t page, uint32_t page_size) {
   return static_cast<off_t>(kHeaderSize) + static_cast<off_t>(page) * page_size;
 }
@@ -251,6 +274,94 @@ Status LocalPagefile::unlock() {
   fl.l_len = 1;
   if (::fcntl(fd_, F_OFD_SETLK, &fl) != 0) return errno_status(errno, name_, "unlock");
   return Status::ok();
+}
+
+Status LocalPagefile::set_lock_level(LockLevel level) {
+  std::lock_guard guard(level_mu_);
+  const LockLevel held = level_;
+  if (level == held) return Status::ok();
+  auto invalid = [&](std::string_view why) {
+    return Status::invalid_argument(
+        name_, fmt::format("lock level {} from {}: {}", static_cast<int>(level), static_cast<int>(held), why));
+  };
+  auto busy = [&](std::string_view why) { return Status::busy(name_, why); };
+  auto set = [&](short type, off_t start, off_t len) { return try_range_lock(fd_, type, start, len, name_); };
+
+  if (level < held) {
+    if (level == LockLevel::kShared) {
+      // Turning the write lock on SHARED into a read lock is atomic.
+      auto got = set(F_RDLCK, kSharedByte, 1);
+      if (!got) return got.status();
+      if (!*got) return Status::io_error(name_, "lock: downgrade to SHARED refused");
+      auto freed = set(F_UNLCK, kPendingByte, 2);
+      if (!freed) return freed.status();
+    } else if (level == LockLevel::kNone) {
+      auto freed = set(F_UNLCK, kPendingByte, 3);
+      if (!freed) return freed.status();
+    } else {
+      return invalid("lowering goes to SHARED or NONE only");
+    }
+    level_ = level;
+    return Status::ok();
+  }
+
+  if (level == LockLevel::kPending) return invalid("PENDING is never asked for");
+  if (held == LockLevel::kNone && level != LockLevel::kShared) return invalid("SHARED must be held first");
+  if (level == LockLevel::kReserved && held != LockLevel::kShared) return invalid("SHARED must be held first");
+  if (level > LockLevel::kShared && read_only_) return Status::read_only(name_, "lock: file was opened read-only");
+
+  if (level == LockLevel::kShared) {
+    // A writer at PENDING holds its byte: no new readers until it is done.
+    auto pending = set(F_RDLCK, kPendingByte, 1);
+    if (!pending) return pending.status();
+    if (!*pending) return busy("SHARED: a writer is waiting for readers to leave (PENDING)");
+    auto shared = set(F_RDLCK, kSharedByte, 1);
+    auto freed = set(F_UNLCK, kPendingByte, 1);
+    if (!shared) return shared.status();
+    if (!freed) return freed.status();
+    if (!*shared) return busy("SHARED: another descriptor holds EXCLUSIVE");
+    level_ = LockLevel::kShared;
+    return Status::ok();
+  }
+
+  // RESERVED, or EXCLUSIVE (which takes RESERVED on its way).
+  bool took_reserved = false;
+  if (held < LockLevel::kReserved) {
+    auto reserved = set(F_WRLCK, kReservedByte, 1);
+    if (!reserved) return reserved.status();
+    if (!*reserved) return busy("another descriptor holds RESERVED or above");
+    took_reserved = true;
+  }
+  if (level == LockLevel::kReserved) {
+    level_ = LockLevel::kReserved;
+    return Status::ok();
+  }
+  if (held < LockLevel::kPending) {
+    auto pending = set(F_WRLCK, kPendingByte, 1);
+    if (!pending || !*pending) {
+      if (took_reserved) (void)set(F_UNLCK, kReservedByte, 1);
+      if (!pending) return pending.status();
+      return busy("EXCLUSIVE: a reader is taking SHARED");
+    }
+    level_ = LockLevel::kPending;
+  }
+  auto exclusive = set(F_WRLCK, kSharedByte, 1);
+  if (!exclusive) return exclusive.status();
+  if (!*exclusive) return busy("EXCLUSIVE: other descriptors hold SHARED; left at PENDING");
+  level_ = LockLevel::kExclusive;
+  return Status::ok();
+}
+
+Result<bool> LocalPagefile::reserved_elsewhere() const {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kReservedByte;
+  fl.l_len = 1;
+  while (::fcntl(fd_, F_OFD_GETLK, &fl) != 0) {
+    if (errno != EINTR) return errno_status(errno, name_, "check lock");
+  }
+  return fl.l_type != F_UNLCK;
 }
 
 }  // namespace pagefile

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -79,6 +80,15 @@ class LocalPagefile {
   Status lock(LockMode mode, LockWait wait);
   Status unlock();
 
+  // SQLite's lock levels (Client::set_lock_level), emulated as os_unix.c
+  // does with open-file-description locks on three header bytes: PENDING,
+  // RESERVED and SHARED (read-locked by readers, write-locked by the
+  // exclusive holder). A descriptor going to EXCLUSIVE also takes RESERVED,
+  // so reserved_elsewhere() sees every writer.
+  Status set_lock_level(LockLevel level);
+  // True when another open file description holds RESERVED or above.
+  Result<bool> reserved_elsewhere() const;
+
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only);
   Status check_writable(std::string_view operation) const;
@@ -87,6 +97,9 @@ class LocalPagefile {
   const std::string name_;
   const FileHeader header_;
   const bool read_only_;
+
+  std::mutex level_mu_;
+  LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(level_mu_)
 };
 
 }  // namespace pagefile

@@ -39,6 +39,9 @@ class PageIo {
   virtual Result<int64_t> size_pages() = 0;
   virtual Status lock(LockMode mode, LockWait wait) = 0;
   virtual Status unlock() = 0;
+  // SQLite's lock levels (Client::set_lock_level, reserved_elsewhere).
+  virtual Status set_lock_level(LockLevel level) = 0;
+  virtual Result<bool> reserved_elsewhere() = 0;
 
   // Called once by the client when the descriptor closes, after its
   // requests finished: record what must outlive it (a remote file's size)

@@ -43,11 +43,14 @@
 #include <string>
 #include <vector>
 
+#include "pagefile/pagefile.h"
 #include "pagefile/status.h"
 
 namespace pagefile::net {
 
-enum class LockLevel : uint8_t { kNone = 0, kShared, kReserved, kPending, kExclusive };
+// The public levels (pagefile.h), so what the catalog keeps is what
+// Client::set_lock_level asks for.
+using LockLevel = pagefile::LockLevel;
 
 std::string_view lock_level_name(LockLevel level);
 

@@ -261,6 +261,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
   if (reply && (*reply)->root().isLockState()) {
     auto state = (*reply)->root().getLockState();
     level_ = static_cast<LockLevel>(state.getLevel());
+    reserved_by_other_ = state.getReservedByOther();
     bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
   } else if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
              before >= LockLevel::kShared) {
@@ -271,6 +272,14 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
   }
   if (!reply) return reply.status();
   return Status::ok();
+}
+
+Result<bool> RemotePageIo::reserved_elsewhere() {
+  std::lock_guard lock(meta_mu_);
+  // Asking for the level held changes nothing at the catalog and answers
+  // with what the other owners hold.
+  if (Status s = set_lock_level_locked(level_); !s) return s;
+  return reserved_by_other_;
 }
 
 Status RemotePageIo::lock(LockMode mode, LockWait wait) {

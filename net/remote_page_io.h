@@ -63,8 +63,11 @@ class RemotePageIo final : public PageIo {
 
   // Moves this client's lock to `level` (SQLite's levels). kBusy when the
   // catalog refuses; the level held then is level_held().
-  Status set_lock_level(LockLevel level);
+  Status set_lock_level(LockLevel level) override;
   LockLevel level_held() const;
+  // Asks the catalog (renewing nothing it would not renew anyway) whether
+  // another owner holds kReserved or above.
+  Result<bool> reserved_elsewhere() override;
 
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only);
@@ -87,6 +90,7 @@ class RemotePageIo final : public PageIo {
   mutable std::mutex meta_mu_;
   int64_t catalog_size_;                // GUARDED_BY(meta_mu_): the size the catalog has
   LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(meta_mu_)
+  bool reserved_by_other_ = false;      // GUARDED_BY(meta_mu_): the catalog's last word
 
   std::mutex dirty_mu_;
   std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync

@@ -69,6 +69,19 @@ enum class PageRead : uint8_t {
 };
 
 enum class LockMode : uint8_t { kShared, kExclusive };
+// SQLite's five lock levels (os_unix.c), for engines that need more than
+// shared/exclusive. Between descriptors of one file (in one process or many,
+// on one machine or many):
+//   - any number may hold kShared;
+//   - at most one holds kReserved, kPending or kExclusive;
+//   - kReserved coexists with others' kShared (a writer preparing its
+//     change while readers read);
+//   - kPending stops new kShared from being granted, so a writer waiting
+//     for readers to leave is not starved; it is never asked for, only
+//     reached on the way to kExclusive;
+//   - kExclusive coexists with nothing.
+enum class LockLevel : uint8_t { kNone = 0, kShared, kReserved, kPending, kExclusive };
+
 enum class LockWait : uint8_t {
   kTry,    // return kBusy at once when the lock is held elsewhere
   kBlock,  // wait until the lock can be had
@@ -189,6 +202,27 @@ class Client {
   Status lock(Fd fd, LockMode mode, LockWait wait = LockWait::kTry);
   // Releases this descriptor's lock; OK when it held none.
   Status unlock(Fd fd);
+
+  // Moves this descriptor's lock to `level` (LockLevel above), never
+  // waiting: kBusy at once when another descriptor's lock is in the way.
+  // Requests follow SQLite's pager: kShared first; kReserved only from
+  // kShared; kExclusive from kShared or above; kPending is never asked for;
+  // lowering goes to kShared or kNone only. Asking for the level held
+  // changes nothing. Other requests fail with kInvalidArgument and change
+  // nothing.
+  // When kExclusive is refused because other descriptors hold kShared, this
+  // one is left at kPending (new readers are kept out) and gets kBusy; it
+  // should ask again once they leave, or lower its level. When it is refused
+  // because another descriptor holds kReserved or above, it keeps its level.
+  // Local files emulate the scheme with open-file-description byte-range
+  // locks on the header (separate from lock()'s byte); remote files keep it
+  // at the catalog under the client's lease. Mixing lock() and
+  // set_lock_level() on one file is not meaningful.
+  Status set_lock_level(Fd fd, LockLevel level);
+
+  // Whether a descriptor other than `fd` (of this client or any other) holds
+  // kReserved or above on the file: SQLite's xCheckReservedLock.
+  Result<bool> reserved_elsewhere(Fd fd);
 
   class Impl;
 
