@@ -148,8 +148,9 @@ if [[ " $parts " == *" speedtest1 "* ]]; then
   paste -d'|' <(grep -E '^ *[0-9]+ - ' "$work/st-unix.out") <(grep -E '^ *[0-9]+ - ' "$work/st-pagefile.out") |
     awk -F'|' '{ u = $1; p = $2; su = u; sub(/.* /, "", su); sp = p; sub(/.* /, "", sp);
                  name = u; sub(/\.\.\..*/, "", name); sub(/ +[0-9.]+s$/, "", name);
-                 printf "%-60s %9s %9s\n", substr(name, 1, 60), su, sp }' |
-    sed '1i\test                                                              unix  pagefile'
+                 a = su + 0; b = sp + 0
+                 printf "%-60s %9s %9s %8.2fx\n", substr(name, 1, 60), su, sp, (a > 0 ? b / a : 0) }' |
+    sed '1i\test                                                              unix  pagefile    ratio'
   awk -v u="$unix_total" -v p="$pagefile_total" \
     'BEGIN { printf "TOTAL: unix %.3f s, pagefile (embedded) %.3f s, ratio %.2fx\n", u, p, (u > 0 ? p / u : 0) }'
   [ -z "$csv" ] || { echo "speedtest1-unix,total,$unix_total,$size" >> "$csv";

@@ -26,7 +26,7 @@ proc ::pagefile_tcl::store {fn path} {
   variable next_db
   set db ::pagefile_tcl::db[incr next_db]
   sqlite3 $db :memory:
-  set rc [catch {$db one "SELECT $fn(\$path)"} result]
+  set rc [catch {$db one "SELECT ${fn}(\$path)"} result]
   $db close
   if {$rc} { error $result }
   return $result
@@ -66,4 +66,12 @@ proc ::file {args} {
     }
   }
   tailcall ::pagefile_tcl::tcl_file {*}$args
+}
+
+# Without the VFS's functions every look-up above would quietly answer "not
+# in the store" and the test would run against local files only: stop here.
+if {[catch {::pagefile_tcl::store pagefile_exists [pwd]/no-such-file} msg]} {
+  puts stderr "preamble.tcl: the pagefile VFS's SQL functions are missing ($msg);\
+               is PAGEFILE_TEST_EXTENSION set to pagefile.so?"
+  exit 1
 }
