@@ -85,6 +85,31 @@ Frame to_frame(capnp::MessageBuilder& message) {
   return frame;
 }
 
+FrameBuilder::FrameBuilder(size_t first_segment_words) : frame_(1 + std::max<size_t>(first_segment_words, 1)) {}
+
+FrameBuilder::~FrameBuilder() = default;
+
+kj::ArrayPtr<capnp::word> FrameBuilder::allocateSegment(unsigned int minimum_words) {
+  if (!first_given_) {
+    first_given_ = true;
+    if (frame_.size() - 1 < minimum_words) frame_.resize(1 + minimum_words);
+    return kj::ArrayPtr<capnp::word>(frame_.data() + 1, frame_.size() - 1);
+  }
+  spill_.emplace_back(std::max<size_t>(minimum_words, frame_.size()));
+  return kj::ArrayPtr<capnp::word>(spill_.back().data(), spill_.back().size());
+}
+
+Frame FrameBuilder::finish() {
+  auto segments = getSegmentsForOutput();
+  if (segments.size() != 1 || segments[0].begin() != frame_.data() + 1) return to_frame(*this);
+  // One segment, in place: the table says so, and the unused tail goes.
+  auto* table = reinterpret_cast<uint32_t*>(frame_.data());
+  table[0] = 0;
+  table[1] = static_cast<uint32_t>(segments[0].size());
+  frame_.resize(1 + segments[0].size());
+  return std::move(frame_);
+}
+
 capnp::ReaderOptions frame_reader_options() {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = kMaxFrameBytes / sizeof(capnp::word) * 2;
