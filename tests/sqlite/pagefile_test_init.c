@@ -3,16 +3,18 @@
 ** speedtest1 (compiled into them with -DSQLITE_EXTRA_INIT=pagefile_test_init).
 **
 ** SQLite calls it at the end of every successful sqlite3_initialize(). When
-** the environment names an extension in PAGEFILE_TEST_EXTENSION it loads it
-** once, through a throw-away in-memory connection, with the entry point
+** the environment names an extension in PAGEFILE_TEST_EXTENSION it loads it,
+** through a throw-away in-memory connection, with the entry point
 ** sqlite3_pagefile_init; the extension answers SQLITE_OK_LOAD_PERMANENTLY,
 ** so its VFS outlives that connection. Without the variable it does nothing,
 ** so one binary runs both the unix baseline and the pagefile runs.
 **
-** Tests may call sqlite3_shutdown() and initialize again; the unix VFS then
-** makes itself the default once more (sqlite3_os_init), so on every later
-** initialize the hook registers "pagefile" as the default again when
-** PAGEFILE_VFS_DEFAULT=1 asks for it.
+** It loads on EVERY initialize, not once: tests call sqlite3_shutdown() and
+** initialize again (tester.tcl does it first thing), and shutdown drops the
+** automatic extensions that give each connection the VFS's SQL functions,
+** while SQLite's own initialisation makes unix the default VFS again. The
+** dynamic loader keeps one copy of the library; its entry point registers
+** again. With PAGEFILE_VFS_DEFAULT=1 "pagefile" is then made the default.
 **
 ** A failed load returns the error from sqlite3_initialize(): every test then
 ** fails loudly instead of silently running on the unix VFS.
@@ -24,8 +26,6 @@
 #include "sqlite3.h"
 
 int pagefile_test_init(const char *unused);
-
-static int extension_loaded = 0;
 
 static int load_extension(const char *path){
   sqlite3 *db = 0;
@@ -49,13 +49,11 @@ static int load_extension(const char *path){
 int pagefile_test_init(const char *unused){
   const char *path = getenv("PAGEFILE_TEST_EXTENSION");
   const char *make_default = getenv("PAGEFILE_VFS_DEFAULT");
+  int rc;
   (void)unused;
   if( path==0 || path[0]==0 ) return SQLITE_OK;
-  if( !extension_loaded ){
-    int rc = load_extension(path);
-    if( rc!=SQLITE_OK ) return rc;
-    extension_loaded = 1;
-  }
+  rc = load_extension(path);
+  if( rc!=SQLITE_OK ) return rc;
   if( make_default && strcmp(make_default, "1")==0 ){
     sqlite3_vfs *vfs = sqlite3_vfs_find("pagefile");
     if( vfs==0 ){

@@ -32,9 +32,16 @@ proc ::pagefile_tcl::store {fn path} {
   return $result
 }
 
-# True when $path names a file of the store (a failed look-up counts as no).
+# True when $path names a file of the store. A look-up that fails (a test
+# injecting malloc faults) counts as no; a missing function is an error, or
+# the test would quietly run against local files only.
 proc ::pagefile_tcl::in_store {path} {
-  if {[catch {::pagefile_tcl::store pagefile_exists $path} exists]} { return 0 }
+  if {[catch {::pagefile_tcl::store pagefile_exists $path} exists]} {
+    if {[string match "no such function*" $exists]} {
+      error "pagefile VFS: $exists (the extension's functions are gone)"
+    }
+    return 0
+  }
   return [expr {$exists ne "" && $exists}]
 }
 
