@@ -10,6 +10,16 @@
 // page queue, and the I/O callback; an OpenFile by the descriptor table and
 // any thread waiting on it. close() waits until no request of the file is
 // incomplete, so no callback touches a file after it is gone.
+//
+// The buffer pool (cache_, engine/buffer_pool.h) is off when cache_pages is
+// 0, and then nothing below touches it. With it, lock order is mu_ then the
+// pool's own lock. A read is looked up in the pool when it reaches the front
+// of its page's queue (so it sees every earlier request of that page); a
+// write updates the pool when it is requested; a read's data is kept only
+// when no write of the page is queued behind it, so the pool never holds a
+// page older than the last write requested. Read-ahead requests are
+// requests like the others (window, page queue, incomplete set) without a
+// ticket: they leave the window when their I/O is done.
 #include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
@@ -22,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/buffer_pool.h"
 #include "engine/local_page_io.h"
 #include "engine/local_pagefile.h"
 #include "engine/page_bounds.h"
@@ -29,6 +40,7 @@
 #include "net/bus_client.h"
 #include "net/remote_page_io.h"
 #include "pagefile/pagefile.h"
+#include "pagefile/policy.h"
 
 namespace pagefile {
 
@@ -43,6 +55,10 @@ struct Request {
   int64_t page = 0;
   std::span<std::byte> read_buffer;   // reads: the caller's buffer
   std::vector<std::byte> write_data;  // writes: our copy of the page
+  // A read-ahead: no ticket, reads into its own buffer for the pool.
+  bool prefetch = false;
+  std::vector<std::byte> prefetch_buffer;
+  bool miss_counted = false;  // the pool was asked and its miss counted
 
   bool done = false;       // the I/O has finished
   bool in_window = true;   // counts against its file's concurrency window
@@ -88,7 +104,11 @@ using OpenFilePtr = std::shared_ptr<OpenFile>;
 
 class Client::Impl {
  public:
-  explicit Impl(const ClientOptions& options) : options_(options), pool_(options.io_threads) {}
+  explicit Impl(const ClientOptions& options)
+      : options_(options),
+        pool_(options.io_threads),
+        policies_(options.policies ? options.policies : PolicyRegistry::with_builtins()),
+        cache_(options.cache_pages > 0 ? std::make_unique<BufferPool>(options.cache_pages) : nullptr) {}
 
   ~Impl() { (void)stop(); }
 
@@ -107,6 +127,10 @@ class Client::Impl {
   Status unlock(Fd fd);
   // The file's PageIo, kept alive for a call made outside mu_.
   Result<std::shared_ptr<PageIo>> io_of(Fd fd);
+  Status pin(Fd fd, int64_t page);
+  Status unpin(Fd fd, int64_t page);
+  Status drop_cached(Fd fd);
+  Result<FileCounters> counters(Fd fd);
 
  private:
   // REQUIRES: mu_ held. The open file of `fd`, or kInvalidArgument.
@@ -118,9 +142,21 @@ class Client::Impl {
   // Hands a request to its file's PageIo. Called without mu_.
   void dispatch(const RequestPtr& request);
   void complete(const RequestPtr& request, Status status, PageRead read_result);
+  // REQUIRES: mu_ held. Records that `request` finished and takes it off its
+  // page's queue; returns the request now at the front, if any.
+  RequestPtr finish_locked(const RequestPtr& request, Status status, PageRead read_result);
+  // REQUIRES: mu_ held; `request` (may be null) is at the front of its page
+  // queue. Serves it, and the reads behind it, from the pool while it can;
+  // returns the request whose I/O must be dispatched, or null.
+  RequestPtr start_locked(RequestPtr request);
+  // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
+  // while the window has room; appends those to dispatch to `out`.
+  void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
 
   const ClientOptions options_;
   boost::asio::thread_pool pool_;
+  const std::shared_ptr<const PolicyRegistry> policies_;
+  const std::unique_ptr<BufferPool> cache_;  // null: no pool
 
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
@@ -186,6 +222,10 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   }
   if (options.policy) {
     if (Status s = check_buffer_policy(*options.policy); !s) return s.with_context(name);
+    if (!policies_->contains(policy_name(*options.policy))) {
+      return Status::invalid_argument(
+          name, fmt::format("policy '{}' is not registered", policy_name(*options.policy)));
+    }
   }
   std::shared_ptr<PageIo> io;
   if (options.location == Location::kRemote) {
@@ -210,13 +250,31 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   file->name = std::string(name);
   file->location = options.location;
   file->policy = options.policy.value_or(io->recorded_policy());
+  // A file created with a custom policy this client does not know runs the
+  // built-in recorded beside it.
+  if (!policies_->contains(policy_name(file->policy))) file->policy.name.clear();
   file->concurrency = options.concurrency != 0 ? options.concurrency : options_.concurrency;
+  uint32_t page_size = io->page_size();
   file->io = std::move(io);
+
+  PolicyLimits limits{.min_pages = file->policy.min_pages,
+                      .max_pages = file->policy.max_pages,
+                      .read_ahead = file->concurrency};
+  std::unique_ptr<PagePolicy> policy;
+  if (cache_) {
+    auto made = policies_->make(policy_name(file->policy), limits);
+    if (!made) {
+      (void)file->io->close();
+      return made.status().with_context(name);
+    }
+    policy = std::move(*made);
+  }
 
   std::lock_guard lock(mu_);
   if (Status s = check_running(); !s) return s;
   file->fd = Fd{next_fd_++};
   files_.emplace(file->fd.value, file);
+  if (cache_) cache_->add_file(file->fd.value, page_size, limits, std::move(policy));
   return file->fd;
 }
 
@@ -247,6 +305,7 @@ Status Client::Impl::close(Fd fd) {
     }
     file->window.clear();
     files_.erase(fd.value);
+    if (cache_) cache_->remove_file(fd.value);
     io = std::move(file->io);
   }
   Status closed = io->close();
@@ -296,7 +355,7 @@ Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
 Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
                                      std::span<const std::byte> write_data, bool is_write) {
   RequestPtr request;
-  bool start_now = false;
+  std::vector<RequestPtr> to_dispatch;
   {
     std::unique_lock lock(mu_);
     auto found = find_file(fd);
@@ -306,6 +365,29 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     if (Status s = check_page_access(page, size, file->io->page_size(), file->name); !s) return s;
     if (is_write && file->io->read_only()) {
       return Status::read_only(file->name, "write: file was opened read-only");
+    }
+
+    // A hit on a page with nothing queued is complete at once and needs no
+    // room in the window.
+    bool looked_up = false;
+    if (cache_ && !is_write && !file->exclusive && !file->page_queues.contains(page)) {
+      looked_up = true;
+      if (cache_->read(fd.value, page, read_buffer)) {
+        request = std::make_shared<Request>();
+        request->ticket = next_ticket_++;
+        request->file = file;
+        request->page = page;
+        request->read_buffer = read_buffer;
+        request->done = true;
+        request->in_window = false;
+        tickets_.emplace(request->ticket, request);
+        read_ahead_locked(file, page, to_dispatch);
+      }
+    }
+    if (request) {
+      lock.unlock();
+      for (const RequestPtr& r : to_dispatch) dispatch(r);
+      return Ticket{request->ticket};
     }
 
     // Wait for truncate to finish and for room in the window. When the
@@ -333,8 +415,10 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     request->page = page;
     if (is_write) {
       request->write_data.assign(write_data.begin(), write_data.end());
+      if (cache_) cache_->write(fd.value, page, write_data);
     } else {
       request->read_buffer = read_buffer;
+      request->miss_counted = looked_up;
     }
     tickets_.emplace(request->ticket, request);
     file->window.push_back(request);
@@ -343,10 +427,49 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     if (is_write) file->incomplete_writes.insert(request->ticket);
     auto& queue = file->page_queues[page];
     queue.push_back(request);
-    start_now = queue.size() == 1;
+    if (queue.size() == 1) {
+      if (RequestPtr first = start_locked(request)) to_dispatch.push_back(first);
+    }
+    if (!is_write && cache_) read_ahead_locked(file, page, to_dispatch);
   }
-  if (start_now) dispatch(request);
+  if (!to_dispatch.empty()) done_cv_.notify_all();  // a hit may have freed the window
+  for (const RequestPtr& r : to_dispatch) dispatch(r);
   return Ticket{request->ticket};
+}
+
+void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,
+                                     std::vector<RequestPtr>& out) {
+  if (file->closing || file->exclusive) return;
+  for (int64_t ahead : cache_->read_ahead(file->fd.value, page)) {
+    prune_window(*file);
+    if (file->in_window >= file->concurrency) break;
+    if (file->page_queues.contains(ahead)) continue;  // already being read or written
+    auto request = std::make_shared<Request>();
+    request->ticket = next_ticket_++;
+    request->file = file;
+    request->page = ahead;
+    request->prefetch = true;
+    request->prefetch_buffer.resize(file->io->page_size());
+    request->read_buffer = request->prefetch_buffer;
+    file->window.push_back(request);
+    ++file->in_window;
+    file->incomplete.insert(request->ticket);
+    file->page_queues[ahead].push_back(request);
+    if (RequestPtr first = start_locked(request)) out.push_back(first);
+  }
+}
+
+RequestPtr Client::Impl::start_locked(RequestPtr request) {
+  // Each read is looked up once here: it either completes or is dispatched.
+  while (request && cache_ && !request->is_write) {
+    uint64_t id = request->file->fd.value;
+    bool hit = request->prefetch
+                   ? cache_->contains(id, request->page)
+                   : cache_->read(id, request->page, request->read_buffer, !request->miss_counted);
+    if (!hit) break;
+    request = finish_locked(request, Status::ok(), PageRead::kData);
+  }
+  return request;
 }
 
 void Client::Impl::dispatch(const RequestPtr& request) {
@@ -369,6 +492,29 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
   RequestPtr next;
   {
     std::lock_guard lock(mu_);
+    if (cache_) {
+      uint64_t id = request->file->fd.value;
+      const auto& queue = request->file->page_queues.at(request->page);
+      bool write_behind = std::any_of(queue.begin() + 1, queue.end(), [](const RequestPtr& r) { return r->is_write; });
+      if (request->is_write && !status.is_ok()) {
+        cache_->drop(id, request->page);  // the store may hold the old page
+      } else if (!request->is_write && status.is_ok() && read_result == PageRead::kData && !write_behind) {
+        if (request->prefetch) {
+          cache_->fill_prefetched(id, request->page, request->read_buffer);
+        } else {
+          cache_->fill(id, request->page, request->read_buffer);
+        }
+      }
+    }
+    next = start_locked(finish_locked(request, std::move(status), read_result));
+  }
+  done_cv_.notify_all();
+  if (next) dispatch(next);
+}
+
+RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status, PageRead read_result) {
+  RequestPtr next;
+  {
     OpenFile& file = *request->file;
     request->done = true;
     request->status = status;
@@ -385,6 +531,11 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
         file.failed_pages.insert_or_assign(request->page, status);
       }
     }
+    if (request->prefetch) {
+      leave_window(file, *request);
+      request->read_buffer = {};
+      std::vector<std::byte>().swap(request->prefetch_buffer);
+    }
     auto queue = file.page_queues.find(request->page);
     queue->second.pop_front();
     if (queue->second.empty()) {
@@ -393,8 +544,7 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
       next = queue->second.front();
     }
   }
-  done_cv_.notify_all();
-  if (next) dispatch(next);
+  return next;
 }
 
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
@@ -468,6 +618,8 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
   {
     std::lock_guard lock(mu_);
     if (s) file->failed_pages.erase(file->failed_pages.lower_bound(pages), file->failed_pages.end());
+    // After a failed truncate the size is unknown: keep nothing.
+    if (cache_) cache_->truncate(file->fd.value, s ? pages : 0);
     file->exclusive = false;
   }
   done_cv_.notify_all();
@@ -490,6 +642,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.concurrency = file->concurrency;
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
     st.read_only = file->io->read_only();
+    if (cache_) st.cache = cache_->counters(fd.value);
   }
   auto pages = io->size_pages();
   if (!pages) return pages.status();
@@ -557,6 +710,53 @@ Result<std::shared_ptr<PageIo>> Client::Impl::io_of(Fd fd) {
   return (*found)->io;
 }
 
+Status Client::Impl::pin(Fd fd, int64_t page) {
+  uint32_t page_size = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    if (!cache_) return Status::not_supported((*found)->name, "pin: the client has no buffer pool");
+    if (Status s = check_page_number(page, (*found)->name); !s) return s;
+    cache_->pin(fd.value, page);
+    if (cache_->contains(fd.value, page)) return Status::ok();
+    page_size = (*found)->io->page_size();
+  }
+  // Read it in through the ordinary path, which keeps it: it is pinned.
+  std::vector<std::byte> buffer(page_size);
+  auto ticket = request(fd, page, buffer, {}, /*is_write=*/false);
+  Status read = ticket.status();
+  if (ticket) {
+    auto done = confirm(*ticket, /*is_write=*/false);
+    read = done ? (*done)->status : done.status();
+  }
+  if (!read) (void)cache_->unpin(fd.value, page);
+  return read;
+}
+
+Status Client::Impl::unpin(Fd fd, int64_t page) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  if (!cache_) return Status::not_supported((*found)->name, "unpin: the client has no buffer pool");
+  return cache_->unpin(fd.value, page).with_context((*found)->name);
+}
+
+Status Client::Impl::drop_cached(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  if (cache_) cache_->drop_all(fd.value);
+  return Status::ok();
+}
+
+Result<FileCounters> Client::Impl::counters(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  return cache_ ? cache_->counters(fd.value) : FileCounters{};
+}
+
 // ---- Client: argument checks and forwarding -------------------------------
 
 Result<std::unique_ptr<Client>> Client::start(const ClientOptions& options) {
@@ -616,6 +816,13 @@ Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
 Status Client::sync(Fd fd) { return impl_->sync(fd); }
 Status Client::truncate(Fd fd, int64_t pages) { return impl_->truncate(fd, pages); }
 Result<FileStatus> Client::status(Fd fd) { return impl_->status(fd); }
+Result<uint32_t> Client::server_of(Fd fd, int64_t page) {
+  if (Status s = check_page_number(page, "server_of"); !s) return s;
+  auto io = impl_->io_of(fd);
+  if (!io) return io.status();
+  return (*io)->server_index(page);
+}
+
 Status Client::set_concurrency(Fd fd, uint32_t concurrency) {
   return impl_->set_concurrency(fd, concurrency);
 }
@@ -641,5 +848,10 @@ Result<bool> Client::reserved_elsewhere(Fd fd) {
   if (!io) return io.status();
   return (*io)->reserved_elsewhere();
 }
+
+Status Client::pin(Fd fd, int64_t page) { return impl_->pin(fd, page); }
+Status Client::unpin(Fd fd, int64_t page) { return impl_->unpin(fd, page); }
+Status Client::drop_cached(Fd fd) { return impl_->drop_cached(fd); }
+Result<FileCounters> Client::counters(Fd fd) { return impl_->counters(fd); }
 
 }  // namespace pagefile

@@ -1,6 +1,8 @@
 #include "engine/file_header.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -20,6 +22,9 @@ constexpr size_t kMinPagesAt = 20;
 constexpr size_t kMaxPagesAt = 24;
 constexpr size_t kHeaderSizeAt = 28;
 constexpr size_t kCreatedAt = 32;
+// The policy's registered name when it is not the built-in of the access
+// type: a length byte, then the name. Zero in files written before names.
+constexpr size_t kPolicyNameAt = 40;
 constexpr size_t kChecksumAt = kHeaderSize - 8;
 
 
@@ -39,6 +44,11 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   put_le<uint32_t>(out, kMaxPagesAt, header.policy.max_pages);
   put_le<uint32_t>(out, kHeaderSizeAt, static_cast<uint32_t>(kHeaderSize));
   put_le<int64_t>(out, kCreatedAt, header.created_unix_ns);
+  if (policy_name(header.policy) != access_type_name(header.policy.access)) {
+    std::string_view name = header.policy.name.substr(0, kMaxPolicyNameLength);
+    put_le<uint8_t>(out, kPolicyNameAt, static_cast<uint8_t>(name.size()));
+    std::memcpy(out.data() + kPolicyNameAt + 1, name.data(), name.size());
+  }
   put_le<uint64_t>(out, kChecksumAt, checksum(out));
   return out;
 }
@@ -75,6 +85,14 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
   header.policy.min_pages = get_le<uint32_t>(bytes, kMinPagesAt);
   header.policy.max_pages = get_le<uint32_t>(bytes, kMaxPagesAt);
   header.created_unix_ns = get_le<int64_t>(bytes, kCreatedAt);
+  if (uint8_t length = get_le<uint8_t>(bytes, kPolicyNameAt); length != 0) {
+    std::string name(reinterpret_cast<const char*>(bytes.data()) + kPolicyNameAt + 1,
+                     std::min<size_t>(length, kMaxPolicyNameLength));
+    if (length > kMaxPolicyNameLength || !check_policy_name(name)) {
+      return Status::corruption(what, "bad policy name in header");
+    }
+    header.policy.name = std::move(name);
+  }
   return header;
 }
 

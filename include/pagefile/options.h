@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,17 +41,33 @@ std::string_view access_type_name(AccessType type);
 // The inverse of access_type_name; kInvalidArgument for any other word.
 Result<AccessType> parse_access_type(std::string_view name);
 
-// A file's buffer policy: its access type and how many pages the client may
-// buffer for it. max_pages == 0 means "the pool decides".
+// A file's buffer policy: which policy the buffer pool runs for it and how
+// many pages the pool may hold for it (pagefile/policy.h).
+// max_pages == 0 means "the pool decides". `name` selects a policy by its
+// registered name, built-in or custom; empty means the built-in named by
+// `access`. A custom policy should also set `access` to the built-in closest
+// to it: that is what a remote file's catalog records, and what a client
+// that does not know the name falls back to.
 struct BufferPolicy {
   AccessType access = AccessType::kRandom;
   uint32_t min_pages = 0;
   uint32_t max_pages = 0;
+  std::string name;
 
   friend bool operator==(const BufferPolicy&, const BufferPolicy&) = default;
 };
 
-// OK unless max_pages is set and below min_pages.
+// The policy a BufferPolicy selects: `name`, or access_type_name(access)
+// when the name is empty.
+std::string_view policy_name(const BufferPolicy& policy);
+
+// Policy names are 1 to kMaxPolicyNameLength characters of [A-Za-z0-9_.-]
+// (they are recorded in file headers and travel in URIs).
+inline constexpr size_t kMaxPolicyNameLength = 47;
+Status check_policy_name(std::string_view name);
+
+// OK unless max_pages is set and below min_pages, or a non-empty name breaks
+// check_policy_name.
 Status check_buffer_policy(const BufferPolicy& policy);
 
 // Where a Pagefile lives, chosen at open.
@@ -104,6 +121,8 @@ struct OpenOptions {
   uint32_t servers = 0;
 };
 
+class PolicyRegistry;  // pagefile/policy.h
+
 struct ClientOptions {
   // Where local Pagefiles live: a relative name is resolved against it, an
   // absolute name is used as it is.
@@ -128,6 +147,12 @@ struct ClientOptions {
   // How long a remote request may go unanswered before it fails with
   // kDisconnected.
   int request_timeout_ms = 30'000;
+
+  // The client's buffer pool, shared by its open files, in pages (of any
+  // page size). 0: no pool; every read and write goes to the store.
+  uint32_t cache_pages = 0;
+  // The policies files may select by name. Null: the built-ins only.
+  std::shared_ptr<const PolicyRegistry> policies;
 };
 
 }  // namespace pagefile

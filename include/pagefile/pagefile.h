@@ -87,6 +87,23 @@ enum class LockWait : uint8_t {
   kBlock,  // wait until the lock can be had
 };
 
+// What the client's buffer pool did for one open file (all zero when the
+// client has no pool). Counted from the open; a hit is a read served from
+// the pool, a miss a read that went to the store.
+struct FileCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t prefetch_used = 0;    // pages fetched ahead that a read then hit
+  uint64_t prefetch_wasted = 0;  // pages fetched ahead that left unread
+  uint64_t evictions = 0;        // pages evicted to make room
+  uint64_t tossed = 0;           // pages let go once used (toss-immediately)
+  uint32_t pages = 0;            // pages the pool holds for the file now
+  uint32_t allowance = 0;        // pages its policy may hold, within min and max
+  uint32_t pinned = 0;           // pages pinned through pin()
+
+  friend bool operator==(const FileCounters&, const FileCounters&) = default;
+};
+
 struct FileStatus {
   std::string name;
   Location location = Location::kLocal;
@@ -96,6 +113,7 @@ struct FileStatus {
   uint32_t concurrency = 0;  // this file's level
   uint32_t in_flight = 0;    // its tickets that are still in flight
   bool read_only = false;
+  FileCounters cache;  // the buffer pool's counters for this descriptor
 };
 
 // The largest page number a file may hold: the byte offset of its end must
@@ -187,6 +205,13 @@ class Client {
   // level makes new requests wait until the count is below it.
   Status set_concurrency(Fd fd, uint32_t concurrency);
 
+  // Which of the file's servers holds page `page`: an index into the
+  // servers the file was placed on (0 for a local file). For a program that
+  // knows its next reads and issues them so every server stays busy
+  // (pf-replay --schedule balanced); the answer is computed by the client,
+  // with no message sent. kInvalidArgument for a bad descriptor or page.
+  Result<uint32_t> server_of(Fd fd, int64_t page);
+
   // Removes the Pagefile `name`. kNotFound when there is none. For a local
   // file, descriptors already open on it keep working until closed (as with
   // UNIX unlink). For a remote file the pages go at once: descriptors still
@@ -223,6 +248,35 @@ class Client {
   // Whether a descriptor other than `fd` (of this client or any other) holds
   // kReserved or above on the file: SQLite's xCheckReservedLock.
   Result<bool> reserved_elsewhere(Fd fd);
+
+  // ---- The buffer pool (ClientOptions::cache_pages > 0) -------------------
+  // With a pool, a read of a page the pool holds is served from it (its
+  // ticket is complete at once and takes no room in the window); a miss goes
+  // to the store and the page is kept as the file's policy decides. A write
+  // updates the pooled copy at once and goes to the store as without a pool
+  // (write-through), so reads always see the last write requested. Files
+  // whose policy reads ahead ("sequential") get read requests issued for the
+  // pages after the one read, only while their window has room.
+
+  // Keeps page `page` of `fd` in the pool until unpin: reads it in now when
+  // the pool does not hold it (a page beyond the end is pinned and kept once
+  // written). Pins nest. Fails with kNotSupported when the client has no
+  // pool, like read_request for a bad descriptor or page, and with the
+  // read's error (the pin is then undone).
+  Status pin(Fd fd, int64_t page);
+  // Undoes one pin; kInvalidArgument when the page is not pinned.
+  Status unpin(Fd fd, int64_t page);
+
+  // Drops every page of `fd` from the pool, so the next reads go to the
+  // store: for a remote file that another client may have written (the VFS
+  // calls it when SQLite's change counter moved). OK, and nothing to do,
+  // without a pool. Reads already in flight may still bring in what they
+  // read.
+  Status drop_cached(Fd fd);
+
+  // The pool's counters for `fd` (all zero without a pool); also part of
+  // status(). kInvalidArgument for an unknown or closed descriptor.
+  Result<FileCounters> counters(Fd fd);
 
   class Impl;
 

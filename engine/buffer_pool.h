@@ -1,0 +1,128 @@
+// The client's buffer pool: one per client, shared by its open files, each
+// file holding pages by its own policy (pagefile/policy.h) within its
+// min_pages and max_pages.
+//
+// The pool is a cache and does no I/O: the client asks it first, goes to the
+// store on a miss and hands it what the store returned. It is write-through:
+// a write updates (or brings in) the pooled copy at once and still goes to
+// the store through the client's window, so write-behind, sync and the
+// concurrency window behave as without a pool. Nothing in it is ever dirty,
+// so dropping a page never loses data.
+//
+// Room. The pool holds at most `capacity` pages whatever their size. A file
+// first gives up its own pages once it holds what its policy wants (clamped
+// to its min and max); when the pool is full, the file holding most pages
+// above its minimum gives one up. No file is pushed below its minimum by
+// another, and a pinned page is never evicted or tossed: when no page can
+// go, the new page is simply not kept.
+//
+// Counting. read() counts a hit or a miss; a hit on a page fetched ahead and
+// not yet read counts as prefetch_used, and such a page leaving unread as
+// prefetch_wasted.
+//
+// Thread-safety: thread-safe (one internal mutex). Policies are called under
+// it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "pagefile/pagefile.h"
+#include "pagefile/policy.h"
+
+namespace pagefile {
+
+class BufferPool {
+ public:
+  // REQUIRES: capacity_pages > 0.
+  explicit BufferPool(uint32_t capacity_pages);
+
+  uint32_t capacity() const { return capacity_; }
+  // Pages held for all files.
+  uint32_t size() const;
+
+  // Adds file `file` (an id unique in this pool) with its policy. A
+  // max_pages of 0, or one above the capacity, becomes the capacity.
+  // REQUIRES: `file` is not in the pool; page_size > 0.
+  void add_file(uint64_t file, uint32_t page_size, PolicyLimits limits,
+                std::unique_ptr<PagePolicy> policy);
+  // Drops the file's pages and forgets it. No-op for an unknown file.
+  void remove_file(uint64_t file);
+
+  // A read by the program. On a hit copies the page into `out` (which must
+  // be page-sized) and returns true; on a miss returns false. Counts either
+  // unless `count` is false (a read whose miss was counted already).
+  bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
+  bool contains(uint64_t file, int64_t page) const;
+
+  // The store returned `data` for a read that missed: keep it.
+  void fill(uint64_t file, int64_t page, std::span<const std::byte> data);
+  // The store returned `data` for a page fetched ahead: keep it, unread.
+  void fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
+  // The program wrote `data` to the page: the pooled copy becomes it.
+  void write(uint64_t file, int64_t page, std::span<const std::byte> data);
+
+  // Drops one page, every page, or the pages at and beyond `pages`.
+  void drop(uint64_t file, int64_t page);
+  void drop_all(uint64_t file);
+  void truncate(uint64_t file, int64_t pages);
+
+  // Pins the page: while pinned it is never evicted or tossed. A page not
+  // yet in the pool is pinned from the moment it comes in. Pins nest.
+  void pin(uint64_t file, int64_t page);
+  // Undoes one pin. kInvalidArgument when the page is not pinned.
+  Status unpin(uint64_t file, int64_t page);
+
+  // The pages the file's policy wants fetched after the program used
+  // `page`, without those the pool holds, at most the file's read_ahead.
+  std::vector<int64_t> read_ahead(uint64_t file, int64_t page);
+
+  // The file's counters; all zero for an unknown file.
+  FileCounters counters(uint64_t file) const;
+
+ private:
+  struct Frame {
+    std::vector<std::byte> data;
+    bool prefetched_unread = false;
+  };
+  struct FileState {
+    uint32_t page_size = 0;
+    PolicyLimits limits;
+    std::unique_ptr<PagePolicy> policy;
+    std::unordered_map<int64_t, Frame> frames;
+    std::map<int64_t, uint32_t> pins;  // page -> pin count
+    FileCounters counters;
+  };
+  enum class Why { kEvicted, kTossed, kDropped };
+
+  FileState* find(uint64_t file);
+  const FileState* find(uint64_t file) const;
+  uint32_t allowance(const FileState& f) const;
+  bool pinned(const FileState& f, int64_t page) const;
+  // Puts `data` in a frame of `f`, making room first; false when no room
+  // could be made (every candidate page pinned).
+  bool admit(FileState& f, int64_t page, std::span<const std::byte> data, bool prefetched);
+  // Evicts one page of `f` chosen by its policy; false when none can go.
+  bool evict_from(FileState& f);
+  // Evicts one page of the file holding most pages above its minimum,
+  // `asking` last; false when no file can give one up.
+  bool evict_for(FileState& asking);
+  void remove_frame(FileState& f, int64_t page, Why why);
+  // Whether the policy lets go of `page` as soon as it is used (and it is
+  // not pinned): such a page is not worth a frame.
+  bool passed_at_once(FileState& f, int64_t page);
+  // The program used `page`: tell the policy, then toss what it has passed.
+  void use(FileState& f, int64_t page);
+
+  const uint32_t capacity_;
+  mutable std::mutex mu_;
+  uint32_t size_ = 0;                         // GUARDED_BY(mu_)
+  std::map<uint64_t, FileState> files_;       // GUARDED_BY(mu_)
+};
+
+}  // namespace pagefile
