@@ -1,0 +1,116 @@
+#include "vfs/db_options.h"
+
+#include <charconv>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace pagefile::vfs {
+
+Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint32_t min, uint32_t max) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return Status::invalid_argument(what, fmt::format("'{}' is not a whole number in [{}, {}]", text, min, max));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+Result<DbOptions> parse_db_options(const ParamGetter& param) {
+  DbOptions o;
+  if (const char* v = param("location")) {
+    std::string_view s(v);
+    if (s == "local") {
+      o.location = Location::kLocal;
+    } else if (s != "remote") {
+      return Status::invalid_argument("location", fmt::format("'{}' is neither local nor remote", s));
+    }
+  }
+  if (const char* v = param("bus")) o.bus = v;
+  if (const char* v = param("concurrency")) {
+    auto n = parse_count("concurrency", v, 1, 1024);
+    if (!n) return n.status();
+    o.concurrency = *n;
+  }
+  if (const char* v = param("page_size")) {
+    auto n = parse_count("page_size", v, kMinPageSize, kMaxPageSize);
+    if (!n) return n.status();
+    if (Status s = check_page_size(*n); !s) return s;
+    o.page_size = *n;
+  }
+  if (const char* v = param("placement")) {
+    auto p = parse_placement(v);
+    if (!p) return p.status().with_context("placement");
+    o.placement = *p;
+  }
+  if (const char* v = param("stripe_pages")) {
+    auto n = parse_count("stripe_pages", v, 1, 1u << 20);
+    if (!n) return n.status();
+    o.stripe_pages = *n;
+  }
+  if (const char* v = param("servers")) {
+    auto n = parse_count("servers", v, 0, 1024);
+    if (!n) return n.status();
+    o.servers = *n;
+  }
+  if (const char* v = param("policy")) {
+    auto a = parse_access_type(v);
+    if (!a) return a.status().with_context("policy");
+    o.policy = BufferPolicy{.access = *a};
+  }
+  if (const char* v = param("cache")) {
+    auto n = parse_count("cache", v, 0, 1u << 30);
+    if (!n) return n.status();
+    BufferPolicy p = o.policy.value_or(BufferPolicy{});
+    p.max_pages = *n;
+    o.policy = p;
+  }
+  return o;
+}
+
+Result<std::string> store_name(std::string_view path) {
+  if (path.empty()) return Status::invalid_argument("path", "is empty");
+  bool absolute = path.front() == '/';
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (absolute) {
+        return Status::invalid_argument(path, "goes above the root");
+      } else {
+        parts.push_back(part);
+      }
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    i = j + 1;
+  }
+  std::string out = absolute ? "/" : "";
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k > 0) out += '/';
+    out += parts[k];
+  }
+  if (out.empty()) return Status::invalid_argument(path, "names no file");
+  return out;
+}
+
+std::string database_of(std::string_view name) {
+  for (std::string_view suffix : {"-journal", "-wal"}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      return std::string(name.substr(0, name.size() - suffix.size()));
+    }
+  }
+  // Super-journals are "<db>-mjXXXXXXXXX" (pager.c).
+  size_t mj = name.rfind("-mj");
+  if (mj != std::string_view::npos && mj > 0 && name.find('/', mj) == std::string_view::npos) {
+    return std::string(name.substr(0, mj));
+  }
+  return std::string(name);
+}
+
+}  // namespace pagefile::vfs

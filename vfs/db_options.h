@@ -1,0 +1,52 @@
+// What a database opened through the VFS is told by its URI, and the name
+// it has in the store.
+//
+//   file:app.db?vfs=pagefile&concurrency=12&location=local&policy=sequential
+//
+// Every parameter is optional; the defaults are the Pagefile client's.
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pagefile/options.h"
+#include "pagefile/status.h"
+
+namespace pagefile::vfs {
+
+struct DbOptions {
+  Location location = Location::kRemote;  // location=remote|local
+  std::string bus;                        // bus=... (net/bus_config.h syntax)
+  uint32_t concurrency = 8;               // concurrency=N (1..1024)
+  uint32_t page_size = 0;                 // page_size=N: for a new database file
+  Placement placement = Placement::kStripe;  // placement=stripe|hash
+  uint32_t stripe_pages = 1;                 // stripe_pages=N
+  uint32_t servers = 0;                      // servers=N (0: all of the bus)
+  std::optional<BufferPolicy> policy;        // policy=random|sequential|looping, cache=N pages
+};
+
+// Reads the parameters through `param` (sqlite3_uri_parameter on the main
+// database's name: null when absent). kInvalidArgument naming the parameter
+// for a value it cannot use.
+using ParamGetter = std::function<const char*(const char* key)>;
+Result<DbOptions> parse_db_options(const ParamGetter& param);
+
+// A whole decimal number in [min, max]; kInvalidArgument otherwise.
+Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint32_t min, uint32_t max);
+
+// The store name of a path (xFullPathname): "//" and "/./" collapse, "a/.."
+// goes away, a trailing "/" is dropped, all lexically. A relative path stays
+// relative: it is a name in the store, the same from every directory and
+// every machine (and, for location=local, relative to the working
+// directory). kInvalidArgument for an empty path or ".." above the root.
+Result<std::string> store_name(std::string_view path);
+
+// The main database a journal, WAL or super-journal name belongs to
+// ("app.db-journal" -> "app.db"); the name itself otherwise.
+std::string database_of(std::string_view name);
+
+}  // namespace pagefile::vfs

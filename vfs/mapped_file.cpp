@@ -1,0 +1,342 @@
+#include "vfs/mapped_file.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pagefile::vfs {
+
+namespace {
+
+constexpr char kLengthMagic[8] = {'P', 'F', 'V', 'F', 'S', 'L', 'E', 'N'};
+
+void put_u64(std::byte* at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
+}
+uint64_t get_u64(const std::byte* at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+template <class F>
+auto MappedFile::timed(F&& confirm) {
+  auto start = std::chrono::steady_clock::now();
+  auto result = confirm();
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  stats_->waits.fetch_add(1, std::memory_order_relaxed);
+  stats_->wait_ns.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+  return result;
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::string& name, OpenOptions options,
+                                                     Layout layout, std::shared_ptr<IoStats> stats) {
+  Result<Fd> fd = Status::not_found(name);
+  if (layout == Layout::kBytes && options.page_size == 0) {
+    // An existing journal keeps its page size; a new one gets ours.
+    OpenOptions existing = options;
+    existing.create = false;
+    fd = client.open(name, existing);
+    if (!fd && fd.status().is(Code::kNotFound) && options.create) {
+      options.page_size = kBytesPageSize;
+      fd = client.open(name, options);
+    }
+  } else {
+    fd = client.open(name, options);
+  }
+  if (!fd) return fd.status();
+  auto st = client.status(*fd);
+  if (!st) {
+    (void)client.close(*fd);
+    return st.status();
+  }
+  std::unique_ptr<MappedFile> file(
+      new MappedFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
+                     std::move(stats)));
+  if (layout == Layout::kPages) {
+    file->size_ = st->pages * st->page_size;
+  } else if (st->pages > 0) {
+    std::vector<std::byte> page(st->page_size);
+    auto got = client.read(*fd, 0, page);
+    if (!got) return got.status();
+    if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) != 0) {
+      bool all_zero = std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
+      if (!all_zero) return Status::corruption(name, "is not a journal Pagefile (no length page)");
+    } else {
+      file->size_ = static_cast<int64_t>(get_u64(page.data() + 8));
+    }
+  }
+  return file;
+}
+
+MappedFile::MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
+                       std::shared_ptr<IoStats> stats)
+    : client_(client),
+      fd_(fd),
+      page_size_(page_size),
+      layout_(layout),
+      concurrency_(std::max<uint32_t>(concurrency, 1)),
+      stats_(stats ? std::move(stats) : std::make_shared<IoStats>()) {}
+
+MappedFile::~MappedFile() { (void)close(); }
+
+int64_t MappedFile::page_of(int64_t offset) const {
+  return (layout_ == Layout::kBytes ? 1 : 0) + offset / page_size_;
+}
+
+int64_t MappedFile::pages_for(int64_t size) const {
+  int64_t data = (size + page_size_ - 1) / page_size_;
+  return layout_ == Layout::kBytes ? 1 + data : data;
+}
+
+void MappedFile::drop_ahead(int64_t page) {
+  auto it = ahead_.find(page);
+  if (it == ahead_.end()) return;
+  (void)timed([&] { return client_.read_confirm(it->second.ticket); });
+  ahead_.erase(it);
+}
+
+void MappedFile::drop_all_ahead() {
+  for (auto& [page, read] : ahead_) (void)timed([&] { return client_.read_confirm(read.ticket); });
+  ahead_.clear();
+}
+
+void MappedFile::read_ahead(int64_t page) {
+  bool sequential = page == last_read_page_ + 1;
+  last_read_page_ = page;
+  if (!sequential || concurrency_ < 2) return;
+  int64_t end = pages_for(size_);
+  for (int64_t next = page + 1; next < end && next <= page + concurrency_ && ahead_.size() < concurrency_; ++next) {
+    if (ahead_.contains(next) || kept_.contains(next)) continue;
+    AheadRead read;
+    read.data.resize(page_size_);
+    auto ticket = client_.read_request(fd_, next, read.data);
+    if (!ticket) return;  // read-ahead is a hint; the read itself will say what is wrong
+    stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+    read.ticket = *ticket;
+    ahead_.emplace(next, std::move(read));
+  }
+}
+
+Status MappedFile::fetch(int64_t page, std::span<std::byte> out) {
+  if (auto kept = kept_.find(page); kept != kept_.end()) {
+    std::memcpy(out.data(), kept->second.data.data(), page_size_);
+    return Status::ok();
+  }
+  if (page >= pages_for(size_)) {  // beyond the end: zeros, no request
+    std::memset(out.data(), 0, out.size());
+    return Status::ok();
+  }
+  if (auto ahead = ahead_.find(page); ahead != ahead_.end()) {
+    auto got = timed([&] { return client_.read_confirm(ahead->second.ticket); });
+    std::vector<std::byte> data = std::move(ahead->second.data);
+    ahead_.erase(ahead);
+    if (!got) return got.status();
+    stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
+    stats_->read_ahead_used.fetch_add(1, std::memory_order_relaxed);
+    std::memcpy(out.data(), data.data(), page_size_);
+  } else {
+    auto ticket = client_.read_request(fd_, page, out);
+    if (!ticket) return ticket.status();
+    stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+    auto got = timed([&] { return client_.read_confirm(*ticket); });
+    if (!got) return got.status();
+    stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
+  }
+  read_ahead(page);
+  return Status::ok();
+}
+
+Result<MappedFile::KeptPage*> MappedFile::keep(int64_t page) {
+  auto it = kept_.find(page);
+  if (it != kept_.end()) return &it->second;
+  KeptPage kept;
+  kept.data.resize(page_size_);
+  if (Status s = fetch(page, kept.data); !s) return s;
+  it = kept_.emplace(page, std::move(kept)).first;
+  while (kept_.size() > kMaxCachedPages) {
+    // The lowest page: for a journal being appended to, the one left behind.
+    auto lowest = kept_.begin();
+    if (lowest == it) lowest = std::next(lowest);
+    if (lowest->second.dirty) {
+      if (Status s = issue_write(lowest->first, lowest->second.data); !s) return s;
+    }
+    kept_.erase(lowest);
+  }
+  return &it->second;
+}
+
+Status MappedFile::confirm_oldest_write() {
+  Ticket ticket = writes_.front();
+  writes_.pop_front();
+  Status s = timed([&] { return client_.write_confirm(ticket); });
+  if (s) stats_->pages_written.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+Status MappedFile::issue_write(int64_t page, std::span<const std::byte> data) {
+  drop_ahead(page);  // it would hold what the page held before
+  auto ticket = client_.write_request(fd_, page, data);
+  if (!ticket) return ticket.status();
+  stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
+  writes_.push_back(*ticket);
+  unsynced_ = true;
+  Status first;
+  while (writes_.size() > concurrency_) {
+    Status s = confirm_oldest_write();
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
+Status MappedFile::confirm_writes() {
+  Status first;
+  while (!writes_.empty()) {
+    Status s = confirm_oldest_write();
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
+Status MappedFile::flush_kept() {
+  for (auto& [page, kept] : kept_) {
+    if (!kept.dirty) continue;
+    if (Status s = issue_write(page, kept.data); !s) return s;
+    kept.dirty = false;
+  }
+  if (layout_ == Layout::kBytes && length_dirty_) {
+    std::vector<std::byte> length(page_size_);
+    std::memcpy(length.data(), kLengthMagic, sizeof kLengthMagic);
+    put_u64(length.data() + 8, static_cast<uint64_t>(size_));
+    if (Status s = issue_write(0, length); !s) return s;
+    length_dirty_ = false;
+  }
+  return Status::ok();
+}
+
+Result<size_t> MappedFile::read(std::span<std::byte> out, int64_t offset) {
+  if (offset < 0) return Status::invalid_argument("read", "negative offset");
+  stats_->bytes_read.fetch_add(out.size(), std::memory_order_relaxed);
+  size_t avail = offset >= size_ ? 0 : static_cast<size_t>(std::min<int64_t>(size_ - offset, static_cast<int64_t>(out.size())));
+  size_t done = 0;
+  std::vector<std::byte> page_buffer;
+  while (done < avail) {
+    int64_t at = offset + static_cast<int64_t>(done);
+    int64_t page = page_of(at);
+    size_t in_page = static_cast<size_t>(at % page_size_);
+    size_t n = std::min<size_t>(page_size_ - in_page, avail - done);
+    if (n == page_size_) {
+      if (Status s = fetch(page, out.subspan(done, n)); !s) return s;
+    } else if (auto kept = kept_.find(page); kept != kept_.end()) {
+      std::memcpy(out.data() + done, kept->second.data.data() + in_page, n);
+    } else {
+      // Part of a page (a header, a journal record): keep it, the next read
+      // is most likely the rest of it.
+      auto got = keep(page);
+      if (!got) return got.status();
+      std::memcpy(out.data() + done, (*got)->data.data() + in_page, n);
+    }
+    done += n;
+  }
+  std::memset(out.data() + avail, 0, out.size() - avail);
+  return avail;
+}
+
+Status MappedFile::write(std::span<const std::byte> data, int64_t offset) {
+  if (offset < 0) return Status::invalid_argument("write", "negative offset");
+  stats_->bytes_written.fetch_add(data.size(), std::memory_order_relaxed);
+  size_t done = 0;
+  while (done < data.size()) {
+    int64_t at = offset + static_cast<int64_t>(done);
+    int64_t page = page_of(at);
+    size_t in_page = static_cast<size_t>(at % page_size_);
+    size_t n = std::min<size_t>(page_size_ - in_page, data.size() - done);
+    if (n == page_size_) {
+      kept_.erase(page);  // wholly replaced
+      if (Status s = issue_write(page, data.subspan(done, n)); !s) return s;
+    } else {
+      auto got = keep(page);
+      if (!got) return got.status();
+      std::memcpy((*got)->data.data() + in_page, data.data() + done, n);
+      (*got)->dirty = true;
+      unsynced_ = true;
+    }
+    done += n;
+    // Raised as each page is taken care of, so that a page kept above
+    // reads (from the store) what existed before this write.
+    if (at + static_cast<int64_t>(n) > size_) {
+      size_ = at + static_cast<int64_t>(n);
+      length_dirty_ = true;
+    }
+  }
+  return Status::ok();
+}
+
+Status MappedFile::truncate(int64_t size) {
+  if (size < 0) return Status::invalid_argument("truncate", "negative size");
+  drop_all_ahead();
+  int64_t keep_pages = pages_for(size);
+  kept_.erase(kept_.lower_bound(keep_pages), kept_.end());
+  if (size < size_ && size % page_size_ != 0) {
+    // Bytes past the new end must read as zeros when the file grows again.
+    auto tail = keep(page_of(size));
+    if (!tail) return tail.status();
+    size_t from = static_cast<size_t>(size % page_size_);
+    std::memset((*tail)->data.data() + from, 0, page_size_ - from);
+    (*tail)->dirty = true;
+  }
+  size_ = size;
+  length_dirty_ = true;
+  if (Status s = drain(); !s) return s;
+  unsynced_ = true;
+  return client_.truncate(fd_, keep_pages);
+}
+
+Status MappedFile::drain() {
+  Status first = flush_kept();
+  Status s = confirm_writes();
+  return first.is_ok() ? s : first;
+}
+
+Status MappedFile::sync() {
+  if (Status s = drain(); !s) return s;
+  stats_->syncs.fetch_add(1, std::memory_order_relaxed);
+  if (Status s = client_.sync(fd_); !s) return s;
+  unsynced_ = false;
+  return Status::ok();
+}
+
+void MappedFile::drop_cache() {
+  drop_all_ahead();
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    it = it->second.dirty ? std::next(it) : kept_.erase(it);
+  }
+  last_read_page_ = -2;
+}
+
+Status MappedFile::refresh_size() {
+  auto st = client_.status(fd_);
+  if (!st) return st.status();
+  if (layout_ == Layout::kPages) size_ = st->pages * page_size_;
+  return Status::ok();
+}
+
+Status MappedFile::set_concurrency(uint32_t concurrency) {
+  if (Status s = client_.set_concurrency(fd_, concurrency); !s) return s;
+  concurrency_ = concurrency;
+  return Status::ok();
+}
+
+Status MappedFile::close() {
+  if (closed_) return Status::ok();
+  closed_ = true;
+  Status first = drain();
+  drop_all_ahead();
+  Status s = client_.close(fd_);
+  return first.is_ok() ? s : first;
+}
+
+}  // namespace pagefile::vfs

@@ -1,0 +1,158 @@
+// A file of bytes (what SQLite reads and writes) kept in a Pagefile.
+//
+// Byte b of a database file is byte b % P of page b / P (P: the Pagefile's
+// page size), so an imported .db file is its own Pagefile, page for page.
+// Its size is its pages times P: SQLite database files are whole pages.
+//
+// Journals, WAL files and super-journals have odd sizes, which must be exact
+// (a hot journal's size decides what is rolled back). Their Pagefile has a
+// length page first: page 0 holds "PFVFSLEN" and the byte length as a
+// little-endian u64; byte b lives on page 1 + b / P. The length page is
+// written at sync, truncate and close, never on every append, so the length
+// another opener sees is the one of the last sync (what SQLite relies on).
+//
+// Write-behind: a write of whole pages is requested at once and confirmed
+// later, at sync, at drain, or when more than `concurrency` writes are
+// unconfirmed (the oldest is then waited for). A write of part of a page
+// changes a copy of that page kept here (read first when it exists), which
+// is requested when more than kMaxCachedPages are kept, or at sync/drain.
+// Reads see every earlier write at once: the size is kept here, raised by
+// each write and set by truncate, so size(), read() and write() agree while
+// requests are in flight.
+//
+// Read-ahead: a read of page p right after one of page p-1 requests the
+// next `concurrency` pages that exist; their tickets are confirmed when read
+// or when dropped (a write to the page, drop_cache(), truncate, close).
+//
+// Thread-safety: none; the VFS calls it under its file's mutex.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pagefile/pagefile.h"
+
+namespace pagefile::vfs {
+
+// Counters of one database and its journal/WAL in this process (atomic:
+// several connections may share them).
+struct IoStats {
+  std::atomic<uint64_t> read_requests{0};
+  std::atomic<uint64_t> write_requests{0};
+  std::atomic<uint64_t> pages_read{0};     // confirmed page reads
+  std::atomic<uint64_t> pages_written{0};  // confirmed page writes
+  std::atomic<uint64_t> read_ahead_used{0};
+  std::atomic<uint64_t> waits{0};          // confirms a call had to wait for
+  std::atomic<uint64_t> wait_ns{0};        // time spent in them
+  std::atomic<uint64_t> bytes_read{0};     // as SQLite asked
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> syncs{0};
+};
+
+class MappedFile {
+ public:
+  enum class Layout : uint8_t {
+    kPages,  // a database: no length page
+    kBytes,  // a journal/WAL: length page first
+  };
+  // Page size of new journals and WAL files.
+  static constexpr uint32_t kBytesPageSize = 16384;
+  // Partial pages kept at most before the lowest is requested.
+  static constexpr size_t kMaxCachedPages = 16;
+
+  // Opens (or creates) `name`. A new kBytes file gets kBytesPageSize unless
+  // options.page_size says otherwise. kCorruption when a kBytes file's
+  // length page is not one.
+  static Result<std::unique_ptr<MappedFile>> open(Client& client, const std::string& name, OpenOptions options,
+                                                  Layout layout, std::shared_ptr<IoStats> stats);
+  // Closes as close() does, dropping its error.
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  // Fills `out` from byte `offset`; bytes past the end are zeros. Returns how
+  // many bytes existed (out.size() unless the read went past the end).
+  Result<size_t> read(std::span<std::byte> out, int64_t offset);
+  Status write(std::span<const std::byte> data, int64_t offset);
+  Status truncate(int64_t size);
+  int64_t size() const { return size_; }
+  uint32_t page_size() const { return page_size_; }
+
+  // Every write requested and confirmed (partial pages and the length page
+  // too), not yet durable.
+  Status drain();
+  // drain(), then durable on the servers (Client::sync).
+  Status sync();
+  // True when a write was made since the last sync.
+  bool unsynced() const { return unsynced_; }
+  // Forgets read-ahead and kept pages (another client may have written);
+  // kept pages not yet written stay.
+  void drop_cache();
+  // Reads the size from the store (another client may have changed it).
+  // REQUIRES: nothing unsynced beyond what the store knows (after drain).
+  Status refresh_size();
+
+  Status set_concurrency(uint32_t concurrency);
+  uint32_t concurrency() const { return concurrency_; }
+
+  // drain(), drop read-ahead, close the descriptor. Returns the first error.
+  Status close();
+  Fd fd() const { return fd_; }
+
+ private:
+  struct KeptPage {
+    std::vector<std::byte> data;
+    bool dirty = false;
+  };
+  struct AheadRead {
+    Ticket ticket;
+    std::vector<std::byte> data;
+  };
+
+  MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
+             std::shared_ptr<IoStats> stats);
+  // The Pagefile page holding data byte `offset`.
+  int64_t page_of(int64_t offset) const;
+  // Pagefile pages that hold data when the size is `size`.
+  int64_t pages_for(int64_t size) const;
+  // Reads page `page` into `out` (ahead-read, kept or requested).
+  Status fetch(int64_t page, std::span<std::byte> out);
+  Result<KeptPage*> keep(int64_t page);
+  Status issue_write(int64_t page, std::span<const std::byte> data);
+  Status confirm_oldest_write();
+  Status confirm_writes();
+  Status flush_kept();
+  void read_ahead(int64_t page);
+  void drop_ahead(int64_t page);
+  void drop_all_ahead();
+  // Runs `confirm`, counting a wait and its time.
+  template <class F>
+  auto timed(F&& confirm);
+
+  Client& client_;
+  Fd fd_;
+  const uint32_t page_size_;
+  const Layout layout_;
+  uint32_t concurrency_;
+  std::shared_ptr<IoStats> stats_;
+  bool closed_ = false;
+
+  int64_t size_ = 0;
+  bool length_dirty_ = false;  // kBytes: the length page is behind size_
+  bool unsynced_ = false;
+  int64_t last_read_page_ = -2;
+
+  std::deque<Ticket> writes_;  // unconfirmed, oldest first
+  std::map<int64_t, KeptPage> kept_;
+  std::map<int64_t, AheadRead> ahead_;
+};
+
+}  // namespace pagefile::vfs

@@ -1,0 +1,305 @@
+// The io methods of store files: one static function per method, one table
+// (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
+// in MappedFile; this file adds SQLite's codes, locks and controls.
+#include <strings.h>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "vfs/vfs_internal.h"
+
+namespace pagefile::vfs {
+
+namespace {
+
+FileState& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
+
+// The pragma's value says WAL: refused unless the connection is in exclusive
+// locking mode (no shared memory between clients of the store).
+constexpr const char* kWalRefused =
+    "pagefile: journal_mode=WAL needs PRAGMA locking_mode=EXCLUSIVE first "
+    "(the store has no shared memory between clients)";
+
+void apply_concurrency(FileState& st) {
+  uint32_t wanted = st.config->concurrency.load();
+  if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
+}
+
+int x_close(sqlite3_file* f) {
+  auto* pf = reinterpret_cast<PagefileFile*>(f);
+  std::unique_ptr<FileState> st(pf->state);
+  pf->state = nullptr;
+  return guarded(SQLITE_IOERR_CLOSE, [&] {
+    Status s = st->file->close();
+    if (st->main_db && st->lock != SQLITE_LOCK_NONE) {
+      // Closing the descriptor released the lock.
+      st->lock = SQLITE_LOCK_NONE;
+    }
+    if (st->delete_on_close) {
+      Status r = st->config->client->unlink(st->name, st->config->options.location);
+      if (s.is_ok() && !r.is(Code::kNotFound)) s = r;
+    }
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_CLOSE);
+  });
+}
+
+int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_READ, [&] {
+    std::lock_guard lock(st.mu);
+    apply_concurrency(st);
+    std::span<std::byte> out(static_cast<std::byte*>(buffer), static_cast<size_t>(amount));
+    auto got = st.file->read(out, offset);
+    if (!got) return sqlite_error(got.status(), SQLITE_IOERR_READ);
+    return *got == out.size() ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
+  });
+}
+
+int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_WRITE, [&] {
+    std::lock_guard lock(st.mu);
+    apply_concurrency(st);
+    std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
+    Status s = st.file->write(in, offset);
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
+  });
+}
+
+int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_TRUNCATE, [&] {
+    std::lock_guard lock(st.mu);
+    Status s = st.file->truncate(size);
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
+  });
+}
+
+int x_sync(sqlite3_file* f, int) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_FSYNC, [&] {
+    std::lock_guard lock(st.mu);
+    Status s = st.file->sync();
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_FSYNC);
+  });
+}
+
+int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
+  FileState& st = state_of(f);
+  std::lock_guard lock(st.mu);
+  *size = st.file->size();
+  return SQLITE_OK;
+}
+
+int x_lock(sqlite3_file* f, int level) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_LOCK, [&] {
+    std::lock_guard lock(st.mu);
+    if (!st.main_db || level <= st.lock) return SQLITE_OK;
+    Client& client = *st.config->client;
+    Status s = client.set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
+    if (!s) {
+      // Refused EXCLUSIVE may have left us at PENDING (as unixLock does);
+      // remembering it makes the next xUnlock let it go.
+      if (s.is(Code::kBusy) && level == SQLITE_LOCK_EXCLUSIVE) st.lock = SQLITE_LOCK_PENDING;
+      return sqlite_error(s, SQLITE_IOERR_LOCK);
+    }
+    int before = st.lock;
+    st.lock = level;
+    if (before == SQLITE_LOCK_NONE) {
+      // Another client may have written since we last held a lock: what
+      // we read ahead or kept, and the size, may be stale.
+      st.file->drop_cache();
+      if (Status r = st.file->refresh_size(); !r) {
+        (void)client.set_lock_level(st.file->fd(), LockLevel::kNone);
+        st.lock = SQLITE_LOCK_NONE;
+        return sqlite_error(r, SQLITE_IOERR_LOCK);
+      }
+    }
+    return SQLITE_OK;
+  });
+}
+
+int x_unlock(sqlite3_file* f, int level) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_UNLOCK, [&] {
+    std::lock_guard lock(st.mu);
+    if (!st.main_db || level >= st.lock) return SQLITE_OK;
+    Status first;
+    if (st.lock >= SQLITE_LOCK_RESERVED) {
+      // Other clients must see every write (and the size) once the lock is
+      // gone; without a sync (synchronous=OFF) the size is not published.
+      first = st.file->unsynced() ? st.file->sync() : st.file->drain();
+    }
+    Status s = st.config->client->set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
+    if (s) st.lock = level;
+    if (first.is_ok()) first = s;
+    return first ? SQLITE_OK : sqlite_error(first, SQLITE_IOERR_UNLOCK);
+  });
+}
+
+int x_check_reserved_lock(sqlite3_file* f, int* result) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR_CHECKRESERVEDLOCK, [&] {
+    std::lock_guard lock(st.mu);
+    *result = 0;
+    if (!st.main_db) return SQLITE_OK;
+    auto reserved = st.config->client->reserved_elsewhere(st.file->fd());
+    if (!reserved) return sqlite_error(reserved.status(), SQLITE_IOERR_CHECKRESERVEDLOCK);
+    *result = *reserved ? 1 : 0;
+    return SQLITE_OK;
+  });
+}
+
+std::string stats_text(const FileState& st) {
+  const IoStats& s = *st.config->stats;
+  return fmt::format(
+      "requests={} read_requests={} write_requests={} pages_read={} pages_written={} read_ahead_used={} "
+      "waits={} wait_ms={:.3f} bytes_read={} bytes_written={} syncs={} concurrency={} location={}",
+      s.read_requests + s.write_requests, s.read_requests.load(), s.write_requests.load(), s.pages_read.load(),
+      s.pages_written.load(), s.read_ahead_used.load(), s.waits.load(), static_cast<double>(s.wait_ns.load()) / 1e6,
+      s.bytes_read.load(), s.bytes_written.load(), s.syncs.load(), st.config->concurrency.load(),
+      location_name(st.config->options.location));
+}
+
+// SQLITE_FCNTL_PRAGMA: azArg[1] the pragma, azArg[2] its value or null;
+// the answer (or error) goes to azArg[0].
+int file_pragma(FileState& st, char** arg) {
+  const char* name = arg[1];
+  const char* value = arg[2];
+  auto answer = [&](const std::string& text, int rc) {
+    arg[0] = sqlite3_mprintf("%s", text.c_str());
+    return rc;
+  };
+  if (strcasecmp(name, "pagefile_concurrency") == 0) {
+    if (value) {
+      auto n = parse_count("pagefile_concurrency", value, 1, 1024);
+      if (!n) return answer(n.status().message(), SQLITE_ERROR);
+      st.config->concurrency = *n;
+      apply_concurrency(st);
+    }
+    return answer(std::to_string(st.config->concurrency.load()), SQLITE_OK);
+  }
+  if (strcasecmp(name, "pagefile_stats") == 0) return answer(stats_text(st), SQLITE_OK);
+  if (strcasecmp(name, "locking_mode") == 0 && value) {
+    if (strcasecmp(value, "exclusive") == 0) st.exclusive_mode = true;
+    if (strcasecmp(value, "normal") == 0) st.exclusive_mode = false;
+  }
+  if (strcasecmp(name, "journal_mode") == 0 && value && strcasecmp(value, "wal") == 0 && !st.exclusive_mode) {
+    return answer(kWalRefused, SQLITE_ERROR);
+  }
+  return SQLITE_NOTFOUND;
+}
+
+int x_file_control(sqlite3_file* f, int op, void* arg) {
+  FileState& st = state_of(f);
+  return guarded(SQLITE_IOERR, [&] {
+    std::lock_guard lock(st.mu);
+    switch (op) {
+      case SQLITE_FCNTL_SIZE_HINT:   // pages are allocated as written
+      case SQLITE_FCNTL_CHUNK_SIZE:  // likewise: nothing to pre-allocate
+      case SQLITE_FCNTL_SYNC:        // xSync follows and does the work
+      case SQLITE_FCNTL_COMMIT_PHASETWO:
+        return SQLITE_OK;
+      case SQLITE_FCNTL_VFSNAME:
+        *static_cast<char**>(arg) = sqlite3_mprintf("%s", kVfsName);
+        return SQLITE_OK;
+      case SQLITE_FCNTL_PRAGMA:
+        return file_pragma(st, static_cast<char**>(arg));
+      default:
+        return SQLITE_NOTFOUND;
+    }
+  });
+}
+
+// Journals are padded to this; it is the smallest unit the store writes.
+int x_sector_size(sqlite3_file* f) {
+  FileState& st = state_of(f);
+  return static_cast<int>(std::min<uint32_t>(st.file->page_size(), 65536));
+}
+
+// Nothing is claimed: a page write is not atomic on power loss, a write of
+// part of a page rewrites the rest of it, and appends are not ordered
+// against other pages' writes.
+int x_device_characteristics(sqlite3_file*) { return 0; }
+
+// No shared memory between clients: WAL needs locking_mode=EXCLUSIVE, where
+// SQLite keeps the WAL index in its own heap and never maps it. xShmMap is
+// left null so that SQLite itself refuses WAL otherwise; the others exist
+// because SQLite calls them without looking.
+int x_shm_lock(sqlite3_file*, int, int, int) { return SQLITE_IOERR_SHMLOCK; }
+void x_shm_barrier(sqlite3_file*) { std::atomic_thread_fence(std::memory_order_seq_cst); }
+int x_shm_unmap(sqlite3_file*, int) { return SQLITE_OK; }
+// No memory mapping of remote pages: SQLite then reads with xRead.
+int x_fetch(sqlite3_file*, sqlite3_int64, int, void** pp) {
+  *pp = nullptr;
+  return SQLITE_OK;
+}
+int x_unfetch(sqlite3_file*, sqlite3_int64, void*) { return SQLITE_OK; }
+
+}  // namespace
+
+const sqlite3_io_methods kStoreFileMethods = {
+    3,  // xFetch/xUnfetch are provided (returning no mapping)
+    x_close,
+    x_read,
+    x_write,
+    x_truncate,
+    x_sync,
+    x_file_size,
+    x_lock,
+    x_unlock,
+    x_check_reserved_lock,
+    x_file_control,
+    x_sector_size,
+    x_device_characteristics,
+    nullptr,  // xShmMap: see above
+    x_shm_lock,
+    x_shm_barrier,
+    x_shm_unmap,
+    x_fetch,
+    x_unfetch,
+};
+
+Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int role, int flags) {
+  auto name = store_name(sqlite_name);
+  if (!name) return name.status();
+  auto st = std::make_unique<FileState>();
+  st->name = *name;
+  st->main_db = role == SQLITE_OPEN_MAIN_DB;
+  st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
+  DbRegistry& registry = DbRegistry::instance();
+  Result<std::shared_ptr<DbConfig>> config = Status::not_found(*name);
+  if (st->main_db) {
+    auto options = parse_db_options([&](const char* key) { return sqlite3_uri_parameter(sqlite_name, key); });
+    if (!options) return options.status().with_context(*name);
+    config = registry.remember(*name, *options);
+  } else {
+    config = registry.lookup(*name);
+  }
+  if (!config) return config.status();
+  st->config = *config;
+  const DbOptions& o = st->config->options;
+  OpenOptions open;
+  open.location = o.location;
+  open.create = (flags & SQLITE_OPEN_CREATE) != 0;
+  open.exclusive = (flags & SQLITE_OPEN_EXCLUSIVE) != 0;
+  open.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
+  open.page_size = st->main_db ? o.page_size : 0;
+  open.concurrency = st->config->concurrency.load();
+  open.placement = o.placement;
+  open.stripe_pages = o.stripe_pages;
+  open.servers = o.servers;
+  open.policy = o.policy;
+  auto file = MappedFile::open(*st->config->client, st->name, open,
+                               st->main_db ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes,
+                               st->config->stats);
+  if (!file) return file.status();
+  st->file = std::move(*file);
+  return st;
+}
+
+}  // namespace pagefile::vfs

@@ -1,0 +1,76 @@
+// Pieces of the VFS that its files share (not installed).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "pagefile/status.h"
+#include "vfs/db_registry.h"
+#include "vfs/mapped_file.h"
+#include "vfs/sqlite_api.h"
+
+namespace pagefile::vfs {
+
+inline constexpr const char* kVfsName = "pagefile";
+
+// One open store file (main database, journal, WAL, super-journal).
+struct FileState {
+  std::mutex mu;  // SQLite serialises a file's calls; this makes sure of it
+  std::string name;
+  std::shared_ptr<DbConfig> config;
+  std::unique_ptr<MappedFile> file;
+  bool main_db = false;
+  bool delete_on_close = false;
+  int lock = 0;                 // SQLITE_LOCK_* as SQLite sees it
+  bool exclusive_mode = false;  // PRAGMA locking_mode=EXCLUSIVE was seen
+};
+
+// What SQLite allocates (szOsFile) for a store file. Files the VFS hands to
+// the "unix" VFS (temp files) use the same memory as unix's own struct.
+struct PagefileFile {
+  sqlite3_file base;  // first, as SQLite requires
+  FileState* state;
+};
+
+// The io methods of store files (vfs_file.cpp).
+extern const sqlite3_io_methods kStoreFileMethods;
+
+// SQLite's "unix" VFS, to which temp files and the OS services go.
+sqlite3_vfs* unix_vfs();
+
+// Records `status` for xGetLastError and returns the SQLite code for it:
+// kBusy -> SQLITE_BUSY, kNoSpace -> SQLITE_FULL, else `io_code`.
+int sqlite_error(const Status& status, int io_code);
+// The last error recorded on this thread.
+std::string last_error();
+
+// Opens a store file for xOpen. `role` is the SQLITE_OPEN_* role flag.
+Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int role, int flags);
+
+// The store as the SQL functions, xAccess and xDelete see it, by path.
+// stored_size: kNotFound when absent.
+Result<int64_t> stored_size(const std::string& path);
+Status remove_stored(const std::string& path);
+
+// SQL functions pagefile_unlink/exists/size on `db`.
+int register_sql_functions(sqlite3* db);
+
+// Registers the VFS (idempotent) and the auto-extension that adds the SQL
+// functions to every new connection.
+int register_vfs(int make_default);
+
+// Runs `body` (returning an SQLite code), turning any C++ exception into
+// `io_code`: none may cross into SQLite.
+template <class F>
+int guarded(int io_code, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return sqlite_error(Status::io_error("pagefile vfs", e.what()), io_code);
+  } catch (...) {
+    return sqlite_error(Status::io_error("pagefile vfs", "unknown exception"), io_code);
+  }
+}
+
+}  // namespace pagefile::vfs

@@ -1,0 +1,171 @@
+// The sqlite3_vfs "pagefile": which files go to the store, names, and the
+// OS services it borrows from SQLite's "unix" VFS.
+#include <algorithm>
+#include <cstring>
+
+#include "vfs/vfs_internal.h"
+
+namespace pagefile::vfs {
+
+namespace {
+
+thread_local std::string t_last_error;
+
+// Files with no durability need stay local (sqlite-vfs.md, "Opening").
+bool goes_to_store(const char* name, int flags) {
+  if (name == nullptr) return false;
+  int role = flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL | SQLITE_OPEN_SUPER_JOURNAL);
+  return role != 0;
+}
+
+int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
+  file->pMethods = nullptr;  // SQLite calls no xClose after a failed open
+  if (!goes_to_store(name, flags)) {
+    sqlite3_vfs* os = unix_vfs();
+    return os->xOpen(os, name, file, flags, out_flags);
+  }
+  return guarded(SQLITE_CANTOPEN, [&] {
+    int role = flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL | SQLITE_OPEN_SUPER_JOURNAL);
+    auto st = open_store_file(name, role, flags);
+    if (!st) return sqlite_error(st.status(), SQLITE_CANTOPEN);
+    auto* pf = reinterpret_cast<PagefileFile*>(file);
+    pf->state = st->release();
+    pf->base.pMethods = &kStoreFileMethods;
+    if (out_flags) *out_flags = flags;
+    return SQLITE_OK;
+  });
+}
+
+int x_delete(sqlite3_vfs*, const char* name, int) {
+  return guarded(SQLITE_IOERR_DELETE, [&] {
+    Status s = remove_stored(name);
+    if (s.is(Code::kNotFound)) return SQLITE_IOERR_DELETE_NOENT;
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
+  });
+}
+
+int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
+  return guarded(SQLITE_IOERR_ACCESS, [&] {
+    *result = 0;
+    auto size = stored_size(name);
+    if (!size) {
+      if (size.status().is(Code::kNotFound)) return SQLITE_OK;
+      return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
+    }
+    // As unixAccess: an empty file does not "exist" (a journal truncated to
+    // nothing is no journal); READ and READWRITE ask only for presence.
+    *result = flags == SQLITE_ACCESS_EXISTS ? (*size > 0) : 1;
+    return SQLITE_OK;
+  });
+}
+
+int x_full_pathname(sqlite3_vfs*, const char* name, int n_out, char* out) {
+  return guarded(SQLITE_CANTOPEN, [&] {
+    auto full = store_name(name);
+    if (!full) return sqlite_error(full.status(), SQLITE_CANTOPEN);
+    if (full->size() + 1 > static_cast<size_t>(n_out)) {
+      return sqlite_error(Status::invalid_argument(name, "path too long"), SQLITE_CANTOPEN);
+    }
+    std::memcpy(out, full->c_str(), full->size() + 1);
+    return SQLITE_OK;
+  });
+}
+
+void* x_dl_open(sqlite3_vfs*, const char* path) { return unix_vfs()->xDlOpen(unix_vfs(), path); }
+void x_dl_error(sqlite3_vfs*, int n, char* out) { unix_vfs()->xDlError(unix_vfs(), n, out); }
+void (*x_dl_sym(sqlite3_vfs*, void* handle, const char* symbol))(void) {
+  return unix_vfs()->xDlSym(unix_vfs(), handle, symbol);
+}
+void x_dl_close(sqlite3_vfs*, void* handle) { unix_vfs()->xDlClose(unix_vfs(), handle); }
+int x_randomness(sqlite3_vfs*, int n, char* out) { return unix_vfs()->xRandomness(unix_vfs(), n, out); }
+int x_sleep(sqlite3_vfs*, int us) { return unix_vfs()->xSleep(unix_vfs(), us); }
+int x_current_time(sqlite3_vfs*, double* now) { return unix_vfs()->xCurrentTime(unix_vfs(), now); }
+int x_current_time_int64(sqlite3_vfs*, sqlite3_int64* now) {
+  return unix_vfs()->xCurrentTimeInt64(unix_vfs(), now);
+}
+int x_get_last_error(sqlite3_vfs*, int n, char* out) {
+  if (n > 0) {
+    size_t len = std::min(t_last_error.size(), static_cast<size_t>(n - 1));
+    std::memcpy(out, t_last_error.data(), len);
+    out[len] = '\0';
+  }
+  return 0;
+}
+
+sqlite3_vfs make_vfs() {
+  sqlite3_vfs v{};
+  v.iVersion = 2;  // up to xCurrentTimeInt64; no system-call overrides
+  v.szOsFile = std::max(static_cast<int>(sizeof(PagefileFile)), unix_vfs()->szOsFile);
+  v.mxPathname = 1024;
+  v.zName = kVfsName;
+  v.xOpen = x_open;
+  v.xDelete = x_delete;
+  v.xAccess = x_access;
+  v.xFullPathname = x_full_pathname;
+  v.xDlOpen = x_dl_open;
+  v.xDlError = x_dl_error;
+  v.xDlSym = x_dl_sym;
+  v.xDlClose = x_dl_close;
+  v.xRandomness = x_randomness;
+  v.xSleep = x_sleep;
+  v.xCurrentTime = x_current_time;
+  v.xGetLastError = x_get_last_error;
+  v.xCurrentTimeInt64 = x_current_time_int64;
+  return v;
+}
+
+int add_functions(sqlite3* db, char**, const void*) { return register_sql_functions(db); }
+
+}  // namespace
+
+sqlite3_vfs* unix_vfs() {
+  static sqlite3_vfs* os = sqlite3_vfs_find("unix");
+  return os;
+}
+
+std::string last_error() { return t_last_error; }
+
+int sqlite_error(const Status& status, int io_code) {
+  t_last_error = status.to_string();
+  switch (status.code()) {
+    case Code::kBusy: return SQLITE_BUSY;
+    case Code::kNoSpace: return SQLITE_FULL;
+    default: return io_code;
+  }
+}
+
+int register_vfs(int make_default) {
+  if (unix_vfs() == nullptr) return SQLITE_ERROR;
+  static sqlite3_vfs vfs = make_vfs();
+  int rc = sqlite3_vfs_register(&vfs, make_default);
+  if (rc != SQLITE_OK) return rc;
+  return sqlite3_auto_extension(reinterpret_cast<void (*)(void)>(add_functions));
+}
+
+// ---- the store by path: xAccess, xDelete and the SQL functions ----------
+
+Result<int64_t> stored_size(const std::string& path) {
+  auto name = store_name(path);
+  if (!name) return name.status();
+  auto config = DbRegistry::instance().lookup(*name);
+  if (!config) return config.status();
+  OpenOptions open;
+  open.location = (*config)->options.location;
+  open.read_only = true;
+  auto layout = database_of(*name) == *name ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes;
+  auto file = MappedFile::open(*(*config)->client, *name, open, layout, nullptr);
+  if (!file) return file.status();
+  int64_t size = (*file)->size();
+  (void)(*file)->close();
+  return size;
+}
+
+Status remove_stored(const std::string& path) {
+  auto name = store_name(path);
+  if (!name) return name.status();
+  auto config = DbRegistry::instance().lookup(*name);
+  if (!config) return config.status();
+  return (*config)->client->unlink(*name, (*config)->options.location);
+}
+
+}  // namespace pagefile::vfs
