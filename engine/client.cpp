@@ -22,6 +22,7 @@
 // ticket: they leave the window when their I/O is done.
 #include <boost/asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -173,6 +174,13 @@ class Client::Impl {
 namespace {
 
 std::string fd_text(Fd fd) { return fmt::format("descriptor {}", fd.value); }
+
+// REQUIRES: mu_ held; `request` is at the front of its page's queue.
+// Whether a write of the page was requested after it.
+bool write_queued_behind(const Request& request) {
+  const auto& queue = request.file->page_queues.at(request.page);
+  return std::any_of(queue.begin() + 1, queue.end(), [](const RequestPtr& r) { return r->is_write; });
+}
 
 // Drops window entries that no longer count.
 void prune_window(OpenFile& file) {
@@ -461,7 +469,9 @@ void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,
 
 RequestPtr Client::Impl::start_locked(RequestPtr request) {
   // Each read is looked up once here: it either completes or is dispatched.
-  while (request && cache_ && !request->is_write) {
+  // The pool holds the page as of the last write requested, so a read with
+  // a write queued behind it must go to the store for the older page.
+  while (request && cache_ && !request->is_write && !write_queued_behind(*request)) {
     uint64_t id = request->file->fd.value;
     bool hit = request->prefetch
                    ? cache_->contains(id, request->page)
@@ -494,8 +504,7 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
     std::lock_guard lock(mu_);
     if (cache_) {
       uint64_t id = request->file->fd.value;
-      const auto& queue = request->file->page_queues.at(request->page);
-      bool write_behind = std::any_of(queue.begin() + 1, queue.end(), [](const RequestPtr& r) { return r->is_write; });
+      bool write_behind = write_queued_behind(*request);
       if (request->is_write && !status.is_ok()) {
         cache_->drop(id, request->page);  // the store may hold the old page
       } else if (!request->is_write && status.is_ok() && read_result == PageRead::kData && !write_behind) {

@@ -1,0 +1,347 @@
+// The buffer pool through the Client: hits, misses and read-ahead counted on
+// local files and on files of real pagefiled processes, and every read
+// returning the data last written.
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pagefile/pagefile.h"
+#include "pagefile/policy.h"
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+
+using namespace pagefile;
+using pagefile::test::free_tcp_port;
+using pagefile::test::page_pattern;
+using pagefile::test::ServerProcess;
+using pagefile::test::TempDir;
+
+namespace {
+
+constexpr uint32_t kPageSize = 1024;
+
+std::unique_ptr<Client> start(const TempDir& dir, uint32_t cache_pages, uint32_t concurrency = 4,
+                              std::string bus = "inproc:1",
+                              std::shared_ptr<const PolicyRegistry> policies = nullptr) {
+  auto c = Client::start({.local_dir = dir.path(),
+                          .concurrency = concurrency,
+                          .bus = bus,
+                          .home = dir / "home",
+                          .request_timeout_ms = 10'000,
+                          .cache_pages = cache_pages,
+                          .policies = std::move(policies)});
+  REQUIRE_OK(c);
+  return std::move(*c);
+}
+
+OpenOptions with_policy(std::string_view name, uint32_t max_pages = 0, Location location = Location::kLocal) {
+  return {.location = location,
+          .page_size = kPageSize,
+          .create = true,
+          .policy = BufferPolicy{.max_pages = max_pages, .name = std::string(name)}};
+}
+
+void write_pages(Client& client, Fd fd, int64_t pages, uint64_t seed) {
+  for (int64_t p = 0; p < pages; ++p) REQUIRE_OK(client.write(fd, p, page_pattern(kPageSize, p, seed)));
+}
+
+// Reads `page` and checks it holds the pattern of `seed`.
+void check_page(Client& client, Fd fd, int64_t page, uint64_t seed) {
+  std::vector<std::byte> buf(kPageSize);
+  auto r = client.read(fd, page, buf);
+  REQUIRE_OK(r);
+  CHECK(*r == PageRead::kData);
+  INFO("page " << page << " seed " << seed);
+  CHECK(buf == page_pattern(kPageSize, page, seed));
+}
+
+FileCounters counters(Client& client, Fd fd) {
+  auto c = client.counters(fd);
+  REQUIRE_OK(c);
+  return *c;
+}
+
+}  // namespace
+
+TEST_CASE("without a pool nothing is counted and pin is not supported") {
+  TempDir dir;
+  auto client = start(dir, 0);
+  auto fd = client->open("f", with_policy("random"));
+  REQUIRE_OK(fd);
+  write_pages(*client, *fd, 4, 1);
+  for (int64_t p = 0; p < 4; ++p) check_page(*client, *fd, p, 1);
+  CHECK(counters(*client, *fd) == FileCounters{});
+  CHECK_CODE(client->pin(*fd, 0), Code::kNotSupported);
+  CHECK_OK(client->drop_cached(*fd));
+}
+
+TEST_CASE("local file: misses then hits, counted per file and reported by status") {
+  TempDir dir;
+  auto client = start(dir, 64);
+  auto fd = client->open("f", with_policy("random"));
+  REQUIRE_OK(fd);
+  write_pages(*client, *fd, 32, 1);
+  CHECK_OK(client->drop_cached(*fd));  // the writes put the pages in the pool
+  for (int64_t p = 0; p < 32; ++p) check_page(*client, *fd, p, 1);
+  FileCounters c = counters(*client, *fd);
+  CHECK(c.misses == 32);
+  CHECK(c.hits == 0);
+  CHECK(c.pages == 32);
+  for (int64_t p = 0; p < 32; ++p) check_page(*client, *fd, p, 1);
+  c = counters(*client, *fd);
+  CHECK(c.hits == 32);
+  CHECK(c.misses == 32);
+  auto st = client->status(*fd);
+  REQUIRE_OK(st);
+  CHECK(st->cache == c);
+  CHECK(policy_name(st->policy) == "random");
+  CHECK(st->cache.allowance == 64);
+}
+
+TEST_CASE("local file: looping keeps N-1 of N+1 pages a pass where random (LRU) keeps none") {
+  TempDir dir;
+  auto client = start(dir, 8);
+  for (std::string_view policy : {"looping", "random"}) {
+    auto fd = client->open(fmt::format("loop-{}", policy), with_policy(policy));
+    REQUIRE_OK(fd);
+    write_pages(*client, *fd, 9, 2);
+    CHECK_OK(client->drop_cached(*fd));
+    for (int pass = 0; pass < 4; ++pass) {
+      uint64_t before = counters(*client, *fd).hits;
+      for (int64_t p = 0; p < 9; ++p) check_page(*client, *fd, p, 2);
+      uint64_t hits = counters(*client, *fd).hits - before;
+      INFO(policy << " pass " << pass);
+      if (policy == "random" || pass == 0) {
+        CHECK(hits == 0);
+      } else {
+        CHECK(hits >= 7);
+      }
+    }
+    CHECK_OK(client->close(*fd));
+  }
+}
+
+TEST_CASE("local file: sequential reads ahead within the window and keeps no more") {
+  TempDir dir;
+  constexpr uint32_t kWindow = 4;
+  auto client = start(dir, 64, kWindow);
+  auto fd = client->open("scan", with_policy("sequential"));
+  REQUIRE_OK(fd);
+  write_pages(*client, *fd, 200, 3);
+  CHECK_OK(client->drop_cached(*fd));
+  for (int64_t p = 0; p < 200; ++p) {
+    check_page(*client, *fd, p, 3);
+    CHECK(counters(*client, *fd).pages <= kWindow);
+  }
+  FileCounters c = counters(*client, *fd);
+  CHECK(c.hits + c.misses == 200);
+  CHECK(c.prefetch_used == c.hits);  // a scan hits only on what was fetched ahead
+  CHECK(c.hits >= 150);
+  CHECK(c.allowance == kWindow);
+  MESSAGE("sequential scan of 200 pages, window 4: hits ", c.hits, ", misses ", c.misses,
+          ", prefetch used ", c.prefetch_used, ", wasted ", c.prefetch_wasted);
+}
+
+TEST_CASE("local file: every read returns the data last written, under pipelined requests") {
+  for (std::string_view policy : {"random", "looping", "sequential"}) {
+    INFO(policy);
+    TempDir dir;
+    auto client = start(dir, 6, 8);
+    auto fd = client->open("mix", with_policy(policy));
+    REQUIRE_OK(fd);
+    constexpr int64_t kPages = 24;
+    std::vector<uint64_t> seed(kPages, 0);
+    write_pages(*client, *fd, kPages, 0);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int64_t> any(0, kPages - 1);
+    std::uniform_int_distribution<int> coin(0, 2);
+    // Batches of requests left unconfirmed until the batch ends, so reads
+    // and writes of one page overlap in flight.
+    std::vector<std::vector<std::byte>> buffers(16, std::vector<std::byte>(kPageSize));
+    for (int batch = 0; batch < 200; ++batch) {
+      struct Pending { Ticket ticket; bool write; int64_t page; uint64_t expect; size_t buffer; };
+      std::vector<Pending> pending;
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        int64_t page = any(rng);
+        if (coin(rng) == 0) {
+          seed[page] = static_cast<uint64_t>(batch * 100 + static_cast<int>(i) + 1);
+          auto t = client->write_request(*fd, page, page_pattern(kPageSize, page, seed[page]));
+          REQUIRE_OK(t);
+          pending.push_back({*t, true, page, 0, 0});
+        } else {
+          auto t = client->read_request(*fd, page, buffers[i]);
+          REQUIRE_OK(t);
+          pending.push_back({*t, false, page, seed[page], i});
+        }
+      }
+      for (const Pending& p : pending) {
+        if (p.write) {
+          REQUIRE_OK(client->write_confirm(p.ticket));
+        } else {
+          REQUIRE_OK(client->read_confirm(p.ticket));
+          INFO("page " << p.page);
+          REQUIRE(buffers[p.buffer] == page_pattern(kPageSize, p.page, p.expect));
+        }
+      }
+      if (batch % 50 == 49) CHECK_OK(client->drop_cached(*fd));
+    }
+    FileCounters c = counters(*client, *fd);
+    CHECK(c.hits > 0);
+    CHECK(c.misses > 0);
+    CHECK(c.pages <= 6);
+  }
+}
+
+TEST_CASE("local file: truncate drops pooled pages beyond the end") {
+  TempDir dir;
+  auto client = start(dir, 32);
+  auto fd = client->open("t", with_policy("random"));
+  REQUIRE_OK(fd);
+  write_pages(*client, *fd, 10, 4);
+  CHECK(counters(*client, *fd).pages == 10);
+  CHECK_OK(client->truncate(*fd, 5));
+  CHECK(counters(*client, *fd).pages == 5);
+  std::vector<std::byte> buf(kPageSize, std::byte{7});
+  auto r = client->read(*fd, 7, buf);
+  REQUIRE_OK(r);
+  CHECK(*r == PageRead::kBeyondEnd);
+  CHECK_OK(client->truncate(*fd, 10));
+  r = client->read(*fd, 7, buf);
+  REQUIRE_OK(r);
+  CHECK(*r == PageRead::kData);
+  CHECK(buf == std::vector<std::byte>(kPageSize));
+  check_page(*client, *fd, 3, 4);
+}
+
+TEST_CASE("local file: a pinned page stays through a scan far larger than the pool") {
+  TempDir dir;
+  auto client = start(dir, 4);
+  auto fd = client->open("p", with_policy("random"));
+  REQUIRE_OK(fd);
+  write_pages(*client, *fd, 60, 5);
+  CHECK_OK(client->drop_cached(*fd));
+  CHECK_OK(client->pin(*fd, 0));  // reads it in
+  CHECK(counters(*client, *fd).misses == 1);
+  for (int64_t p = 1; p < 60; ++p) check_page(*client, *fd, p, 5);
+  uint64_t hits = counters(*client, *fd).hits;
+  check_page(*client, *fd, 0, 5);
+  CHECK(counters(*client, *fd).hits == hits + 1);
+  CHECK(counters(*client, *fd).pinned == 1);
+  CHECK_OK(client->unpin(*fd, 0));
+  CHECK_CODE(client->unpin(*fd, 0), Code::kInvalidArgument);
+  CHECK_CODE(client->pin(*fd, -1), Code::kInvalidArgument);
+}
+
+namespace {
+
+// Evicts the page used longest ago that has not been used since the hand
+// last passed: CLOCK, as a custom policy.
+class ClockPolicy final : public PagePolicy {
+ public:
+  uint32_t wanted_pages(const PolicyLimits& limits) const override { return limits.max_pages; }
+  void admitted(int64_t page, bool) override { ring_.push_back({page, true}); }
+  void referenced(int64_t page) override {
+    for (auto& s : ring_) {
+      if (s.first == page) s.second = true;
+    }
+  }
+  void removed(int64_t page) override {
+    std::erase_if(ring_, [&](const auto& s) { return s.first == page; });
+  }
+  std::optional<int64_t> victim(const std::function<bool(int64_t)>& evictable) override {
+    for (size_t step = 0; step < 3 * ring_.size(); ++step) {
+      auto& s = ring_[hand_++ % ring_.size()];
+      if (!evictable(s.first)) continue;
+      if (!s.second) return s.first;
+      s.second = false;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, bool>> ring_;
+  size_t hand_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a custom policy is selected by name, recorded in the file, and falls back when unknown") {
+  TempDir dir;
+  auto policies = PolicyRegistry::with_builtins();
+  REQUIRE_OK(policies->add("clock", [](const PolicyLimits&) { return std::make_unique<ClockPolicy>(); }));
+  {
+    auto client = start(dir, 8, 4, "inproc:1", policies);
+    auto fd = client->open("c", {.page_size = kPageSize,
+                                 .create = true,
+                                 .policy = BufferPolicy{.access = AccessType::kLooping, .name = "clock"}});
+    REQUIRE_OK(fd);
+    write_pages(*client, *fd, 20, 6);
+    for (int64_t p = 0; p < 20; ++p) check_page(*client, *fd, p, 6);
+    CHECK(counters(*client, *fd).pages == 8);
+    CHECK(counters(*client, *fd).evictions > 0);
+    CHECK_OK(client->close(*fd));
+    auto again = client->open("c", {});
+    REQUIRE_OK(again);
+    CHECK(client->status(*again)->policy.name == "clock");
+    CHECK_CODE(client->open("d", with_policy("no-such-policy")), Code::kInvalidArgument);
+  }
+  auto plain = start(dir, 8);
+  auto fd = plain->open("c", {});
+  REQUIRE_OK(fd);
+  auto st = plain->status(*fd);
+  REQUIRE_OK(st);
+  CHECK(policy_name(st->policy) == "looping");  // the built-in recorded beside it
+  check_page(*plain, *fd, 5, 6);
+}
+
+TEST_CASE("remote files on pagefiled: counters, read-ahead, and drop_cached after another client's write") {
+  TempDir dir;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::string bus;
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()),
+                                                      dir / fmt::format("s{}", i)));
+    bus += (bus.empty() ? "" : ",") + servers.back()->address();
+  }
+  auto reader = start(dir, 32, 4, bus);
+  auto writer = start(dir, 0, 4, bus);
+
+  auto w = writer->open("shared", with_policy("random", 0, Location::kRemote));
+  REQUIRE_OK(w);
+  write_pages(*writer, *w, 40, 7);
+  CHECK_OK(writer->sync(*w));
+
+  auto r = reader->open("shared", {.location = Location::kRemote,
+                                   .policy = BufferPolicy{.access = AccessType::kRandom, .max_pages = 16}});
+  REQUIRE_OK(r);
+  for (int64_t p = 0; p < 16; ++p) check_page(*reader, *r, p, 7);
+  for (int64_t p = 0; p < 16; ++p) check_page(*reader, *r, p, 7);
+  FileCounters c = counters(*reader, *r);
+  CHECK(c.misses == 16);
+  CHECK(c.hits == 16);
+  CHECK(c.allowance == 16);
+
+  // Another client rewrites pages the reader holds: the pool still serves
+  // the old ones until told to drop them.
+  for (int64_t p = 0; p < 16; ++p) REQUIRE_OK(writer->write(*w, p, page_pattern(kPageSize, p, 8)));
+  check_page(*reader, *r, 3, 7);
+  CHECK_OK(reader->drop_cached(*r));
+  for (int64_t p = 0; p < 16; ++p) check_page(*reader, *r, p, 8);
+  // The reader's own writes are read back at once.
+  REQUIRE_OK(reader->write(*r, 2, page_pattern(kPageSize, 2, 9)));
+  check_page(*reader, *r, 2, 9);
+  check_page(*writer, *w, 2, 9);
+
+  // A sequential scan of the remote file reads ahead over the bus.
+  auto s = reader->open("shared", {.location = Location::kRemote,
+                                   .policy = BufferPolicy{.access = AccessType::kSequential}});
+  REQUIRE_OK(s);
+  for (int64_t p = 16; p < 40; ++p) check_page(*reader, *s, p, 7);
+  c = counters(*reader, *s);
+  CHECK(c.hits + c.misses == 24);
+  CHECK(c.prefetch_used > 0);
+  CHECK(c.pages <= 4);
+  MESSAGE("remote sequential scan of 24 pages, window 4: hits ", c.hits, ", misses ", c.misses,
+          ", prefetch used ", c.prefetch_used, ", wasted ", c.prefetch_wasted);
+}
