@@ -8,10 +8,12 @@
 
 #include "pagefile/pagefile.h"
 #include "pagefile/policy.h"
+#include "tests/policies/clock_policy.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;
+using pagefile::test::ClockPolicy;
 using pagefile::test::free_tcp_port;
 using pagefile::test::page_pattern;
 using pagefile::test::ServerProcess;
@@ -232,39 +234,6 @@ TEST_CASE("local file: a pinned page stays through a scan far larger than the po
   CHECK_CODE(client->unpin(*fd, 0), Code::kInvalidArgument);
   CHECK_CODE(client->pin(*fd, -1), Code::kInvalidArgument);
 }
-
-namespace {
-
-// Evicts the page used longest ago that has not been used since the hand
-// last passed: CLOCK, as a custom policy.
-class ClockPolicy final : public PagePolicy {
- public:
-  uint32_t wanted_pages(const PolicyLimits& limits) const override { return limits.max_pages; }
-  void admitted(int64_t page, bool) override { ring_.push_back({page, true}); }
-  void referenced(int64_t page) override {
-    for (auto& s : ring_) {
-      if (s.first == page) s.second = true;
-    }
-  }
-  void removed(int64_t page) override {
-    std::erase_if(ring_, [&](const auto& s) { return s.first == page; });
-  }
-  std::optional<int64_t> victim(const std::function<bool(int64_t)>& evictable) override {
-    for (size_t step = 0; step < 3 * ring_.size(); ++step) {
-      auto& s = ring_[hand_++ % ring_.size()];
-      if (!evictable(s.first)) continue;
-      if (!s.second) return s.first;
-      s.second = false;
-    }
-    return std::nullopt;
-  }
-
- private:
-  std::vector<std::pair<int64_t, bool>> ring_;
-  size_t hand_ = 0;
-};
-
-}  // namespace
 
 TEST_CASE("a custom policy is selected by name, recorded in the file, and falls back when unknown") {
   TempDir dir;
