@@ -58,8 +58,8 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     if (!a) return a.status().with_context("policy");
     o.policy = BufferPolicy{.access = *a};
   }
-  if (const char* v = param("cache")) {
-    auto n = parse_count("cache", v, 0, 1u << 30);
+  if (const char* v = param("cache_pages")) {
+    auto n = parse_count("cache_pages", v, 0, 1u << 30);
     if (!n) return n.status();
     BufferPolicy p = o.policy.value_or(BufferPolicy{});
     p.max_pages = *n;

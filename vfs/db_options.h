@@ -26,7 +26,8 @@ struct DbOptions {
   Placement placement = Placement::kStripe;  // placement=stripe|hash
   uint32_t stripe_pages = 1;                 // stripe_pages=N
   uint32_t servers = 0;                      // servers=N (0: all of the bus)
-  std::optional<BufferPolicy> policy;        // policy=random|sequential|looping, cache=N pages
+  std::optional<BufferPolicy> policy;        // policy=random|sequential|looping, cache_pages=N
+                                             // (SQLite keeps cache= for shared-cache mode)
 };
 
 // Reads the parameters through `param` (sqlite3_uri_parameter on the main

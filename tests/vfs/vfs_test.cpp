@@ -1,0 +1,472 @@
+// The VFS in one process, linked statically with Debian's SQLite, on the
+// embedded bus (4 in-process servers) and on local Pagefiles. Each case
+// names the line of shared/notes/sqlite-vfs.md it checks.
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tests/support/temp_dir.h"
+#include "tests/vfs/sqlite_db.h"
+#include "vfs/pagefile_vfs.h"
+
+using pagefile::test::SqliteDb;
+using pagefile::test::TempDir;
+
+namespace {
+
+// The store of this test process: the embedded default under a scratch
+// PAGEFILE_HOME, set before the VFS starts its client.
+struct Store {
+  TempDir home;
+  Store() {
+    ::setenv("PAGEFILE_HOME", home.path().c_str(), 1);
+    ::unsetenv("PAGEFILE_BUS");
+    ::unsetenv("PAGEFILE_VFS_DEFAULT");
+    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
+  }
+};
+Store& store() {
+  static Store s;
+  return s;
+}
+
+sqlite3_vfs* vfs() {
+  store();
+  return sqlite3_vfs_find("pagefile");
+}
+
+// A unique store name per case.
+std::string fresh(const std::string& stem) {
+  static int n = 0;
+  return fmt::format("{}-{}-{}.db", stem, ::getpid(), ++n);
+}
+
+// Opens a file through the VFS's xOpen, with a filename SQLite made (so URI
+// parameters work as in a real open).
+struct RawFile {
+  sqlite3_filename filename = nullptr;
+  std::vector<char> memory;
+  sqlite3_file* file = nullptr;
+  int rc = SQLITE_ERROR;
+
+  RawFile(const std::string& db, int role, const char* const* params = nullptr, int n_params = 0,
+          int extra_flags = SQLITE_OPEN_CREATE) {
+    filename = sqlite3_create_filename(db.c_str(), (db + "-journal").c_str(), (db + "-wal").c_str(), n_params,
+                                       const_cast<const char**>(params));
+    memory.assign(static_cast<size_t>(vfs()->szOsFile), 0);
+    file = reinterpret_cast<sqlite3_file*>(memory.data());
+    const char* name = filename;
+    if (role == SQLITE_OPEN_MAIN_JOURNAL) name = sqlite3_filename_journal(filename);
+    if (role == SQLITE_OPEN_WAL) name = sqlite3_filename_wal(filename);
+    int out = 0;
+    rc = vfs()->xOpen(vfs(), name, file, role | SQLITE_OPEN_READWRITE | extra_flags, &out);
+  }
+  ~RawFile() {
+    if (file->pMethods) file->pMethods->xClose(file);
+    sqlite3_free_filename(filename);
+  }
+  const sqlite3_io_methods& m() const { return *file->pMethods; }
+  int64_t size() const {
+    sqlite3_int64 n = -1;
+    REQUIRE(m().xFileSize(file, &n) == SQLITE_OK);
+    return n;
+  }
+  int write(const std::string& bytes, int64_t at) {
+    return m().xWrite(file, bytes.data(), static_cast<int>(bytes.size()), at);
+  }
+  std::string read(int n, int64_t at, int* rc_out = nullptr) {
+    std::string out(static_cast<size_t>(n), 'x');
+    int r = m().xRead(file, out.data(), n, at);
+    if (rc_out) *rc_out = r;
+    return out;
+  }
+};
+
+std::string pattern(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7 % 251);
+  return s;
+}
+
+int access(const std::string& name, int flags = SQLITE_ACCESS_EXISTS) {
+  int result = -1;
+  REQUIRE(vfs()->xAccess(vfs(), name.c_str(), flags, &result) == SQLITE_OK);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("registration: VFS 'pagefile' exists and is not the default") {
+  REQUIRE(vfs() != nullptr);
+  CHECK(std::string(sqlite3_vfs_find(nullptr)->zName) != "pagefile");
+  CHECK(sqlite3_pagefile_register(0) == SQLITE_OK);  // again: harmless
+  CHECK(vfs()->iVersion == 2);
+  CHECK((vfs()->xCurrentTimeInt64 != nullptr));
+}
+
+TEST_CASE("reading and writing: arbitrary offsets and amounts map onto pages (journal layout)") {
+  std::string db = fresh("bytes");
+  RawFile f(db, SQLITE_OPEN_MAIN_JOURNAL);
+  REQUIRE(f.rc == SQLITE_OK);
+  CHECK(f.size() == 0);
+  // Journal-like odd sizes: a 28-byte header, then records of 4 + 4096 + 4.
+  std::string header = pattern(28, 'h');
+  REQUIRE(f.write(header, 0) == SQLITE_OK);
+  CHECK(f.size() == 28);
+  std::string all = header;
+  for (int r = 0; r < 9; ++r) {
+    std::string record = pattern(4104, static_cast<char>('a' + r));
+    REQUIRE(f.write(record, static_cast<int64_t>(all.size())) == SQLITE_OK);
+    all += record;
+    CHECK(f.size() == static_cast<int64_t>(all.size()));  // while writes are in flight
+  }
+  CHECK(f.read(100, 0) == all.substr(0, 100));
+  CHECK(f.read(16, 24) == all.substr(24, 16));
+  // Spans across the 16 KiB pages of a journal.
+  CHECK(f.read(20000, 10000) == all.substr(10000, 20000));
+  CHECK(f.read(1, 16383) == all.substr(16383, 1));
+  // Overwrite across a page boundary, then read the whole thing.
+  std::string patch = pattern(5000, 'p');
+  REQUIRE(f.write(patch, 15000) == SQLITE_OK);
+  all.replace(15000, 5000, patch);
+  CHECK(f.read(static_cast<int>(all.size()), 0) == all);
+  REQUIRE(f.m().xSync(f.file, SQLITE_SYNC_NORMAL) == SQLITE_OK);
+}
+
+TEST_CASE("reading: past end of file zero-fills and returns SQLITE_IOERR_SHORT_READ") {
+  std::string db = fresh("short");
+  RawFile f(db, SQLITE_OPEN_MAIN_JOURNAL);
+  REQUIRE(f.rc == SQLITE_OK);
+  REQUIRE(f.write(pattern(1000, 'z'), 0) == SQLITE_OK);
+  int rc = 0;
+  std::string got = f.read(600, 700, &rc);
+  CHECK(rc == SQLITE_IOERR_SHORT_READ);
+  CHECK(got.substr(0, 300) == pattern(1000, 'z').substr(700));
+  CHECK(got.substr(300) == std::string(300, '\0'));
+  got = f.read(64, 5000, &rc);
+  CHECK(rc == SQLITE_IOERR_SHORT_READ);
+  CHECK(got == std::string(64, '\0'));
+
+  // A main database: whole pages, the same rule.
+  RawFile d(fresh("shortdb"), SQLITE_OPEN_MAIN_DB);
+  REQUIRE(d.rc == SQLITE_OK);
+  got = d.read(100, 0, &rc);
+  CHECK(rc == SQLITE_IOERR_SHORT_READ);
+  CHECK(got == std::string(100, '\0'));
+}
+
+TEST_CASE("xWrite, xTruncate and xFileSize agree, in flight and after reopening") {
+  std::string db = fresh("sizes");
+  {
+    RawFile f(db, SQLITE_OPEN_MAIN_JOURNAL);
+    REQUIRE(f.rc == SQLITE_OK);
+    REQUIRE(f.write(pattern(50000, 'q'), 0) == SQLITE_OK);
+    CHECK(f.size() == 50000);
+    REQUIRE(f.m().xTruncate(f.file, 20001) == SQLITE_OK);
+    CHECK(f.size() == 20001);
+    // Growing again: the bytes between the old end and the write are zeros.
+    REQUIRE(f.write("end", 30000) == SQLITE_OK);
+    CHECK(f.size() == 30003);
+    CHECK(f.read(9999, 20001) == std::string(9999, '\0'));
+    CHECK(f.read(1, 20000) == pattern(50000, 'q').substr(20000, 1));
+    REQUIRE(f.m().xSync(f.file, SQLITE_SYNC_FULL) == SQLITE_OK);
+    REQUIRE(f.write("tail", 30003) == SQLITE_OK);  // closed without sync: close records it
+  }
+  {
+    RawFile f(db, SQLITE_OPEN_MAIN_JOURNAL, nullptr, 0, 0);
+    REQUIRE(f.rc == SQLITE_OK);
+    CHECK(f.size() == 30007);  // the exact length, not whole pages
+    CHECK(f.read(7, 30000) == "endtail");
+    REQUIRE(f.m().xTruncate(f.file, 0) == SQLITE_OK);
+    CHECK(f.size() == 0);
+  }
+  // Empty: not "existing" for xAccess (as unix), but present for READWRITE.
+  CHECK(access(db + "-journal") == 0);
+  CHECK(access(db + "-journal", SQLITE_ACCESS_READWRITE) == 1);
+}
+
+TEST_CASE("a main database's pages land at page * page size, in the database's page size") {
+  std::string db = fresh("pages");
+  const char* params[] = {"page_size", "1024", nullptr};
+  RawFile f(db, SQLITE_OPEN_MAIN_DB, params, 1);
+  REQUIRE(f.rc == SQLITE_OK);
+  CHECK(f.m().xSectorSize(f.file) == 1024);
+  for (int p = 0; p < 40; ++p) REQUIRE(f.write(pattern(1024, static_cast<char>(p)), p * 1024) == SQLITE_OK);
+  CHECK(f.size() == 40 * 1024);
+  for (int p = 0; p < 40; ++p) CHECK(f.read(1024, p * 1024) == pattern(1024, static_cast<char>(p)));  // read ahead
+  REQUIRE(f.m().xTruncate(f.file, 10 * 1024) == SQLITE_OK);
+  CHECK(f.size() == 10 * 1024);
+}
+
+TEST_CASE("opening: a failed open leaves pMethods NULL; NULL names and temp files stay local") {
+  RawFile missing(fresh("missing"), SQLITE_OPEN_MAIN_DB, nullptr, 0, 0);
+  CHECK(missing.rc == SQLITE_CANTOPEN);
+  CHECK(missing.file->pMethods == nullptr);
+
+  const char* bad[] = {"concurrency", "0", nullptr};
+  RawFile wrong(fresh("badparam"), SQLITE_OPEN_MAIN_DB, bad, 1);
+  CHECK(wrong.rc == SQLITE_CANTOPEN);
+  CHECK(wrong.file->pMethods == nullptr);
+
+  // An anonymous temp file: the unix VFS's methods, not ours.
+  std::vector<char> memory(static_cast<size_t>(vfs()->szOsFile));
+  auto* file = reinterpret_cast<sqlite3_file*>(memory.data());
+  int out = 0;
+  REQUIRE(vfs()->xOpen(vfs(), nullptr, file,
+                       SQLITE_OPEN_TEMP_JOURNAL | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                           SQLITE_OPEN_DELETEONCLOSE,
+                       &out) == SQLITE_OK);
+  RawFile ours(fresh("methods"), SQLITE_OPEN_MAIN_DB);
+  REQUIRE(ours.rc == SQLITE_OK);
+  CHECK(file->pMethods != ours.file->pMethods);
+  CHECK(file->pMethods->xWrite(file, "temp", 4, 0) == SQLITE_OK);
+  file->pMethods->xClose(file);
+
+  // SQL temp tables, sorting and sub-journals work through it.
+  SqliteDb conn("file:" + fresh("temps") + "?vfs=pagefile");
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run("PRAGMA temp_store=FILE; CREATE TEMP TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 5000) SELECT value FROM s);"
+           "CREATE TABLE m(x); BEGIN; INSERT INTO m VALUES(1); SAVEPOINT s; INSERT INTO m VALUES(2);"
+           "ROLLBACK TO s; COMMIT;");
+  CHECK(conn.query("SELECT count(*) FROM t; ") == "5000");
+  CHECK(conn.query("SELECT group_concat(x) FROM m") == "1");
+}
+
+TEST_CASE("xDelete and xAccess are exact; names are normalised deterministically") {
+  std::string db = fresh("names");
+  char full[1100];
+  REQUIRE(vfs()->xFullPathname(vfs(), ("./a//b/../" + db).c_str(), sizeof full, full) == SQLITE_OK);
+  CHECK(std::string(full) == "a/" + db);
+  REQUIRE(vfs()->xFullPathname(vfs(), "/x/./y/../z.db", sizeof full, full) == SQLITE_OK);
+  CHECK(std::string(full) == "/x/z.db");
+  CHECK(vfs()->xFullPathname(vfs(), "/..", sizeof full, full) == SQLITE_CANTOPEN);
+  CHECK(vfs()->xFullPathname(vfs(), "abc", 3, full) == SQLITE_CANTOPEN);
+
+  CHECK(access(db) == 0);
+  CHECK(vfs()->xDelete(vfs(), db.c_str(), 0) == SQLITE_IOERR_DELETE_NOENT);
+  {
+    RawFile f(db, SQLITE_OPEN_MAIN_DB);
+    REQUIRE(f.rc == SQLITE_OK);
+    CHECK(access(db) == 0);  // empty
+    CHECK(access(db, SQLITE_ACCESS_READ) == 1);
+    REQUIRE(f.write(pattern(4096, 'e'), 0) == SQLITE_OK);
+    REQUIRE(f.m().xSync(f.file, SQLITE_SYNC_NORMAL) == SQLITE_OK);
+  }
+  CHECK(access(db) == 1);
+  CHECK(vfs()->xDelete(vfs(), db.c_str(), 1) == SQLITE_OK);
+  CHECK(access(db) == 0);
+  CHECK(access(db, SQLITE_ACCESS_READWRITE) == 0);
+  CHECK(vfs()->xDelete(vfs(), db.c_str(), 1) == SQLITE_IOERR_DELETE_NOENT);
+}
+
+TEST_CASE("SQL functions pagefile_exists, pagefile_size, pagefile_unlink reach the store") {
+  std::string db = fresh("functions");
+  SqliteDb conn("file:" + db + "?vfs=pagefile");
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run("CREATE TABLE t(x); INSERT INTO t VALUES(randomblob(10000));");
+  CHECK(conn.query(fmt::format("SELECT pagefile_exists('{0}'), pagefile_size('{0}')", db)) == "1|16384");
+  CHECK(conn.query(fmt::format("SELECT pagefile_exists('{0}-journal'), pagefile_size('nothing-here.db')", db)) ==
+        "0|NULL");
+  SqliteDb other(fresh("other"));  // registered on every later connection too
+  REQUIRE(other.open_rc() == SQLITE_OK);
+  std::string copy = fresh("copy");
+  other.run(fmt::format("VACUUM INTO 'file:{}?vfs=pagefile'", copy));
+  CHECK(other.query(fmt::format("SELECT pagefile_unlink('{0}'), pagefile_unlink('{0}'), pagefile_exists('{0}')",
+                                copy)) == "1|0|0");
+  CHECK(other.exec("SELECT pagefile_size(NULL)") == SQLITE_ERROR);
+}
+
+TEST_CASE("workload: integrity_check after inserts, updates, deletes, indexes and VACUUM") {
+  std::string db = fresh("workload");
+  SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=12&policy=random&cache_pages=64&placement=hash&stripe_pages=2");
+  INFO(conn.error());
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run("PRAGMA cache_size=20; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, w BLOB);"
+           "CREATE INDEX tv ON t(v);"
+           "INSERT INTO t(v, w) SELECT hex(randomblob(20)), randomblob(abs(random()) % 3000) "
+           "  FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 3000) SELECT value FROM s);"
+           "UPDATE t SET w = randomblob(5000) WHERE id % 7 = 0;"
+           "DELETE FROM t WHERE id % 5 = 0;");
+  CHECK(conn.query("PRAGMA integrity_check") == "ok");
+  CHECK(conn.query("SELECT count(*) FROM t") == "2400");
+  conn.run("VACUUM");
+  CHECK(conn.query("PRAGMA integrity_check") == "ok");
+  std::string sum = conn.query("SELECT sum(length(w)), count(*) FROM t");
+  // A fresh connection (new client state) sees the same.
+  SqliteDb again("file:" + db + "?vfs=pagefile");
+  CHECK(again.query("SELECT sum(length(w)), count(*) FROM t") == sum);
+  CHECK(again.query("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("journal modes: DELETE, PERSIST, TRUNCATE and rollback keep the data right") {
+  for (const char* mode : {"DELETE", "PERSIST", "TRUNCATE"}) {
+    CAPTURE(mode);
+    std::string db = fresh("modes");
+    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    conn.run(fmt::format("PRAGMA journal_mode={}; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);", mode));
+    conn.run("BEGIN; INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) SELECT value FROM s); DELETE FROM t WHERE x = 1; ROLLBACK;");
+    CHECK(conn.query("SELECT group_concat(x) FROM t") == "1,2");
+    CHECK(conn.query("PRAGMA integrity_check") == "ok");
+    // Deleted or truncated: gone for xAccess; PERSIST keeps it (zeroed header).
+    CHECK(access(db + "-journal") == (std::string(mode) == "PERSIST" ? 1 : 0));
+    SqliteDb again("file:" + db + "?vfs=pagefile");
+    CHECK(again.query("SELECT group_concat(x) FROM t") == "1,2");
+  }
+}
+
+TEST_CASE("concurrency: URI parameter, PRAGMA pagefile_concurrency and PRAGMA pagefile_stats") {
+  std::string db = fresh("pragmas");
+  SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=3");
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run("CREATE TABLE t(x)");
+  CHECK(conn.query("PRAGMA pagefile_concurrency") == "3");
+  CHECK(conn.query("PRAGMA pagefile_concurrency=12") == "12");
+  CHECK(conn.query("PRAGMA pagefile_concurrency") == "12");
+  CHECK(conn.exec("PRAGMA pagefile_concurrency=0") == SQLITE_ERROR);
+  CHECK(conn.exec("PRAGMA pagefile_concurrency=abc") == SQLITE_ERROR);
+  conn.run("INSERT INTO t SELECT randomblob(3000) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 500) SELECT value FROM s)");
+  std::string stats = conn.query("PRAGMA pagefile_stats");
+  INFO(stats);
+  CHECK(stats.find("requests=") == 0);
+  for (const char* key : {"pages_written=", "pages_read=", "waits=", "wait_ms=", "bytes_written=", "syncs="}) {
+    CHECK(stats.find(key) != std::string::npos);
+  }
+  CHECK(stats.find("pages_written=0 ") == std::string::npos);
+  CHECK(stats.find("concurrency=12") != std::string::npos);
+  // Not ours: SQLite handles it as usual.
+  conn.run("PRAGMA cache_size=77");
+  CHECK(conn.query("PRAGMA cache_size") == "77");
+}
+
+TEST_CASE("sequential reads are read ahead") {
+  std::string db = fresh("scan");
+  {
+    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    conn.run("CREATE TABLE t(x); INSERT INTO t SELECT randomblob(3500) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 400) SELECT value FROM s)");
+  }
+  SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=8");
+  conn.run("PRAGMA cache_size=5");
+  CHECK(conn.query("SELECT count(*), sum(length(x)) FROM t") == "400|1400000");
+  std::string stats = conn.query("PRAGMA pagefile_stats");
+  INFO(stats);
+  CHECK(stats.find("read_ahead_used=0 ") == std::string::npos);
+}
+
+TEST_CASE("locking: two connections, SQLITE_BUSY promptly, exact xCheckReservedLock, change counter") {
+  std::string db = fresh("twoconn");
+  SqliteDb a("file:" + db + "?vfs=pagefile");
+  SqliteDb b("file:" + db + "?vfs=pagefile");
+  a.run("CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+  CHECK(b.query("SELECT count(*) FROM t") == "1");  // b caches page 1 and more
+  a.run("BEGIN IMMEDIATE; INSERT INTO t VALUES(2)");
+  // RESERVED held by a: b may read, not write; and its check sees it.
+  CHECK(b.query("SELECT count(*) FROM t") == "1");
+  auto started = std::chrono::steady_clock::now();
+  CHECK(b.exec("INSERT INTO t VALUES(3)") == SQLITE_BUSY);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));  // promptly, not a hang
+  sqlite3_file* file = nullptr;
+  REQUIRE(sqlite3_file_control(b.get(), "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK);
+  int reserved = -1;
+  REQUIRE(file->pMethods->xCheckReservedLock(file, &reserved) == SQLITE_OK);
+  CHECK(reserved == 1);
+  a.run("COMMIT");
+  REQUIRE(file->pMethods->xCheckReservedLock(file, &reserved) == SQLITE_OK);
+  CHECK(reserved == 0);
+  // b took SHARED again after a wrote: it must see the new row and size.
+  CHECK(b.query("SELECT group_concat(x) FROM t") == "1,2");
+  a.run("INSERT INTO t SELECT randomblob(4000) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 50) SELECT value FROM s)");
+  CHECK(b.query("SELECT count(*) FROM t") == "52");
+  CHECK(b.query("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("WAL: refused with a clear error unless locking_mode=EXCLUSIVE, which works") {
+  std::string db = fresh("wal");
+  {
+    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    conn.run("CREATE TABLE t(x)");
+    CHECK(conn.exec("PRAGMA journal_mode=WAL") == SQLITE_ERROR);
+    CHECK(conn.last_error().find("locking_mode=EXCLUSIVE") != std::string::npos);
+    CHECK(conn.query("PRAGMA journal_mode") == "delete");
+  }
+  {
+    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    conn.run("PRAGMA locking_mode=EXCLUSIVE");
+    CHECK(conn.query("PRAGMA journal_mode=WAL") == "wal");
+    conn.run("INSERT INTO t SELECT randomblob(2000) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
+    conn.run("PRAGMA wal_checkpoint; INSERT INTO t VALUES(1)");
+    CHECK(conn.query("SELECT count(*) FROM t") == "301");
+    CHECK(conn.query("PRAGMA integrity_check") == "ok");
+  }
+  {
+    // The database is in WAL mode now: without exclusive mode SQLite itself
+    // refuses it (no xShmMap), rather than risk it.
+    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    CHECK(conn.exec("SELECT count(*) FROM t") == SQLITE_CANTOPEN);
+  }
+  SqliteDb conn("file:" + db + "?vfs=pagefile");
+  conn.run("PRAGMA locking_mode=EXCLUSIVE");
+  CHECK(conn.query("SELECT count(*) FROM t") == "301");
+}
+
+TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 3 with xFetch") {
+  RawFile f(fresh("controls"), SQLITE_OPEN_MAIN_DB);
+  REQUIRE(f.rc == SQLITE_OK);
+  CHECK(f.m().xDeviceCharacteristics(f.file) == 0);
+  CHECK(f.m().xSectorSize(f.file) == 4096);
+  CHECK(f.m().iVersion == 3);
+  CHECK((f.m().xFetch != nullptr));
+  CHECK((f.m().xUnfetch != nullptr));
+  CHECK((f.m().xShmMap == nullptr));
+  void* p = &f;
+  CHECK(f.m().xFetch(f.file, 0, 4096, &p) == SQLITE_OK);
+  CHECK(p == nullptr);
+  sqlite3_int64 hint = 1 << 20;
+  int chunk = 65536;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_SIZE_HINT, &hint) == SQLITE_OK);
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_CHUNK_SIZE, &chunk) == SQLITE_OK);
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_SYNC, nullptr) == SQLITE_OK);
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_COMMIT_PHASETWO, nullptr) == SQLITE_OK);
+  char* name = nullptr;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_VFSNAME, &name) == SQLITE_OK);
+  CHECK(std::string(name) == "pagefile");
+  sqlite3_free(name);
+  int unused = 0;
+  for (int op : {SQLITE_FCNTL_LOCKSTATE, SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE,
+                 SQLITE_FCNTL_HAS_MOVED, SQLITE_FCNTL_TEMPFILENAME, 9999}) {
+    CAPTURE(op);
+    CHECK(f.m().xFileControl(f.file, op, &unused) == SQLITE_NOTFOUND);
+  }
+  char* pragma[3] = {nullptr, const_cast<char*>("cache_size"), nullptr};
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_PRAGMA, pragma) == SQLITE_NOTFOUND);
+  // mmap asked for: SQLite falls back to xRead.
+  SqliteDb conn("file:" + fresh("mmap") + "?vfs=pagefile");
+  conn.run("PRAGMA mmap_size=1000000; CREATE TABLE t(x); INSERT INTO t VALUES(42)");
+  CHECK(conn.query("SELECT x FROM t") == "42");
+}
+
+TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
+  TempDir dir;
+  std::string path = (dir / "local.db").string();
+  {
+    SqliteDb conn("file:" + path + "?vfs=pagefile&location=local");
+    REQUIRE(conn.open_rc() == SQLITE_OK);
+    conn.run("CREATE TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000) SELECT value FROM s)");
+    CHECK(conn.query("PRAGMA integrity_check") == "ok");
+    CHECK(conn.query(fmt::format("SELECT pagefile_exists('{}')", path)) == "1");
+  }
+  CHECK(std::filesystem::exists(path));
+  CHECK(!std::filesystem::exists(path + "-journal"));
+  SqliteDb a("file:" + path + "?vfs=pagefile&location=local");
+  SqliteDb b("file:" + path + "?vfs=pagefile&location=local");
+  a.run("BEGIN IMMEDIATE");
+  CHECK(b.exec("BEGIN IMMEDIATE") == SQLITE_BUSY);
+  a.run("DELETE FROM t WHERE x > 10; COMMIT");
+  CHECK(b.query("SELECT count(*) FROM t") == "10");
+}
