@@ -1,0 +1,150 @@
+// The VFS on remote Pagefiles served by real pagefiled processes on
+// loopback: two client processes writing one database, a writer killed with
+// SIGKILL mid-transaction, a server killed mid-transaction, and a database
+// imported with `pagefile import`.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/tools/run_program.h"
+#include "tests/vfs/sqlite_db.h"
+#include "vfs/pagefile_vfs.h"
+
+using namespace pagefile::test;
+
+namespace {
+
+// Two pagefiled processes with a short lease, so a killed client's locks go soon.
+struct Cluster {
+  TempDir dir;
+  ServerProcess a{fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "a", {"--lease-ms", "600"}};
+  ServerProcess b{fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "b", {"--lease-ms", "600"}};
+  std::string bus = a.address() + "," + b.address();
+
+  Cluster() { REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK); }
+  std::string uri(const std::string& name) const { return fmt::format("file:{}?vfs=pagefile&bus={}", name, bus); }
+};
+
+std::string worker() { return binary_from_env("VFS_WORKER"); }
+
+void create_table(const std::string& uri) {
+  SqliteDb db(uri);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  db.run("CREATE TABLE t(id INTEGER PRIMARY KEY, tag TEXT, i INTEGER, pad BLOB)");
+}
+
+}  // namespace
+
+TEST_CASE("two processes write one database through the catalog's locks") {
+  Cluster c;
+  std::string uri = c.uri("shared.db");
+  create_table(uri);
+  TempDir wa, wb;
+  std::thread other([&] {
+    Outcome o = run_program(worker(), wb.path(), {uri, "insert", "b", "60"});
+    CHECK_MESSAGE(o.exit_status == 0, o.err);
+  });
+  Outcome o = run_program(worker(), wa.path(), {uri, "insert", "a", "60"});
+  CHECK_MESSAGE(o.exit_status == 0, o.err);
+  other.join();
+  SqliteDb db(uri);
+  CHECK(db.query("SELECT tag, count(*), count(DISTINCT i) FROM t GROUP BY tag ORDER BY tag") == "a|60|60\nb|60|60");
+  CHECK(db.query("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journal back") {
+  Cluster c;
+  std::string uri = c.uri("crash.db");
+  create_table(uri);
+  {
+    SqliteDb db(uri);
+    db.run("INSERT INTO t(tag, i, pad) SELECT 'kept', value, randomblob(500) FROM "
+           "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
+  }
+  std::string before;
+  {
+    SqliteDb db(uri);
+    before = db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t");
+  }
+  TempDir wd;
+  std::fflush(stdout);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::string out = (wd / "out.txt").string();
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    std::string w = worker();
+    ::execl(w.c_str(), w.c_str(), uri.c_str(), "hold", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool spilled = false;
+  for (int i = 0; i < 600 && !spilled; ++i) {  // at most a minute
+    spilled = read_file(wd / "out.txt").find("spilled") != std::string::npos;
+    if (!spilled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(spilled);
+
+  SqliteDb db(uri);
+  // The journal is there and not empty: hot, since its writer's lock died with its lease.
+  CHECK(db.query("SELECT pagefile_size('crash.db-journal') > 0") == "1");
+  sqlite3_busy_timeout(db.get(), 20000);
+  CHECK(db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t") == before);
+  CHECK(db.query("SELECT count(*) FROM t WHERE tag = 'lost'") == "0");
+  CHECK(db.query("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("a page server killed mid-transaction gives SQLITE_IOERR, not a hang or corruption") {
+  Cluster c;
+  std::string uri = c.uri("serverdies.db");
+  create_table(uri);
+  SqliteDb db(uri);
+  db.run("INSERT INTO t(tag, i) VALUES('before', 1)");
+  db.run("PRAGMA cache_size=5; BEGIN");
+  db.run("INSERT INTO t(tag, i, pad) SELECT 'during', value, randomblob(2000) FROM "
+         "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 50) SELECT value FROM s)");
+  c.b.kill();  // holds half the pages (stripe placement)
+  int rc = db.exec("INSERT INTO t(tag, i, pad) SELECT 'during', value, randomblob(2000) FROM "
+                   "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 500) SELECT value FROM s)");
+  if (rc == SQLITE_OK) rc = db.exec("COMMIT");
+  INFO(db.error());
+  CHECK((rc & 0xff) == SQLITE_IOERR);
+}
+
+TEST_CASE("pagefile import of a .db, then identical query results through vfs=pagefile; VACUUM INTO") {
+  Cluster c;
+  TempDir work;
+  std::string local = (work / "app.db").string();
+  std::string query = "SELECT k, count(*), sum(length(v)), group_concat(substr(hex(v), 1, 8)) FROM kv GROUP BY k ORDER BY k";
+  std::string expected;
+  {
+    SqliteDb db(local, "unix");
+    db.run("PRAGMA page_size=8192; CREATE TABLE kv(k INTEGER, v BLOB); CREATE INDEX kk ON kv(k);"
+           "INSERT INTO kv SELECT value % 37, randomblob(value % 900) FROM "
+           "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 3000) SELECT value FROM s)");
+    expected = db.query(query);
+  }
+  Outcome o = run_program(binary_from_env("PAGEFILE_ADMIN"), work.path(), {"import", "app.db", "imported.db", "--bus", c.bus});
+  REQUIRE_MESSAGE(o.exit_status == 0, o.err);
+  SqliteDb db(c.uri("imported.db"));
+  CHECK(db.query(query) == expected);
+  CHECK(db.query("PRAGMA page_size") == "8192");
+  CHECK(db.query("PRAGMA integrity_check") == "ok");
+  db.run(fmt::format("VACUUM INTO '{}'", c.uri("vacuumed.db")));
+  SqliteDb copy(c.uri("vacuumed.db"));
+  CHECK(copy.query(query) == expected);
+  CHECK(copy.query("PRAGMA integrity_check") == "ok");
+}
