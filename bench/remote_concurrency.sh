@@ -39,7 +39,7 @@ levels="1 2 4 6 8 12 16 24"
 servers=6
 latency_ms=10
 cache_pages=256
-file_pages=6000
+file_pages=30000
 page_size=8192
 seconds=3
 repeat=3
@@ -144,6 +144,20 @@ start_cluster() {
   done
 }
 
+# restart_cluster PREFIX ARGS...: stops the servers and starts them again over
+# the same directories on the same addresses (so the catalog's records still
+# name them), with ARGS; their caches start empty.
+restart_cluster() {
+  local prefix=$1 i=0 address
+  shift
+  stop_servers
+  IFS=, read -r -a addresses <<< "$bus"
+  for address in "${addresses[@]}"; do
+    start_pagefiled "$prefix-$i" "$address" "$@" > /dev/null
+    i=$((i + 1))
+  done
+}
+
 # The sum of the servers' cache hits and misses ("HITS MISSES").
 cache_counters() {
   if [[ $have_admin == 0 ]]; then echo "0 0"; return; fi
@@ -226,10 +240,14 @@ if want latency; then
   ideal_max=$((servers * 1000 / latency_ms))
   echo "== latency: $servers pagefiled, EMULATED disk latency $latency_ms ms, cache $cache_pages pages each =="
   echo "servers: pagefiled --listen tcp://127.0.0.1:0 --disk-latency $latency_ms --cache-pages $cache_pages (x$servers)"
-  start_cluster lat "$servers" --disk-latency "$latency_ms" --cache-pages "$cache_pages"
+  # Filled without the emulated latency (it would take file_pages / 600 s),
+  # then restarted with it: the caches start empty.
+  start_cluster lat "$servers" --cache-pages "$cache_pages"
   echo "bus: $bus"
   fill_and_warm "$bus" --placement stripe
-  echo "file created with --placement stripe (1 page per unit) and filled (untimed)"
+  restart_cluster lat --disk-latency "$latency_ms" --cache-pages "$cache_pages"
+  echo "file created with --placement stripe (1 page per unit) and filled (untimed, before the servers"
+  echo "were restarted with the emulated latency and empty caches)"
   echo "ideal: one uncached page per server per $latency_ms ms = min(c, $servers) x $((1000 / latency_ms)) pages/s, at most $ideal_max pages/s"
   # The caches hold servers x cache_pages of the file's pages; a random read
   # finds its page there with about that share, and a hit waits for no disk.
@@ -237,26 +255,33 @@ if want latency; then
   echo "the caches hold $((servers * cache_pages)) of the $file_pages pages, so about $(awk -v m="$miss_share" 'BEGIN { printf "%.0f", 100 * (1 - m) }')% of random reads are hits, which wait for no disk:"
   echo "a level can beat its ideal by up to 1 / (share of misses); the misses column is the servers' own count"
   echo "(one run per level, ops sized for ~${seconds} s at the ideal rate with that share of misses)"
-  printf "%-32s %5s %6s %8s %9s %9s %8s %9s %7s %7s\n" "EMULATED ${latency_ms} ms disk" concurrency \
+  echo "schedule trace: reads issued in the trace's order, oldest confirmed first (the paper's experiment);"
+  echo "schedule balanced: pf-replay --schedule balanced, each read chosen among the next 8c of the trace"
+  echo "so that the servers are evenly busy (Client::server_of), still oldest confirmed first"
+  printf "%-26s %8s %5s %6s %8s %9s %9s %8s %9s %7s %7s\n" "EMULATED ${latency_ms} ms disk" schedule concurrency \
     ops seconds ms/page pages/s ideal "%ideal(c)" "%$ideal_max" misses
   for level in $levels; do
     busy=$((level < servers ? level : servers))
     ideal=$((busy * 1000 / latency_ms))
     ops=$(ops_for_rate "$(awk -v i="$ideal" -v m="$miss_share" 'BEGIN { print (m > 0) ? i / m : i }')" 100)
-    random_trace "emulated${latency_ms}ms-read-c$level.trace" "$ops" "$level"
-    before=$(cache_counters "$bus")
-    row=$(replay "emulated${latency_ms}ms-read-c$level.trace" "$bus" "$level")
-    after=$(cache_counters "$bus")
-    rate=$(field "$row" pages_per_s)
-    read -r h0 m0 <<< "$before"
-    read -r h1 m1 <<< "$after"
-    miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
-      'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.0f%%", 100 * m / (h + m) }')
-    printf "%-32s %5s %6s %8.2f %9.3f %9.1f %8d %8.1f%% %6.1f%% %7s\n" \
-      "EMULATED ${latency_ms} ms disk" "$level" "$ops" "$(field "$row" seconds)" \
-      "$(field "$row" ms_per_page)" "$rate" "$ideal" \
-      "$(awk -v r="$rate" -v i="$ideal" 'BEGIN { print 100 * r / i }')" \
-      "$(awk -v r="$rate" -v i="$ideal_max" 'BEGIN { print 100 * r / i }')" "$miss"
+    for schedule in trace balanced; do
+      seed=$level
+      [[ $schedule == balanced ]] && seed=$((level + 1000))
+      random_trace "emulated${latency_ms}ms-read-c$level-$schedule.trace" "$ops" "$seed"
+      before=$(cache_counters "$bus")
+      row=$(replay "emulated${latency_ms}ms-read-c$level-$schedule.trace" "$bus" "$level" --schedule "$schedule")
+      after=$(cache_counters "$bus")
+      rate=$(field "$row" pages_per_s)
+      read -r h0 m0 <<< "$before"
+      read -r h1 m1 <<< "$after"
+      miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
+        'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.0f%%", 100 * m / (h + m) }')
+      printf "%-26s %8s %5s %6s %8.2f %9.3f %9.1f %8d %8.1f%% %6.1f%% %7s\n" \
+        "EMULATED ${latency_ms} ms disk" "$schedule" "$level" "$ops" "$(field "$row" seconds)" \
+        "$(field "$row" ms_per_page)" "$rate" "$ideal" \
+        "$(awk -v r="$rate" -v i="$ideal" 'BEGIN { print 100 * r / i }')" \
+        "$(awk -v r="$rate" -v i="$ideal_max" 'BEGIN { print 100 * r / i }')" "$miss"
+    done
   done
   stop_servers
   echo

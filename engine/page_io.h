@@ -33,6 +33,12 @@ class PageIo {
   virtual void read_async(int64_t page, std::span<std::byte> out, ReadDone done) = 0;
   virtual void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) = 0;
 
+  // The index, among the file's servers, of the one holding `page`.
+  virtual uint32_t server_index(int64_t page) const {
+    (void)page;
+    return 0;  // a local file has one home
+  }
+
   // Blocking operations; the caller orders them against the page requests.
   virtual Status sync() = 0;
   virtual Status truncate(int64_t pages) = 0;

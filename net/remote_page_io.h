@@ -64,6 +64,7 @@ class RemotePageIo final : public PageIo {
   // Moves this client's lock to `level` (SQLite's levels). kBusy when the
   // catalog refuses; the level held then is level_held().
   Status set_lock_level(LockLevel level) override;
+  uint32_t server_index(int64_t page) const override { return static_cast<uint32_t>(placement_.server_for(page)); }
   LockLevel level_held() const;
   // Asks the catalog (renewing nothing it would not renew anyway) whether
   // another owner holds kReserved or above.

@@ -365,3 +365,40 @@ TEST_CASE("syncs of one descriptor from several threads all wait for durability"
   CHECK(failures.load() == 0);
   check_all(*client, *fd, 80, 4096, 9);
 }
+
+TEST_CASE("server_of names the server of a page as the file's placement does") {
+  TempDir dir;
+  auto client = start_client("inproc:3", dir);
+  auto striped = client->open("striped", remote(Placement::kStripe, 2));
+  REQUIRE_OK(striped);
+  // Round-robin in units of two pages over three servers.
+  for (int64_t page = 0; page < 24; ++page) {
+    CAPTURE(page);
+    auto server = client->server_of(*striped, page);
+    REQUIRE_OK(server);
+    CHECK(*server == static_cast<uint32_t>((page / 2) % 3));
+  }
+  // Hashed: every server gets some of 300 pages, and the answer is stable.
+  auto hashed = client->open("hashed", remote(Placement::kHash));
+  REQUIRE_OK(hashed);
+  std::vector<int> per_server(3);
+  for (int64_t page = 0; page < 300; ++page) {
+    auto server = client->server_of(*hashed, page);
+    REQUIRE_OK(server);
+    REQUIRE(*server < 3);
+    ++per_server[*server];
+    auto again = client->server_of(*hashed, page);
+    REQUIRE_OK(again);
+    CHECK(*again == *server);
+  }
+  for (int n : per_server) CHECK(n > 50);
+  // A local file has one home; bad pages and descriptors are refused.
+  auto local = client->open("local", {.create = true});
+  REQUIRE_OK(local);
+  auto home = client->server_of(*local, 5);
+  REQUIRE_OK(home);
+  CHECK(*home == 0);
+  CHECK_CODE(client->server_of(*striped, -1).status(), Code::kInvalidArgument);
+  CHECK_CODE(client->server_of(Fd{999}, 0).status(), Code::kInvalidArgument);
+  CHECK_OK(client->stop());
+}

@@ -4,6 +4,7 @@
 // binaries come from PF_REPLAY, PAGEFILE_ADMIN and PAGEFILED (set by
 // tests/tools/meson.build).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,38 @@ TEST_CASE("pf-replay against two pagefiled processes on loopback") {
 
   CHECK(first.stop() == 0);
   CHECK(second.stop() == 0);
+}
+
+TEST_CASE("pf-replay --schedule balanced reorders runs of reads only, and every page still checks") {
+  pagefile::test::TempDir dir;
+  generate_traces(dir.path());
+  std::vector<std::unique_ptr<pagefile::test::ServerProcess>> servers;
+  std::string bus;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<pagefile::test::ServerProcess>(
+        "tcp://127.0.0.1:0", dir / fmt::format("server-{}", i)));
+    bus += (bus.empty() ? "" : ",") + servers.back()->address();
+  }
+  run_clean(dir.path(), {"fill.trace", "--bus", bus, "--concurrency", "12"});
+  // Reads only: one run of 1000 reads, issued out of trace order.
+  Outcome read = run_clean(dir.path(), {"read.trace", "--bus", bus, "--concurrency", "6",
+                                        "--schedule", "balanced"});
+  CHECK(read.out.find("1000 pages (1000 reads, 0 writes)") != std::string::npos);
+  CHECK(read.out.find("reads found 1000 stamped pages, 0 zero pages, 0 beyond the end") !=
+        std::string::npos);
+  // Reads and writes mixed: a read after a write of its page must see it, so
+  // only the reads between two writes may move; every read is checked
+  // against the version the trace implies.
+  for (const char* concurrency : {"1", "12"}) {
+    CAPTURE(concurrency);
+    Outcome mix = run_clean(dir.path(), {"mix.trace", "--bus", bus, "--concurrency", concurrency,
+                                         "--schedule", "balanced"});
+    CHECK(mix.out.find("1500 pages") != std::string::npos);
+  }
+  Outcome bad = pf_replay(dir.path(), {"run", "read.trace", "--bus", bus, "--schedule", "fastest"});
+  CHECK(bad.exit_status == 2);
+  CHECK(bad.err.find("--schedule") != std::string::npos);
+  for (auto& server : servers) CHECK(server->stop() == 0);
 }
 
 }  // namespace

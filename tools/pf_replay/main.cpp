@@ -187,6 +187,13 @@ int main(int argc, char** argv) {
                    "tickets kept outstanding, and the client's concurrency level")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  std::string schedule = "trace";
+  run_command
+      ->add_option("--schedule", schedule,
+                   "trace: issue in the trace's order; balanced: issue each run of reads of a file "
+                   "so that its servers are evenly busy (a read-only run may be reordered)")
+      ->check(CLI::IsMember({"trace", "balanced"}))
+      ->capture_default_str();
   run_command->add_option("--page-size", replay.page_size,
                           "page size of every open, instead of the trace's");
   run_command->add_option("--csv", csv_path,
@@ -208,6 +215,7 @@ int main(int argc, char** argv) {
     return run_generate(generate);
   }
   replay.dir = dir;
+  replay.schedule = schedule == "balanced" ? pf_replay::Schedule::kBalanced : pf_replay::Schedule::kTrace;
   if (*bus_option) {
     replay.location = pagefile::Location::kRemote;
     replay.bus = bus;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -76,6 +77,7 @@ struct Pending {
   Expectation expect;      // reads
   uint64_t version = 0;    // writes
   size_t buffer = 0;       // reads: index into Replayer::read_buffers_
+  std::optional<uint32_t> server;  // Schedule::kBalanced: counted in server_load_
 };
 
 class Replayer {
@@ -91,9 +93,15 @@ class Replayer {
                   static_cast<int64_t>(trace.ops.size()), "ops") {}
 
   void run() {
-    for (const TraceOp& op : trace_.ops) {
-      ++stats_.ops;
+    for (size_t i = 0; i < trace_.ops.size(); ++i) {
+      const TraceOp& op = trace_.ops[i];
       FileState& file = files_[op.file];
+      if (options_.schedule == Schedule::kBalanced && op.kind == OpKind::kRead && file.fd &&
+          file.failed_open_line == 0) {
+        i = issue_reads_balanced(i) - 1;
+        continue;
+      }
+      ++stats_.ops;
       if (op.kind == OpKind::kOpen) {
         file.failed_open_line = 0;
         open(op, file);
@@ -199,6 +207,55 @@ class Replayer {
     if (op.kind == OpKind::kClose) file.failed_open_line = 0;
   }
 
+  // Schedule::kBalanced. Issues the run of consecutive reads of one file
+  // that starts at trace_.ops[first], not in trace order but each time the
+  // read, among the next 8 x concurrency of the run, whose server has the
+  // fewest of this driver's requests in flight (and of those, the server
+  // given a request longest ago, which frees up first), so no server idles
+  // while another has a queue. Reads change nothing, so their order within
+  // the run is free; the run ends at any other operation. Returns the index
+  // after the run.
+  size_t issue_reads_balanced(size_t first) {
+    const uint32_t file_index = trace_.ops[first].file;
+    FileState& file = files_[file_index];
+    size_t end = first;
+    while (end < trace_.ops.size() && trace_.ops[end].kind == OpKind::kRead &&
+           trace_.ops[end].file == file_index) {
+      ++end;
+    }
+    const size_t lookahead = std::max<size_t>(8, 8 * size_t{options_.concurrency});
+    struct Waiting {
+      size_t op;
+      uint32_t server;
+    };
+    std::vector<Waiting> waiting;  // reads of the run not yet issued, in trace order
+    size_t next = first;
+    while (next < end || !waiting.empty()) {
+      while (waiting.size() < lookahead && next < end) {
+        // A page the client cannot place goes first; its read reports why.
+        Result<uint32_t> server = client_.server_of(*file.fd, trace_.ops[next].page);
+        waiting.push_back({next++, server ? *server : 0});
+      }
+      make_room();
+      size_t best = 0;
+      std::pair<uint32_t, uint64_t> best_key{UINT32_MAX, UINT64_MAX};
+      for (size_t k = 0; k < waiting.size(); ++k) {
+        const ServerLoad& load = server_load_[waiting[k].server];
+        std::pair<uint32_t, uint64_t> key{load.in_flight, load.last_issue};
+        if (key < best_key) {
+          best = k;
+          best_key = key;
+        }
+      }
+      const TraceOp& op = trace_.ops[waiting[best].op];
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(best));
+      ++stats_.ops;
+      issue_read(op, file);
+      progress_.update(stats_.ops);
+    }
+    return end;
+  }
+
   // Frees a slot of the window: confirms the oldest outstanding ticket when
   // `concurrency` of them are outstanding.
   void make_room() {
@@ -238,6 +295,14 @@ class Replayer {
     ++stats_.reads;
     stats_.bytes += file.page_size;
     read.ticket = *ticket;
+    if (options_.schedule == Schedule::kBalanced) {
+      if (auto server = client_.server_of(*file.fd, op.page)) {
+        read.server = *server;
+        ServerLoad& load = server_load_[*server];
+        ++load.in_flight;
+        load.last_issue = ++reads_issued_;
+      }
+    }
     pending_.push_back(read);
   }
 
@@ -287,6 +352,7 @@ class Replayer {
 
   void confirm(const Pending& entry) {
     FileState& file = files_[entry.file];
+    if (entry.server) --server_load_[*entry.server].in_flight;
     if (entry.kind == OpKind::kWrite) {
       Status s = client_.write_confirm(entry.ticket);
       if (!s) {
@@ -416,6 +482,14 @@ class Replayer {
   std::vector<FileState> files_;
   pagefile::tools::ProgressLine progress_;
   std::deque<Pending> pending_;
+  // Schedule::kBalanced: per server, this driver's reads in flight and the
+  // number of the last read issued to it.
+  struct ServerLoad {
+    uint32_t in_flight = 0;
+    uint64_t last_issue = 0;
+  };
+  std::map<uint32_t, ServerLoad> server_load_;
+  uint64_t reads_issued_ = 0;
   std::vector<std::vector<std::byte>> read_buffers_;
   std::vector<size_t> free_buffers_;
   std::vector<std::byte> write_buffer_;

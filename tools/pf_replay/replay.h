@@ -44,6 +44,13 @@
 
 namespace pf_replay {
 
+// The order in which the driver issues the trace's operations.
+enum class Schedule : uint8_t {
+  kTrace,     // exactly the trace's order (the paper's experiment)
+  kBalanced,  // a run of reads of one file in the order that keeps the file's
+              // servers evenly busy (Client::server_of); all else in trace order
+};
+
 struct ReplayOptions {
   // ClientOptions::local_dir: where the trace's file names are resolved
   // (local files only).
@@ -59,6 +66,7 @@ struct ReplayOptions {
   uint32_t stripe_pages = 1;
   // Tickets the driver keeps outstanding, and the client's concurrency level.
   uint32_t concurrency = 1;
+  Schedule schedule = Schedule::kTrace;
   // When non-zero, the page size of every open instead of the trace's.
   uint32_t page_size = 0;
   // The version of the trace's first write is version_base + 1. 0 means the
