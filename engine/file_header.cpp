@@ -45,7 +45,7 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   put_le<uint32_t>(out, kHeaderSizeAt, static_cast<uint32_t>(kHeaderSize));
   put_le<int64_t>(out, kCreatedAt, header.created_unix_ns);
   if (policy_name(header.policy) != access_type_name(header.policy.access)) {
-    std::string_view name = header.policy.name.substr(0, kMaxPolicyNameLength);
+    std::string_view name = std::string_view(header.policy.name).substr(0, kMaxPolicyNameLength);
     put_le<uint8_t>(out, kPolicyNameAt, static_cast<uint8_t>(name.size()));
     std::memcpy(out.data() + kPolicyNameAt + 1, name.data(), name.size());
   }
