@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job. Local Pagefiles: a tour of the API (pf-demo), then the
+# The main job. SQLite first: the sqlite3 shell with the pagefile VFS on the
+# embedded default (scripts/demo_sqlite.sh). Local Pagefiles: a tour of the API (pf-demo), then the
 # workload-replay driver filling a 16 MiB file and replaying a random trace
 # over it at concurrency 1 and 12. Remote Pagefiles: the same traces on the
 # embedded default (4 in-process page servers), then on 3 pagefiled processes
@@ -14,6 +15,9 @@ export PAGEFILE_HOME="$work/embedded"
 replay="$build/tools/pf-replay"
 admin="$build/tools/pagefile"
 
+bash "$(dirname "$0")/demo_sqlite.sh" "$build" "$work/sqlite"
+
+echo
 echo "== pf-demo: the C++ API on a local Pagefile"
 "$build/tools/pf-demo" --dir "$work/api" --pages 512 --concurrency 8
 
