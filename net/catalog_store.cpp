@@ -18,7 +18,9 @@ namespace {
 // another program's SQLite database is told apart from an empty one: "PGFC".
 constexpr int32_t kApplicationId = 0x50474643;
 // The schema this build reads and writes (PRAGMA user_version).
-constexpr int32_t kSchemaVersion = 1;
+// Version 2 added policy_name; a version 1 catalog is brought up to it when
+// opened.
+constexpr int32_t kSchemaVersion = 2;
 // Another process (an operator's sqlite3 shell) may hold the database for a
 // moment; waiting this long beats failing a client's open.
 constexpr int kBusyTimeoutMs = 2000;
@@ -35,7 +37,8 @@ CREATE TABLE files(
   access TEXT NOT NULL,
   min_pages INTEGER NOT NULL,
   max_pages INTEGER NOT NULL,
-  created_ns INTEGER NOT NULL
+  created_ns INTEGER NOT NULL,
+  policy_name TEXT NOT NULL DEFAULT ''
 );
 -- next_id only grows, so an id is never given to a second file, even after
 -- the first is removed.
@@ -45,7 +48,14 @@ INSERT INTO meta(key, value) VALUES ('next_id', 1);
 
 constexpr const char* kColumns =
     "name, id, page_size, size_pages, placement, stripe_pages, servers, access, min_pages, "
-    "max_pages, created_ns";
+    "max_pages, created_ns, policy_name";
+
+// Version 1 to 2: the policy's name (a custom policy, or global-sequential),
+// empty for the files recorded before it, which meant their access type.
+constexpr const char* kUpgradeFrom1 = R"sql(
+ALTER TABLE files ADD COLUMN policy_name TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 2;
+)sql";
 
 // The Status for SQLite result `rc`, with the connection's own message.
 Status sqlite_status(sqlite3* db, int rc, std::string_view what, std::string_view operation) {
@@ -263,6 +273,8 @@ Result<FileRecord> read_record(const Statement& row) {
   r.policy.min_pages = static_cast<uint32_t>(min_pages);
   r.policy.max_pages = static_cast<uint32_t>(max_pages);
   r.created_unix_ns = row.int64(10);
+  r.policy.name = row.text(11);
+  if (!r.policy.name.empty() && !check_policy_name(r.policy.name)) return damaged("policy name", r.policy.name);
   return r;
 }
 
@@ -343,6 +355,18 @@ Status check_catalog(sqlite3* db, std::string_view what) {
         what, fmt::format("catalog schema version {} is newer than this build's {}",
                           id->user_version, kSchemaVersion));
   }
+  if (id->user_version == 1) {
+    Transaction tx(db);
+    if (Status s = tx.begin(what); !s) return s;
+    // Under the write lock: another process may have upgraded it meanwhile.
+    auto again = read_identity(db, what);
+    if (!again) return again.status();
+    if (again->user_version == 1) {
+      if (Status s = exec(db, kUpgradeFrom1, what, "upgrade schema 1 to 2"); !s) return s;
+    }
+    if (Status s = tx.commit(what); !s) return s;
+    id->user_version = kSchemaVersion;
+  }
   if (id->user_version != kSchemaVersion) {
     return Status::corruption(
         what, fmt::format("catalog schema version {} is unknown", id->user_version));
@@ -419,7 +443,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
                                .count();
 
   auto insert = Statement::prepare(
-      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                        kColumns),
       what);
   if (!insert) return insert.status();
@@ -434,6 +458,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   insert->bind(9, int64_t{record.policy.min_pages});
   insert->bind(10, int64_t{record.policy.max_pages});
   insert->bind(11, record.created_unix_ns);
+  insert->bind(12, record.policy.name);
   if (Status s = insert->run(what, fmt::format("insert '{}'", record.name)); !s) return s;
 
   auto bump = Statement::prepare(db_, "UPDATE meta SET value = value + 1 WHERE key = 'next_id'", what);

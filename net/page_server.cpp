@@ -24,6 +24,7 @@
 #include "net/catalog_store.h"
 #include "net/lease_table.h"
 #include "net/pagefile.capnp.h"
+#include "net/server_pool.h"
 #include "net/io_thread.h"
 #include "net/wire_convert.h"
 
@@ -44,95 +45,6 @@ struct Span {
   bool overlaps(const Span& o) const { return file == o.file && first < o.last && o.first < last; }
 };
 
-// An LRU cache of pages, keyed by (file, page).
-class PageCache {
- public:
-  explicit PageCache(uint64_t capacity) : capacity_(capacity) {}
-
-  bool get(uint64_t file, int64_t page, std::span<std::byte> out) {
-    std::lock_guard lock(mu_);
-    auto it = index_.find(Key{file, page});
-    if (it == index_.end()) return false;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    std::memcpy(out.data(), it->second->data.data(), out.size());
-    return true;
-  }
-
-  // Copies pages [first, first + count) into `out` when every one of them is
-  // cached, else copies nothing and returns false: all or nothing under one
-  // lock, so an eviction cannot leave half an answer.
-  bool get_run(uint64_t file, int64_t first, uint32_t count, size_t page_size, std::span<std::byte> out) {
-    std::lock_guard lock(mu_);
-    std::vector<std::list<Entry>::iterator> found;
-    found.reserve(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      auto it = index_.find(Key{file, first + i});
-      if (it == index_.end()) return false;
-      found.push_back(it->second);
-    }
-    for (uint32_t i = 0; i < count; ++i) {
-      lru_.splice(lru_.begin(), lru_, found[i]);
-      std::memcpy(out.data() + i * page_size, found[i]->data.data(), page_size);
-    }
-    return true;
-  }
-
-  void put(uint64_t file, int64_t page, std::span<const std::byte> data) {
-    if (capacity_ == 0) return;
-    std::lock_guard lock(mu_);
-    auto it = index_.find(Key{file, page});
-    if (it != index_.end()) {
-      it->second->data.assign(data.begin(), data.end());
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return;
-    }
-    if (index_.size() >= capacity_) {
-      index_.erase(lru_.back().key);
-      lru_.pop_back();
-    }
-    lru_.push_front(Entry{Key{file, page}, std::vector<std::byte>(data.begin(), data.end())});
-    index_.emplace(Key{file, page}, lru_.begin());
-  }
-
-  // Forgets pages of `file` at and beyond `from`.
-  void drop(uint64_t file, int64_t from) {
-    std::lock_guard lock(mu_);
-    for (auto it = lru_.begin(); it != lru_.end();) {
-      if (it->key.file == file && it->key.page >= from) {
-        index_.erase(it->key);
-        it = lru_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  uint64_t size() const {
-    std::lock_guard lock(mu_);
-    return index_.size();
-  }
-
- private:
-  struct Key {
-    uint64_t file;
-    int64_t page;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.file * 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(k.page));
-    }
-  };
-  struct Entry {
-    Key key;
-    std::vector<std::byte> data;
-  };
-  const uint64_t capacity_;
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-};
-
 struct Counters {
   std::atomic<uint64_t> requests{0}, pages_read{0}, pages_written{0}, cache_hits{0},
       cache_misses{0}, disk_reads{0}, disk_writes{0}, syncs{0}, bytes_in{0}, bytes_out{0},
@@ -147,7 +59,7 @@ class Session;
 class PageServer::Impl {
  public:
   explicit Impl(const ServerOptions& options)
-      : options_(options), pool_(options.threads), cache_(options.cache_pages) {}
+      : options_(options), pool_(options.threads), cache_(options.cache_pages, options.prefetch_pages) {}
 
   Status start(const Address& address, InprocHub* hub);
   void stop();
@@ -169,7 +81,18 @@ class PageServer::Impl {
   std::unique_ptr<Listener> listener_;
 
   Counters counters_;
-  PageCache cache_;
+  ServerPool cache_;
+
+  // A global-sequential file's sliding window (TOPs 2.2): pages up to
+  // read_through have been read from disk in ascending order. `fill` is held
+  // while the window moves, so one window read finishes before the next
+  // starts and the disk sees one ascending run.
+  struct Window {
+    std::mutex fill;
+    int64_t read_through = -1;  // GUARDED_BY(fill)
+  };
+  std::mutex windows_mu_;
+  std::map<uint64_t, std::shared_ptr<Window>> windows_;  // GUARDED_BY(windows_mu_)
 
   std::mutex disk_arm_;  // the emulated disk: one access at a time
   mutable std::mutex log_mu_;
@@ -200,6 +123,17 @@ class PageServer::Impl {
   Status open_catalog();
   void fill_stats(wire::ServerStats::Builder out) const;
   void hold_disk_arm();
+  std::shared_ptr<Window> window(uint64_t file_id);
+  // The file's pages at and beyond `pages` are gone: a window past them
+  // moves back so that they are read again when they come back.
+  void reset_window(uint64_t file_id, int64_t pages);
+  // Reads `page` (a miss) from disk, logs it, and hands it to the pool.
+  // REQUIRES: disk_arm_ held.
+  Status read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out);
+  // A miss of a global-sequential file: moves the window past `page` when
+  // it is beyond it, reading ahead in ascending order, else reads the page.
+  Status read_global_sequential(LocalPagefile& file, wire::Share::Reader share, int64_t page,
+                                std::span<std::byte> out);
 };
 
 namespace {
@@ -305,6 +239,7 @@ void Session::on_frame(Frame frame) {
         job.span = {request.getDropShare().getFileId() + 1, 0, kWholeFile};
         break;
       case wire::Request::PING:
+      case wire::Request::DISK_READ_LOG:
       case wire::Request::STATS: job.span = {}; break;  // touches nothing
       default: job.span = {0, 0, kWholeFile}; break;    // the catalog, one at a time
     }
@@ -463,8 +398,10 @@ bool PageServer::Impl::read_cached(wire::Request::Reader request, Connection& co
     response.setId(request.getId());
     response.setVersion(wire::PROTOCOL_VERSION);
     auto data = response.initPages(count * page_size);
-    if (!cache_.get_run(req.getShare().getFileId(), req.getPage(), count, page_size,
-                        std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
+    uint64_t file_id = req.getShare().getFileId();
+    cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
+    if (!cache_.read_run(file_id, req.getPage(), count, page_size,
+                         std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
       return false;
     }
     counters_.pages_read += count;
@@ -563,11 +500,14 @@ Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::
   uint32_t page_size = req.getShare().getPageSize();
   auto file = share(file_id, page_size, /*create=*/false);
   if (!file && !file.status().is(Code::kNotFound)) return file.status();
+  bool global_sequential =
+      cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr())) ==
+      kGlobalSequential;
   for (uint32_t i = 0; i < req.getCount(); ++i) {
     int64_t page = req.getPage() + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
     counters_.pages_read++;
-    if (cache_.get(file_id, page, buffer)) {
+    if (cache_.read(file_id, page, buffer)) {
       counters_.cache_hits++;
       continue;
     }
@@ -576,19 +516,115 @@ Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::
       std::memset(buffer.data(), 0, buffer.size());
       continue;
     }
+    if (global_sequential && cache_.enabled()) {
+      if (Status s = read_global_sequential(**file, req.getShare(), page, buffer); !s) return s;
+      continue;
+    }
     // The disk access and the cache update happen under the arm, so a write
     // or truncate of the page cannot slip between them and leave the cache
     // holding what the disk no longer does.
     std::lock_guard arm(disk_arm_);
     hold_disk_arm();
-    auto r = (*file)->read_page(page, buffer);
-    if (!r) return r.status();
-    counters_.disk_reads++;
-    cache_.put(file_id, page, buffer);
-    std::lock_guard log(log_mu_);
-    disk_read_log_.emplace_back(file_id, page);
-    if (disk_read_log_.size() > (1u << 20)) disk_read_log_.pop_front();
+    if (Status s = read_from_disk(**file, file_id, page, buffer); !s) return s;
+    cache_.fill(file_id, page, buffer);
   }
+  return Status::ok();
+}
+
+Status PageServer::Impl::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page,
+                                        std::span<std::byte> out) {
+  auto r = file.read_page(page, out);
+  if (!r) return r.status();
+  counters_.disk_reads++;
+  std::lock_guard log(log_mu_);
+  disk_read_log_.emplace_back(file_id, page);
+  if (disk_read_log_.size() > (1u << 20)) disk_read_log_.pop_front();
+  return Status::ok();
+}
+
+void PageServer::Impl::reset_window(uint64_t file_id, int64_t pages) {
+  std::shared_ptr<Window> w;
+  {
+    std::lock_guard lock(windows_mu_);
+    auto it = windows_.find(file_id);
+    if (it == windows_.end()) return;
+    w = it->second;
+  }
+  std::lock_guard fill(w->fill);
+  w->read_through = std::min(w->read_through, pages - 1);
+}
+
+std::shared_ptr<PageServer::Impl::Window> PageServer::Impl::window(uint64_t file_id) {
+  std::lock_guard lock(windows_mu_);
+  auto& w = windows_[file_id];
+  if (!w) w = std::make_shared<Window>();
+  return w;
+}
+
+// The window of TOPs 2.2. A miss at `page` beyond the window reads every
+// page of this server's share from the window's end up to page + k in
+// ascending order, as one disk access (one seek, then a run the emulated
+// disk takes as free), keeps the pages other readers will ask for (pinned
+// until read), and moves the window. Readers of pages inside a window being
+// read wait for it and then hit. A miss behind the window (its page was
+// evicted, or written and tossed) is an ordinary read.
+//
+// Worked example, k = 4, one server, clients A (0,3,6..), B (1,4,7..) and
+// C (2,5,8..): B's miss at 1 reads 0..5; A and C find 0 and 2 in the pool;
+// A's miss at... never comes: 3, 4 and 5 are there too; C's read of 8
+// (beyond 5) reads 6..12. The disk sees 0,1,..,12 in order, each once.
+Status PageServer::Impl::read_global_sequential(LocalPagefile& file, wire::Share::Reader share, int64_t page,
+                                                std::span<std::byte> out) {
+  uint64_t file_id = share.getFileId();
+  auto w = window(file_id);
+  std::lock_guard fill(w->fill);
+  // It may have come in while this reader waited for the window.
+  if (cache_.read(file_id, page, out, /*count=*/false)) return Status::ok();
+  std::lock_guard arm(disk_arm_);
+  hold_disk_arm();
+  if (page <= w->read_through) {
+    if (Status s = read_from_disk(file, file_id, page, out); !s) return s;
+    cache_.fill(file_id, page, out);
+    return Status::ok();
+  }
+  // Which pages are this server's: with placement stripe, unit s over n
+  // servers, page p is on server (p / s) % n. Unknown (hash placement, or an
+  // older client): the pages asked for only, no read-ahead.
+  uint32_t unit = share.getStripePages();
+  uint32_t servers = share.getServerCount();
+  uint32_t index = share.getServerIndex();
+  bool known = unit > 0 && servers > 0 && index < servers;
+  auto mine = [&](int64_t p) {
+    return known && static_cast<uint64_t>(p / unit) % servers == index;
+  };
+  auto size = file.size_pages();
+  if (!size) return size.status();
+  int64_t last = known ? std::min(page + options_.prefetch_pages, *size - 1) : page;
+  // Pages fetched ahead that no reader has had yet stay pinned; a file may
+  // hold at most half the pool that way, so a reader that never comes
+  // cannot starve the other files.
+  uint64_t room = cache_.capacity() / 2;
+  std::vector<std::byte> buffer(out.size());
+  int64_t through = page;
+  for (int64_t p = std::max(w->read_through + 1, int64_t{0}); p <= last; ++p) {
+    if (p != page && !mine(p)) continue;
+    if (p > page && cache_.pages_of(file_id) >= room) break;
+    if (p == page) {
+      if (Status s = read_from_disk(file, file_id, p, out); !s) return s;
+      through = p;
+      continue;
+    }
+    if (cache_.contains(file_id, p)) {
+      through = p;
+      continue;  // written since, and still held
+    }
+    if (Status s = read_from_disk(file, file_id, p, buffer); !s) return s;
+    // Behind `page`: its reader is coming; ahead: stop once the pool will
+    // not keep more.
+    if (!cache_.fill_prefetched(file_id, p, buffer) && p > page) break;
+    through = p;
+  }
+  w->read_through = std::max(w->read_through, through);
   return Status::ok();
 }
 
@@ -603,6 +639,7 @@ Status PageServer::Impl::write_pages(wire::WritePages::Reader req) {
   }
   auto file = share(file_id, page_size, /*create=*/true);
   if (!file) return file.status();
+  cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
   size_t pages = data.size() / page_size;
   for (size_t i = 0; i < pages; ++i) {
     int64_t page = req.getPage() + static_cast<int64_t>(i);
@@ -613,7 +650,7 @@ Status PageServer::Impl::write_pages(wire::WritePages::Reader req) {
       hold_disk_arm();
       if (Status s = (*file)->write_page(page, bytes); !s) return s;
       counters_.disk_writes++;
-      cache_.put(file_id, page, bytes);
+      cache_.write(file_id, page, bytes);
     }
     counters_.pages_written++;
   }
@@ -639,6 +676,7 @@ Status PageServer::Impl::truncate_share(wire::TruncateShare::Reader req) {
     cache_.drop(file_id, req.getPages());
     if (Status s = (*file)->truncate(req.getPages()); !s) return s;
   }
+  reset_window(file_id, req.getPages());  // after the arm: a window read takes the two the other way
   return options_.sync == SyncMode::kFdatasync ? (*file)->sync() : Status::ok();
 }
 
@@ -649,6 +687,7 @@ Status PageServer::Impl::drop_share(wire::Share::Reader req) {
     shares_.erase(file_id);
   }
   cache_.drop(file_id, 0);
+  reset_window(file_id, 0);
   Status s = LocalPagefile::unlink(options_.dir / "shares" / fmt::format("{}.pf", file_id));
   return s.is(Code::kNotFound) ? Status::ok() : s;
 }
@@ -796,6 +835,20 @@ void PageServer::Impl::fill_stats(wire::ServerStats::Builder out) const {
   out.setCachePages(c.cache_pages);
   out.setDiskLatencyUs(static_cast<uint32_t>(options_.disk_latency.count()));
   out.setUnconfirmedWriteBytes(c.unconfirmed_write_bytes);
+  out.setCacheCapacity(cache_.capacity());
+  out.setPrefetchPages(options_.prefetch_pages);
+  auto all = cache_.stats();
+  auto files = out.initFiles(static_cast<unsigned>(all.size()));
+  for (unsigned i = 0; i < all.size(); ++i) {
+    files[i].setFileId(all[i].file_id);
+    files[i].setPolicy(all[i].policy);
+    files[i].setHits(all[i].counters.hits);
+    files[i].setMisses(all[i].counters.misses);
+    files[i].setPrefetchUsed(all[i].counters.prefetch_used);
+    files[i].setPrefetchWasted(all[i].counters.prefetch_wasted);
+    files[i].setEvictions(all[i].counters.evictions);
+    files[i].setPages(all[i].counters.pages);
+  }
 }
 
 void PageServer::Impl::execute(wire::Request::Reader request,
@@ -842,12 +895,25 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       break;
     case wire::Request::DROP_SHARE: s = drop_share(request.getDropShare()); break;
     case wire::Request::STATS: fill_stats(response.initStats()); break;
+    case wire::Request::DISK_READ_LOG: {
+      // The newest entries that fit a frame (16 bytes each and a word of
+      // list overhead).
+      constexpr size_t kMost = kMaxFrameBytes / 2 / 24;
+      std::lock_guard lock(log_mu_);
+      size_t skip = disk_read_log_.size() > kMost ? disk_read_log_.size() - kMost : 0;
+      auto log = response.initDiskReadLog(static_cast<unsigned>(disk_read_log_.size() - skip));
+      for (size_t i = skip; i < disk_read_log_.size(); ++i) {
+        log[static_cast<unsigned>(i - skip)].setFileId(disk_read_log_[i].first);
+        log[static_cast<unsigned>(i - skip)].setPage(disk_read_log_[i].second);
+      }
+      break;
+    }
     default: s = catalog_request(request, response); break;
   }
   if (!s) {
     to_wire(s, response.initError());
   } else if (response.isPages() || response.isFile() || response.isFiles() || response.isStats() ||
-             response.isLockState() || response.isLocks()) {
+             response.isLockState() || response.isLocks() || response.isDiskReadLog()) {
     // the handler filled in its answer
   } else {
     response.setOk();
@@ -871,6 +937,12 @@ Address PageServer::address() const { return impl_->address_; }
 void PageServer::stop() { impl_->stop(); }
 
 ServerCounters PageServer::counters() const { return impl_->snapshot(); }
+
+std::vector<ServerFileCounters> PageServer::file_counters() const {
+  std::vector<ServerFileCounters> out;
+  for (auto& f : impl_->cache_.stats()) out.push_back({f.file_id, f.policy, f.counters});
+  return out;
+}
 
 std::vector<std::pair<uint64_t, int64_t>> PageServer::disk_read_log() const {
   std::lock_guard lock(impl_->log_mu_);

@@ -16,7 +16,13 @@
 // Emulated disk: with disk_latency > 0, every page access that misses the
 // server's cache holds the one "disk arm" for that long before it runs, so a
 // server does at most 1/disk_latency uncached accesses per second, however
-// many threads it has. Off by default; reports that use it say so.
+// many threads it has. A global-sequential window read (net/server_pool.h)
+// is one access: a seek, then an ascending run taken as free. Off by
+// default; reports that use it say so.
+//
+// Buffer pool: `cache_pages` pages under each file's policy, named by the
+// clients in their requests (net/server_pool.h); per-file counters in
+// file_counters() and the STATS answer.
 //
 // Thread-safety: start/stop from one thread; stats() from any.
 #pragma once
@@ -25,9 +31,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "net/address.h"
 #include "net/transport.h"
+#include "pagefile/pagefile.h"
 #include "pagefile/status.h"
 
 namespace pagefile::net {
@@ -41,7 +50,10 @@ enum class SyncMode : uint8_t {
 struct ServerOptions {
   std::filesystem::path dir;           // shares under dir/shares, catalog at dir/catalog.db
   uint32_t threads = 8;                // page-work threads
-  uint64_t cache_pages = 1024;         // server cache, in pages (0: no cache)
+  uint64_t cache_pages = 1024;         // server buffer pool, in pages (0: no pool)
+  // The k of a global-sequential file's prefetch window: a miss beyond the
+  // window reads ahead to the page asked for plus this many (TOPs 2.2).
+  uint32_t prefetch_pages = 32;
   std::chrono::microseconds disk_latency{0};
   SyncMode sync = SyncMode::kFdatasync;
   std::chrono::milliseconds lease{10'000};  // catalog lock lease
@@ -66,6 +78,14 @@ struct ServerCounters {
   uint64_t peak_unconfirmed_write_bytes = 0;  // the most ever held at once
 };
 
+// The server pool's counters for one file's share, since the file took its
+// current policy (see net/server_pool.h).
+struct ServerFileCounters {
+  uint64_t file_id = 0;
+  std::string policy;
+  FileCounters cache;
+};
+
 class PageServer {
  public:
   // Creates `options.dir` if needed and listens on `address` (inproc:
@@ -87,6 +107,7 @@ class PageServer {
   void stop();
 
   ServerCounters counters() const;
+  std::vector<ServerFileCounters> file_counters() const;
 
   // For tests: the pages this server read from its disk, in order, as
   // (file id, page). Bounded to the last 1 << 20 accesses.

@@ -22,6 +22,7 @@ struct Policy {
   access @0 :UInt8;       # pagefile::AccessType
   minPages @1 :UInt32;
   maxPages @2 :UInt32;
+  name @3 :Text;          # the policy's registered name; empty: the built-in named by access
 }
 
 # The catalog's record of one Pagefile.
@@ -41,6 +42,15 @@ struct FileRecord {
 struct Share {
   fileId @0 :UInt64;
   pageSize @1 :UInt32;
+  # The file's buffer policy as the sender opened it, for the server's pool
+  # (reads carry it; empty: the server keeps what it has, else "random").
+  policy @2 :Text;
+  # Where the file's pages are, for a server reading ahead over its own
+  # pages only (placement stripe): the file's stripe unit, how many servers
+  # hold it and which of them this one is. 0 stripe pages: not known.
+  stripePages @3 :UInt32;
+  serverCount @4 :UInt32;
+  serverIndex @5 :UInt32;
 }
 
 struct ReadPages {
@@ -112,6 +122,27 @@ struct ServerStats {
   cachePages @12 :UInt64;        # pages the cache holds now
   diskLatencyUs @13 :UInt32;     # emulated latency per uncached access, 0 when off
   unconfirmedWriteBytes @14 :UInt64;
+  files @15 :List(FileCacheStats);  # the server pool's counters, per file
+  cacheCapacity @16 :UInt64;        # --cache-pages
+  prefetchPages @17 :UInt32;        # global-sequential window (k)
+}
+
+struct DiskRead {
+  fileId @0 :UInt64;
+  page @1 :Int64;
+}
+
+# What the server's buffer pool did for one file's share since it took its
+# current policy.
+struct FileCacheStats {
+  fileId @0 :UInt64;
+  policy @1 :Text;
+  hits @2 :UInt64;
+  misses @3 :UInt64;
+  prefetchUsed @4 :UInt64;
+  prefetchWasted @5 :UInt64;
+  evictions @6 :UInt64;
+  pages @7 :UInt32;              # pages held now
 }
 
 struct Request {
@@ -136,6 +167,8 @@ struct Request {
     renewLease @15 :UInt64;    # owner
     locks @16 :Void;
     releaseOwner @17 :UInt64;  # owner is going away
+    # Any server, for tests and diagnosis.
+    diskReadLog @18 :Void;     # the pages this server read from its disk, in order
   }
 }
 
@@ -151,5 +184,6 @@ struct Response {
     stats @7 :ServerStats;
     lockState @8 :LockState;
     locks @9 :List(LockInfo);
+    diskReadLog @10 :List(DiskRead);
   }
 }

@@ -72,7 +72,11 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   if (record.servers.empty() || check_page_size(record.page_size).code() != Code::kOk) {
     return Status::corruption(name, "catalog record is unusable (no servers or bad page size)");
   }
-  return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), options.read_only));
+  // The servers' pools run the policy this descriptor runs: the one given at
+  // open, else the one the file was created with.
+  std::string policy(policy_name(options.policy.value_or(record.policy)));
+  return std::unique_ptr<RemotePageIo>(
+      new RemotePageIo(std::move(bus), std::move(record), std::move(policy), options.read_only));
 }
 
 Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
@@ -91,9 +95,11 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
   return Status::ok();
 }
 
-RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only)
+RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy,
+                           bool read_only)
     : bus_(std::move(bus)),
       record_(std::move(record)),
+      policy_(std::move(policy)),
       placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
       read_only_(read_only),
       owner_(bus_->new_owner()),
@@ -101,6 +107,18 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bo
       catalog_size_(record_.size_pages) {}
 
 RemotePageIo::~RemotePageIo() { (void)close(); }
+
+void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) const {
+  set_share(share, record_);
+  share.setPolicy(policy_);
+  // A server reading ahead for global-sequential keeps to its own pages,
+  // which it can tell only under placement stripe.
+  if (record_.placement == PlacementKind::kStripe) {
+    share.setStripePages(record_.stripe_pages);
+    share.setServerCount(static_cast<uint32_t>(record_.servers.size()));
+    share.setServerIndex(static_cast<uint32_t>(placement_.server_for(page)));
+  }
+}
 
 const std::string& RemotePageIo::server_of(int64_t page) const {
   return record_.servers[placement_.server_for(page)];
@@ -112,7 +130,7 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
       server_of(page),
       [&](wire::Request::Builder r) {
         auto read = r.initRead();
-        set_share(read.initShare(), record_);
+        set_page_share(read.initShare(), page);
         read.setPage(page);
         read.setCount(1);
       },
@@ -143,7 +161,7 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
       record_.servers[server],
       [&](wire::Request::Builder r) {
         auto write = r.initWrite();
-        set_share(write.initShare(), record_);
+        set_page_share(write.initShare(), page);
         write.setPage(page);
         write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
       },

@@ -27,6 +27,7 @@
 #include "net/bus_client.h"
 #include "net/catalog_store.h"
 #include "net/lease_table.h"
+#include "net/pagefile.capnp.h"
 #include "net/placement.h"
 #include "pagefile/options.h"
 
@@ -71,8 +72,11 @@ class RemotePageIo final : public PageIo {
   Result<bool> reserved_elsewhere() override;
 
  private:
-  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, bool read_only);
+  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
   const std::string& server_of(int64_t page) const;
+  // The share of a read or write of `page`, with what the server's pool
+  // needs: the policy and where the file's pages are.
+  void set_page_share(wire::Share::Builder share, int64_t page) const;
   // Tells the catalog the size when writes raised it since it last heard.
   // REQUIRES: meta_mu_ held.
   Status record_size();
@@ -80,6 +84,7 @@ class RemotePageIo final : public PageIo {
 
   std::shared_ptr<BusClient> bus_;
   const FileRecord record_;
+  const std::string policy_;  // the policy name the servers' pools run for this file
   const PagePlacement placement_;
   const bool read_only_;
   const uint64_t owner_;  // this descriptor's identity for locks

@@ -25,6 +25,7 @@ void to_wire(const BufferPolicy& policy, wire::Policy::Builder out) {
   out.setAccess(static_cast<uint8_t>(policy.access));
   out.setMinPages(policy.min_pages);
   out.setMaxPages(policy.max_pages);
+  out.setName(policy.name);
 }
 
 BufferPolicy from_wire(wire::Policy::Reader policy) {
@@ -34,6 +35,7 @@ BufferPolicy from_wire(wire::Policy::Reader policy) {
                                                                    : AccessType::kRandom;
   out.min_pages = policy.getMinPages();
   out.max_pages = policy.getMaxPages();
+  out.name = policy.getName();
   return out;
 }
 

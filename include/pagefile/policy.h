@@ -137,7 +137,8 @@ class PolicyRegistry {
   std::map<std::string, PolicyMaker, std::less<>> makers_;  // GUARDED_BY(mu_)
 };
 
-// Adds "random", "sequential" and "looping" to `registry`.
+// Adds "random", "sequential", "looping" and "global-sequential" (on a
+// client the same as random; the servers read ahead for it) to `registry`.
 Status register_builtin_policies(PolicyRegistry& registry);
 
 }  // namespace pagefile

@@ -283,9 +283,28 @@ TEST_CASE("a catalog from a newer build is not opened") {
   test::TempDir dir;
   auto path = dir / "catalog.db";
   { open_ok(path); }
-  run_sql(path, "PRAGMA user_version = 2;");
+  run_sql(path, "PRAGMA user_version = 3;");
   auto store = CatalogStore::open(path);
   CHECK_CODE(store, Code::kNotSupported);
+}
+
+TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and gain a policy name") {
+  test::TempDir dir;
+  auto path = dir / "catalog.db";
+  {
+    auto store = open_ok(path);
+    REQUIRE_OK(store->create(sample("old")));
+  }
+  // Make it what a version 1 build wrote: no policy_name column.
+  run_sql(path, "ALTER TABLE files DROP COLUMN policy_name; PRAGMA user_version = 1;");
+  auto store = open_ok(path);
+  auto old = store->lookup("old");
+  REQUIRE_OK(old);
+  CHECK(old->policy.name.empty());
+  FileRecord named = sample("named");
+  named.policy.name = "global-sequential";
+  REQUIRE_OK(store->create(named));
+  CHECK(store->lookup("named")->policy.name == "global-sequential");
 }
 
 TEST_CASE("a file that is not SQLite is corruption") {

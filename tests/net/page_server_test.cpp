@@ -286,6 +286,8 @@ TEST_CASE("a client that vanishes with writes in flight: the server carries on")
   LocalPagefile::OpenSpec spec;
   spec.read_only = true;
   auto share = LocalPagefile::open(dir / "server" / "shares" / "1.pf", spec);
+  // It may have hung up before the server ran any of them: then no share.
+  if (share.status().is(Code::kNotFound)) return;
   REQUIRE_OK(share);
   std::vector<std::byte> buf(4096);
   for (int64_t p = 1; p <= 50; ++p) {

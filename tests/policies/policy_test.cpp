@@ -229,7 +229,7 @@ TEST_CASE("a custom policy (CLOCK) registers by name and runs like the built-ins
              Code::kInvalidArgument);
   CHECK_CODE(fx.registry->add("empty", PolicyMaker{}), Code::kInvalidArgument);
   CHECK_CODE(fx.registry->make("nosuch", {}), Code::kNotFound);
-  CHECK(fx.registry->names() == std::vector<std::string>{"clock", "looping", "random", "sequential"});
+  CHECK(fx.registry->names() == std::vector<std::string>{"clock", "global-sequential", "looping", "random", "sequential"});
 
   // Worked by hand, 3 frames, string 0 1 2 0 3 1 4 0:
   //   CLOCK: 0 1 2 miss; 0 hit; 3 sweeps all bits clear, evicts 0; 1 hit;
