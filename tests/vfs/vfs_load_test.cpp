@@ -5,6 +5,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <string>
 
@@ -18,6 +20,16 @@ using namespace pagefile::test;
 
 namespace {
 std::string module() { return binary_from_env("PAGEFILE_VFS_SO"); }
+
+// Why another program cannot load pagefile.so here, or empty when it can.
+std::string cannot_load_elsewhere(const char* program) {
+  if (!std::filesystem::exists(program)) return fmt::format("{} is missing", program);
+  const char* sanitize = std::getenv("PAGEFILE_SANITIZE");
+  if (sanitize && std::string(sanitize) != "none" && !std::string(sanitize).empty()) {
+    return "pagefile.so is built with sanitizers, which an uninstrumented program cannot load";
+  }
+  return {};
+}
 }  // namespace
 
 TEST_CASE("sqlite3_load_extension: VFS registered (not default), kept loaded, functions on later connections") {
@@ -44,8 +56,8 @@ TEST_CASE("sqlite3_load_extension: VFS registered (not default), kept loaded, fu
 }
 
 TEST_CASE("the sqlite3 shell loads pagefile.so") {
-  if (!std::filesystem::exists("/usr/bin/sqlite3")) {
-    MESSAGE("skipped: /usr/bin/sqlite3 is missing");
+  if (std::string why = cannot_load_elsewhere("/usr/bin/sqlite3"); !why.empty()) {
+    MESSAGE("skipped: ", why);
     return;
   }
   TempDir dir;
@@ -60,8 +72,8 @@ TEST_CASE("the sqlite3 shell loads pagefile.so") {
 }
 
 TEST_CASE("Debian's python3 loads pagefile.so; PAGEFILE_VFS_DEFAULT=1 makes it the default") {
-  if (!std::filesystem::exists("/usr/bin/python3")) {
-    MESSAGE("skipped: /usr/bin/python3 is missing");
+  if (std::string why = cannot_load_elsewhere("/usr/bin/python3"); !why.empty()) {
+    MESSAGE("skipped: ", why);
     return;
   }
   TempDir dir;
