@@ -207,6 +207,9 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
       case SQLITE_FCNTL_VFSNAME:
         *static_cast<char**>(arg) = sqlite3_mprintf("%s", kVfsName);
         return SQLITE_OK;
+      case SQLITE_FCNTL_LOCKSTATE:  // the level this connection holds (what os_unix.c reports)
+        *static_cast<int*>(arg) = st.lock;
+        return SQLITE_OK;
       case SQLITE_FCNTL_PRAGMA:
         return file_pragma(st, static_cast<char**>(arg));
       default:

@@ -438,7 +438,10 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   CHECK(std::string(name) == "pagefile");
   sqlite3_free(name);
   int unused = 0;
-  for (int op : {SQLITE_FCNTL_LOCKSTATE, SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE,
+  int level = -1;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_LOCKSTATE, &level) == SQLITE_OK);
+  CHECK(level == SQLITE_LOCK_NONE);
+  for (int op : {SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE,
                  SQLITE_FCNTL_HAS_MOVED, SQLITE_FCNTL_TEMPFILENAME, 9999}) {
     CAPTURE(op);
     CHECK(f.m().xFileControl(f.file, op, &unused) == SQLITE_NOTFOUND);
