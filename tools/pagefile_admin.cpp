@@ -48,7 +48,14 @@ void print_record(const net::FileRecord& r) {
   fmt::print("{}\n  id {}\n  page size {} B\n  size {} pages ({} bytes)\n  placement {}{}\n  servers {}\n  policy {} (min {}, max {})\n",
              r.name, r.id, r.page_size, r.size_pages, r.size_pages * r.page_size, placement_name(r.placement),
              r.placement == net::PlacementKind::kStripe || r.stripe_pages > 1 ? fmt::format(", {} pages per unit", r.stripe_pages) : "",
-             fmt::join(r.servers, " "), access_type_name(r.policy.access), r.policy.min_pages, r.policy.max_pages);
+             fmt::join(r.servers, " "), policy_name(r.policy), r.policy.min_pages, r.policy.max_pages);
+}
+
+// One line of a server pool's counters for a file.
+std::string pool_line(net::wire::FileCacheStats::Reader f) {
+  return fmt::format("policy {}: hits {}, misses {}, prefetch used {}, wasted {}, evictions {}, pages {}",
+                     f.getPolicy().cStr(), f.getHits(), f.getMisses(), f.getPrefetchUsed(),
+                     f.getPrefetchWasted(), f.getEvictions(), f.getPages());
 }
 
 int cmd_status(net::BusClient& bus) {
@@ -67,6 +74,9 @@ int cmd_status(net::BusClient& bus) {
                s.getPagesRead(), s.getPagesWritten(), s.getCacheHits(), s.getCacheMisses(), s.getSyncs(),
                s.getConnections(), server == bus.catalog() ? "  (catalog)" : "",
                s.getDiskLatencyUs() > 0 ? fmt::format("  emulated disk {} ms", s.getDiskLatencyUs() / 1000.0) : "");
+    fmt::print("  pool {} of {} pages, prefetch window {}\n", s.getCachePages(), s.getCacheCapacity(),
+               s.getPrefetchPages());
+    for (auto f : s.getFiles()) fmt::print("  file {:<6} {}\n", f.getFileId(), pool_line(f));
   }
   fmt::print("{} of {} servers up\n", bus.servers().size() - down, bus.servers().size());
   return down == 0 ? 0 : 1;
@@ -86,7 +96,24 @@ int cmd_ls(net::BusClient& bus) {
 int cmd_stat(net::BusClient& bus, const std::string& name) {
   auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) { r.setStat(name); });
   if (!reply) return fail(reply.status());
-  print_record(net::from_wire((*reply)->root().getFile()));
+  net::FileRecord record = net::from_wire((*reply)->root().getFile());
+  print_record(record);
+  // What each server's pool did for it (since the file took its policy
+  // there); a server that is down says so.
+  for (const auto& server : record.servers) {
+    auto stats = bus.call_sync(server, [](net::wire::Request::Builder r) { r.setStats(); });
+    if (!stats) {
+      fmt::print("  {}: DOWN: {}\n", server, stats.status().message());
+      continue;
+    }
+    bool seen = false;
+    for (auto f : (*stats)->root().getStats().getFiles()) {
+      if (f.getFileId() != record.id) continue;
+      fmt::print("  {}: {}\n", server, pool_line(f));
+      seen = true;
+    }
+    if (!seen) fmt::print("  {}: not in its pool\n", server);
+  }
   return 0;
 }
 

@@ -1,6 +1,6 @@
 // pagefiled: the page server.
 //
-//   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N]
+//   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N]
 //
 // Prints "pagefiled: listening on ADDR" once it accepts connections (with
@@ -28,7 +28,13 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen_text, "tcp://HOST:PORT or unix:/PATH")->required();
   app.add_option("--dir", dir, "directory for this server's pages and catalog")->required();
   app.add_option("--threads", options.threads, "page-work threads")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--cache-pages", options.cache_pages, "pages the server caches")->capture_default_str();
+  app.add_option("--cache-pages", options.cache_pages,
+                 "pages the server's buffer pool holds, shared by the files under their policies")
+      ->capture_default_str();
+  app.add_option("--prefetch-pages", options.prefetch_pages,
+                 "global-sequential files: a miss beyond the window reads ahead to it plus this many pages")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
   app.add_option("--disk-latency", disk_latency_ms,
                  "emulate one disk: every uncached page access waits this many ms, one at a time")
       ->capture_default_str()

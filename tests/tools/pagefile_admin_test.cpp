@@ -62,6 +62,10 @@ TEST_CASE("pagefile: import, ls, stat, locks, status, export, rm against two pag
   CHECK(stat.exit_status == 0);
   CHECK(stat.out.find("page size 8192 B") != std::string::npos);
   CHECK(stat.out.find(b.address()) != std::string::npos);
+  CHECK(stat.out.find("policy random (min 0, max 0)") != std::string::npos);
+  // Each server's pool took the file (the import wrote to both) under its policy.
+  CHECK(stat.out.find(a.address() + ": policy random: hits 0, misses 0") != std::string::npos);
+  CHECK(stat.out.find(b.address() + ": policy random: hits 0, misses 0") != std::string::npos);
 
   Outcome locks = admin(dir, {"locks", "--bus", bus});
   CHECK(locks.exit_status == 0);
@@ -71,6 +75,8 @@ TEST_CASE("pagefile: import, ls, stat, locks, status, export, rm against two pag
   CHECK(status.exit_status == 0);
   CHECK(status.out.find("2 of 2 servers up") != std::string::npos);
   CHECK(status.out.find("(catalog)") != std::string::npos);
+  CHECK(status.out.find("pool ") != std::string::npos);
+  CHECK(status.out.find(" policy random: hits ") != std::string::npos);
 
   Outcome exported = admin(dir, {"export", "app", "copy.db", "--bus", bus});
   REQUIRE(exported.exit_status == 0);

@@ -197,7 +197,7 @@ TEST_CASE("the CSV has the required columns first, one row per run, one header")
   auto count = [](const std::string& line) { return std::count(line.begin(), line.end(), ','); };
   CHECK(count(row) == count(header) + 1);  // the quoted comma
 
-  CHECK(row.ends_with(",,"));  // local: no bus, no placement
+  CHECK(row.ends_with(",,,,0,0,0,0"));  // local: no bus, no placement; no file opened, no pool
 
   // Remote rows name the bus (spaces for commas, so no quoting) and the
   // placement asked for, with its unit when it is not 1.
@@ -208,11 +208,16 @@ TEST_CASE("the CSV has the required columns first, one row per run, one header")
   remote.stripe_pages = 4;
   const std::string remote_row = csv_row(remote, "t");
   CHECK(remote_row.find(",remote,t,") != std::string::npos);
-  CHECK(remote_row.ends_with(",tcp://a:1 tcp://b:2,hash:4"));
+  CHECK(remote_row.ends_with(",tcp://a:1 tcp://b:2,hash:4,,0,0,0,0"));
   CHECK(count(remote_row) == count(header));
   remote.placement = pagefile::Placement::kStripe;
   remote.stripe_pages = 1;
-  CHECK(csv_row(remote, "t").ends_with(",tcp://a:1 tcp://b:2,stripe"));
+  remote.policy = "looping";
+  remote.hits = 7;
+  remote.misses = 3;
+  remote.prefetch_used = 2;
+  remote.prefetch_wasted = 1;
+  CHECK(csv_row(remote, "t").ends_with(",tcp://a:1 tcp://b:2,stripe,looping,7,3,2,1"));
   CHECK(format_summary(Trace{.source = "t.trace"}, remote)
             .starts_with("t.trace: 12 ops in 0.500 s at concurrency 12, page size 8192, remote "
                          "(bus tcp://a:1,tcp://b:2, stripe)\n"));

@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run_command->add_option("--page-size", replay.page_size,
                           "page size of every open, instead of the trace's");
+  run_command->add_option("--policy", replay.policy,
+                          "buffer policy of every open, instead of the trace's: random, sequential, "
+                          "looping or global-sequential");
+  run_command->add_option("--cache-pages", replay.cache_pages,
+                          "the client's buffer pool in pages (0: none)")
+      ->capture_default_str();
   run_command->add_option("--csv", csv_path,
                           "append one row per run to this CSV file (header when new)");
   run_command->add_option("--version-base", replay.version_base,

@@ -124,6 +124,7 @@ class Replayer {
     while (!pending_.empty()) confirm_front();
     for (uint32_t i = 0; i < files_.size(); ++i) {
       if (!files_[i].fd) continue;
+      count_pool(*files_[i].fd);
       Status s = client_.close(*files_[i].fd);
       files_[i].fd.reset();
       if (!s) report_error(0, fmt::format("close {} (at the end of the trace)", name(i)), s);
@@ -181,6 +182,13 @@ class Replayer {
       open_options.stripe_pages = options_.stripe_pages;
     }
     if (op.policy) open_options.policy = pagefile::BufferPolicy{.access = *op.policy};
+    if (!options_.policy.empty()) {
+      // A built-in's access type goes with it, so the catalog's record says
+      // it to a client that does not know the name.
+      auto access = pagefile::parse_access_type(options_.policy);
+      open_options.policy = pagefile::BufferPolicy{
+          .access = access ? *access : pagefile::AccessType::kRandom, .name = options_.policy};
+    }
     Result<pagefile::Fd> fd = client_.open(name(op.file), open_options);
     if (!fd) {
       file.failed_open_line = op.line;
@@ -197,6 +205,7 @@ class Replayer {
     file.fd = *fd;
     file.page_size = status->page_size;
     note_page_size(file.page_size);
+    note_policy(pagefile::policy_name(status->policy));
     if (write_buffer_.size() < file.page_size) write_buffer_.resize(file.page_size);
   }
 
@@ -468,8 +477,28 @@ class Replayer {
     file.zeros_from = std::min(file.zeros_from, op.page);
   }
 
+  // Adds what the client's pool did for the descriptor, just before it
+  // closes.
+  void count_pool(pagefile::Fd fd) {
+    Result<pagefile::FileCounters> c = client_.counters(fd);
+    if (!c) return;
+    stats_.hits += c->hits;
+    stats_.misses += c->misses;
+    stats_.prefetch_used += c->prefetch_used;
+    stats_.prefetch_wasted += c->prefetch_wasted;
+  }
+
+  void note_policy(std::string_view policy) {
+    if (stats_.policy.empty()) {
+      stats_.policy = policy;
+    } else if (stats_.policy != policy) {
+      stats_.policy = "mixed";
+    }
+  }
+
   void close(const TraceOp& op, FileState& file) {
     confirm_file(op.file);
+    count_pool(*file.fd);
     Status s = client_.close(*file.fd);
     file.fd.reset();
     if (!s) report_error(op.line, fmt::format("close {}", name(op.file)), s);
@@ -549,11 +578,15 @@ std::string placement_text(const ReplayStats& stats) {
   return text;
 }
 
-// The columns before `bus,placement` were added: a CSV of an older pf-replay.
-constexpr std::string_view kOldCsvHeader =
+// The columns of older pf-replays, and what they lacked.
+constexpr std::string_view kColumnsBeforeBus =
     "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
     "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
     "version_base";
+constexpr std::string_view kColumnsBeforePolicy =
+    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
+    "version_base,bus,placement";
 
 }  // namespace
 
@@ -568,6 +601,7 @@ Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& option
   client_options.local_dir = options.dir;
   client_options.concurrency = options.concurrency;
   client_options.bus = options.bus;
+  client_options.cache_pages = options.cache_pages;
   // Local requests beyond the I/O threads only queue, which would cap the
   // level being measured.
   client_options.io_threads = std::max(client_options.io_threads, options.concurrency);
@@ -633,13 +667,13 @@ std::string format_summary(const Trace& trace, const ReplayStats& stats) {
 std::string csv_header() {
   return "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
          "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
-         "version_base,bus,placement";
+         "version_base,bus,placement,policy,hits,misses,prefetch_used,prefetch_wasted";
 }
 
 std::string csv_row(const ReplayStats& stats, std::string_view trace_path) {
   const double pages = static_cast<double>(stats.pages());
   return fmt::format(
-      "{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", stats.ops,
+      "{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", stats.ops,
       stats.pages(), stats.seconds, ratio(stats.seconds * 1000.0, pages, 6),
       ratio(pages, stats.seconds, 1),
       ratio(static_cast<double>(stats.bytes) / 1e6, stats.seconds, 3), stats.concurrency,
@@ -647,7 +681,8 @@ std::string csv_row(const ReplayStats& stats, std::string_view trace_path) {
       stats.reads, stats.writes, stats.syncs, stats.truncates, stats.errors, stats.mismatches,
       stats.skipped, pagefile::location_name(stats.location), csv_field(trace_path),
       utc_time(stats.started_unix_ns), stats.version_base, csv_field(bus_text(stats)),
-      placement_text(stats));
+      placement_text(stats), csv_field(stats.policy), stats.hits, stats.misses, stats.prefetch_used,
+      stats.prefetch_wasted);
 }
 
 Result<bool> check_csv(const std::filesystem::path& path) {
@@ -662,10 +697,13 @@ Result<bool> check_csv(const std::filesystem::path& path) {
   std::fclose(existing);
   if (first_line.empty() && c == EOF) return true;
   if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
-  if (first_line == kOldCsvHeader) {
-    return Status::invalid_argument(
-        path.string(), "has the columns of an older pf-replay (without bus,placement); give "
-                       "another --csv file");
+  for (auto [old, lacking] : {std::pair{kColumnsBeforeBus, "bus,placement"},
+                              std::pair{kColumnsBeforePolicy, "policy,hits,misses,..."}}) {
+    if (first_line == old) {
+      return Status::invalid_argument(
+          path.string(), fmt::format("has the columns of an older pf-replay (without {}); give "
+                                     "another --csv file", lacking));
+    }
   }
   if (first_line != csv_header()) {
     return Status::invalid_argument(

@@ -69,6 +69,11 @@ struct ReplayOptions {
   Schedule schedule = Schedule::kTrace;
   // When non-zero, the page size of every open instead of the trace's.
   uint32_t page_size = 0;
+  // When set, the buffer policy (a registered name: random, sequential,
+  // looping, global-sequential) of every open instead of the trace's.
+  std::string policy;
+  // ClientOptions::cache_pages: the client's buffer pool, 0 for none.
+  uint32_t cache_pages = 0;
   // The version of the trace's first write is version_base + 1. 0 means the
   // Unix time in nanoseconds when the replay starts; set it to make two
   // replays write the same bytes.
@@ -110,6 +115,14 @@ struct ReplayStats {
   std::string bus;
   pagefile::Placement placement = pagefile::Placement::kStripe;
   uint32_t stripe_pages = 1;
+  // The policy the files ran ("mixed" when they differed, empty when none
+  // was opened) and what the client's pool did for them, summed over every
+  // descriptor at its close (Client::counters).
+  std::string policy;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t prefetch_used = 0;
+  uint64_t prefetch_wasted = 0;
 
   int64_t pages() const { return reads + writes; }
 };
