@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Buffer policies against access patterns (TOPs section 2.1.4 and 2.2): the
+# same looping, sequential and random read traces (pf-replay generate)
+# replayed under each policy (pf-replay run --policy), on 6 pagefiled on
+# loopback each EMULATING a disk of 10 ms per uncached access
+# (--disk-latency 10). Reported per run: the client pool's hit ratio (from
+# pf-replay's CSV), the servers' hit ratio (their counters, pagefile status),
+# the servers' disk reads, and pages/s.
+#
+# Setup. The file is created and filled once with the servers started
+# WITHOUT latency, then before every run the servers are restarted on the
+# same addresses with it, so each run starts with empty server caches and
+# server counters of its own. The client pool is --client-pages, the servers'
+# --server-pages each, both smaller than what a run touches:
+#   looping     passes over a loop of --loop-pages (a little larger than the
+#               client pool, larger than the servers' pools together)
+#   sequential  one scan of the file
+#   random      uniform reads over the first --random-pages pages
+# global-sequential runs on the sequential trace only (it is for scans that
+# several readers share; on a loop or at random its window reads pages no
+# one asks for soon).
+#
+# Expectations: looping wins on the loop (MRU keeps part of it in both
+# pools; LRU and toss-immediately keep none); sequential and
+# global-sequential win on the scan (read-ahead on the client; on the
+# servers one disk access per window for global-sequential); on uniform
+# random reads, the policies that keep what they read (random, looping) hit
+# as often as the pool is large, and sequential (which tosses) never.
+#
+# A benchmark, not a test: it asserts nothing about speed. Every pf-replay
+# run verifies every page it reads; an error or mismatch stops it.
+#
+# usage: bench/policies.sh [--pf-replay PATH] [--pagefiled PATH] [--admin PATH]
+#            [--servers 6] [--latency-ms 10] [--server-pages 32]
+#            [--client-pages 256] [--loop-pages 288] [--passes 8]
+#            [--file-pages 3000] [--random-pages 1024] [--random-ops 3000]
+#            [--prefetch-pages 32] [--concurrency 8] [--page-size 8192]
+#            [--csv OUT] [--tmp DIR]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+pf_replay="$here/../build/tools/pf-replay"
+pagefiled="$here/../build/tools/pagefiled"
+admin=""
+servers=6
+latency_ms=10
+server_pages=32
+client_pages=256
+loop_pages=288
+passes=8
+file_pages=3000
+random_pages=1024
+random_ops=3000
+prefetch_pages=32
+concurrency=8
+page_size=8192
+csv="$PWD/policies.csv"
+tmp_base="${TMPDIR:-/tmp}"
+command_line="$0 $*"
+
+usage() { sed -n '/^# usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "policies.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --pf-replay) pf_replay="$2"; shift 2 ;;
+    --pagefiled) pagefiled="$2"; shift 2 ;;
+    --admin) admin="$2"; shift 2 ;;
+    --servers) servers="$2"; shift 2 ;;
+    --latency-ms) latency_ms="$2"; shift 2 ;;
+    --server-pages) server_pages="$2"; shift 2 ;;
+    --client-pages) client_pages="$2"; shift 2 ;;
+    --loop-pages) loop_pages="$2"; shift 2 ;;
+    --passes) passes="$2"; shift 2 ;;
+    --file-pages) file_pages="$2"; shift 2 ;;
+    --random-pages) random_pages="$2"; shift 2 ;;
+    --random-ops) random_ops="$2"; shift 2 ;;
+    --prefetch-pages) prefetch_pages="$2"; shift 2 ;;
+    --concurrency) concurrency="$2"; shift 2 ;;
+    --page-size) page_size="$2"; shift 2 ;;
+    --csv) csv="$2"; shift 2 ;;
+    --tmp) tmp_base="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "policies.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+[[ -x "$pf_replay" ]] || die "no pf-replay at $pf_replay; build it (ninja -C build) or pass --pf-replay"
+[[ -x "$pagefiled" ]] || die "no pagefiled at $pagefiled; build it (ninja -C build) or pass --pagefiled"
+pf_replay=$(absolute "$pf_replay")
+pagefiled=$(absolute "$pagefiled")
+[[ -n "$admin" ]] || admin="$(dirname "$pf_replay")/pagefile"
+[[ -x "$admin" ]] || die "no pagefile admin tool at $admin; pass --admin"
+admin=$(absolute "$admin")
+case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
+(( loop_pages <= file_pages && random_pages <= file_pages )) || die "--loop-pages and --random-pages must fit --file-pages"
+
+work=$(mktemp -d "$tmp_base/pf-bench-policies.XXXXXX")
+pids=()
+stop_servers() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  pids=()
+}
+trap 'stop_servers; rm -rf "$work"' EXIT
+cd "$work"
+
+# serve I LISTEN ARGS...: starts server I over $work/s-I; sets `address` to
+# the address from its "listening on" line.
+serve() {
+  local i=$1 listen=$2 n
+  shift 2
+  "$pagefiled" --listen "$listen" --dir "$work/s-$i" "$@" > "$work/s-$i.out" 2>&1 &
+  pids+=($!)
+  address=""
+  for ((n = 0; n < 100 && ${#address} == 0; n++)); do
+    address=$(sed -n 's/^pagefiled: listening on \([^ ]*\).*/\1/p' "$work/s-$i.out" 2> /dev/null || true)
+    [[ -n "$address" ]] || sleep 0.1
+  done
+  [[ -n "$address" ]] || { echo "policies.sh: pagefiled $i did not start:" >&2; cat "$work/s-$i.out" >&2; exit 1; }
+}
+
+# cluster ARGS...: (re)starts the servers with ARGS, on new ports the first
+# time and on the addresses of `bus` after that.
+bus=""
+cluster() {
+  local i
+  stop_servers
+  if [[ -z "$bus" ]]; then
+    for ((i = 0; i < servers; i++)); do serve "$i" tcp://127.0.0.1:0 "$@"; bus="${bus:+$bus,}$address"; done
+  else
+    IFS=, read -r -a listen <<< "$bus"
+    for ((i = 0; i < servers; i++)); do serve "$i" "${listen[$i]}" "$@"; done
+  fi
+}
+
+# run TRACE ARGS...: one verified replay; its CSV row is the last of runs.csv.
+run() {
+  local trace=$1
+  shift
+  if ! "$pf_replay" run "$trace" --bus "$bus" --concurrency "$concurrency" --csv runs.csv --no-progress \
+      "$@" > run.out 2> run.err; then
+    echo "policies.sh: pf-replay failed on $trace $*:" >&2
+    cat run.out run.err >&2
+    exit 1
+  fi
+}
+column_of() { head -1 runs.csv | tr ',' '\n' | grep -nx "$1" | cut -d: -f1; }
+field() { tail -1 runs.csv | cut -d, -f"$(column_of "$1")"; }
+# The servers' hits, misses and disk reads, summed ("HITS MISSES DISK").
+server_counters() {
+  local address h m d total_h=0 total_m=0 total_d=0
+  IFS=, read -r -a listen <<< "$bus"
+  for address in "${listen[@]}"; do
+    "$admin" status --bus "$address" > status.out 2>&1 || { cat status.out >&2; exit 1; }
+    read -r h m < <(awk '$1 ~ /^tcp:/ { print $5, $6 }' status.out)
+    total_h=$((total_h + h)); total_m=$((total_m + m))
+  done
+  echo "$total_h $total_m"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (a + b > 0) ? a / (a + b) : 0 }'; }
+
+gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size "$page_size" "$@"; }
+gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
+gen --pattern looping --loop-pages "$loop_pages" --ops $((loop_pages * passes)) --write-ratio 0 > looping.trace
+gen --pattern sequential --ops "$file_pages" --write-ratio 0 > sequential.trace
+"$pf_replay" generate --file data --file-pages "$random_pages" --page-size "$page_size" --pattern random --ops "$random_ops" --write-ratio 0 > random.trace
+
+echo "command: $command_line"
+echo "machine: $(uname -srm), $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo unknown)"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "servers: $servers x pagefiled --disk-latency $latency_ms (EMULATED disk) --cache-pages $server_pages --prefetch-pages $prefetch_pages"
+echo "client: pf-replay run TRACE --policy P --cache-pages $client_pages --concurrency $concurrency (every read verified)"
+echo "file: $file_pages pages of $page_size B, striped 1 page per unit; traces (reads only):"
+echo "  looping     $passes passes over pages 0..$((loop_pages - 1)) ($((loop_pages * passes)) reads)"
+echo "  sequential  one scan of $file_pages pages"
+echo "  random      $random_ops uniform reads over pages 0..$((random_pages - 1))"
+echo "servers restarted (empty caches, fresh counters) before every run"
+echo
+
+cluster --cache-pages "$server_pages"
+run fill.trace --policy random
+echo "filled without latency; bus: $bus"
+echo
+
+printf '%-11s %-18s %10s %10s %9s %9s %10s\n' pattern policy client_hit server_hit pages_s seconds srv_misses
+rows=()
+for pattern in looping sequential random; do
+  policies="random sequential looping"
+  [[ $pattern == sequential ]] && policies="$policies global-sequential"
+  for policy in $policies; do
+    cluster --cache-pages "$server_pages" --disk-latency "$latency_ms" --prefetch-pages "$prefetch_pages"
+    run "$pattern.trace" --policy "$policy" --cache-pages "$client_pages"
+    read -r sh sm < <(server_counters)
+    ch=$(field hits); cm=$(field misses)
+    row=$(printf '%-11s %-18s %10s %10s %9.0f %9.2f %10s' "$pattern" "$policy" "$(ratio "$ch" "$cm")" \
+      "$(ratio "$sh" "$sm")" "$(field pages_per_s)" "$(field seconds)" "$sm")
+    echo "$row"
+    rows+=("$pattern,$policy,$(ratio "$ch" "$cm"),$(ratio "$sh" "$sm"),$(field pages_per_s),$(field seconds),$ch,$cm,$sh,$sm")
+  done
+done
+
+{
+  echo "pattern,policy,client_hit_ratio,server_hit_ratio,pages_per_s,seconds,client_hits,client_misses,server_hits,server_misses"
+  printf '%s\n' "${rows[@]}"
+} > "$csv"
+echo
+echo "(disk latency EMULATED: $latency_ms ms per uncached access; a global-sequential window read is one access)"
+echo "CSV: $csv"
