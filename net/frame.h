@@ -9,6 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <capnp/common.h>
@@ -20,6 +24,35 @@ inline constexpr size_t kMaxFrameBytes = 8u << 20;
 inline constexpr size_t kFrameHeaderBytes = 4;
 
 // One message body, word-aligned so Cap'n Proto reads it in place.
-using Frame = std::vector<capnp::word>;
+// Allocates frame words without zeroing them: a frame read from a socket is
+// overwritten at once, and zeroing 8 KiB per page read is measurable. Code
+// that needs zeros (a capnp builder's segments) zeroes them itself.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;  // default-, not value-initialized
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+using Frame = std::vector<capnp::word, UninitializedAllocator<capnp::word>>;
+
+// A frame of `words` zeroed words.
+inline Frame zeroed_frame(size_t words) {
+  Frame frame(words);
+  std::memset(static_cast<void*>(frame.data()), 0, words * sizeof(capnp::word));
+  return frame;
+}
 
 }  // namespace pagefile::net

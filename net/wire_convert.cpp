@@ -87,17 +87,19 @@ Frame to_frame(capnp::MessageBuilder& message) {
   return frame;
 }
 
-FrameBuilder::FrameBuilder(size_t first_segment_words) : frame_(1 + std::max<size_t>(first_segment_words, 1)) {}
+// capnp requires segments to be zeroed.
+FrameBuilder::FrameBuilder(size_t first_segment_words)
+    : frame_(zeroed_frame(1 + std::max<size_t>(first_segment_words, 1))) {}
 
 FrameBuilder::~FrameBuilder() = default;
 
 kj::ArrayPtr<capnp::word> FrameBuilder::allocateSegment(unsigned int minimum_words) {
   if (!first_given_) {
     first_given_ = true;
-    if (frame_.size() - 1 < minimum_words) frame_.resize(1 + minimum_words);
+    if (frame_.size() - 1 < minimum_words) frame_ = zeroed_frame(1 + minimum_words);
     return kj::ArrayPtr<capnp::word>(frame_.data() + 1, frame_.size() - 1);
   }
-  spill_.emplace_back(std::max<size_t>(minimum_words, frame_.size()));
+  spill_.push_back(zeroed_frame(std::max<size_t>(minimum_words, frame_.size())));
   return kj::ArrayPtr<capnp::word>(spill_.back().data(), spill_.back().size());
 }
 
