@@ -232,7 +232,10 @@ echo
 fill_and_warm() {  # BUS [PLACEMENT ARGS...]
   local bus_arg=$1
   shift
-  replay fill.trace "$bus_arg" 24 "$@" > /dev/null
+  # --policy random: the traces are sequential, and a file declared
+  # sequential is not kept in the servers' pools (pages are tossed once
+  # passed); every run here reads the file as random.
+  replay fill.trace "$bus_arg" 24 --policy random "$@" > /dev/null
 }
 
 # ---------------------------------------------------------------------------
@@ -302,7 +305,7 @@ if want cached; then
   start_cluster hit "$servers" --cache-pages "$big_cache"
   echo "bus: $bus"
   fill_and_warm "$bus" --placement stripe
-  replay warm.trace "$bus" 24 > /dev/null
+  replay warm.trace "$bus" 24 --policy random > /dev/null
   echo "file created with --placement stripe, filled, then warmed by one sequential read pass (untimed)"
   echo "(ops sized from a 2000-op probe for ~${seconds} s; median of $repeat runs)"
   echo "(cpu = CPU time of pf-replay and the $servers servers during the run, per page read)"
@@ -367,7 +370,7 @@ if want nbd; then
     echo "(ops sized from a 2000-op probe of pagefile for ~${seconds} s; median of $repeat runs each, alternating)"
     echo "(cpu = CPU time of client and server during the run, per page: pf-replay + pagefiled, nbd_random_read + nbdkit)"
     fill_and_warm "$peer_bus"
-    replay warm.trace "$peer_bus" 24 > /dev/null
+    replay warm.trace "$peer_bus" 24 --policy random > /dev/null
     if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
         --ops 0 --concurrency 24 --fill > nbd.out 2>&1; then
       echo "remote_concurrency.sh: filling the nbd disk failed:" >&2; cat nbd.out >&2; exit 1
