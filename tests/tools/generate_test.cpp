@@ -122,6 +122,33 @@ TEST_CASE("random pages are uniform in [0, P)") {
   }
 }
 
+TEST_CASE("a hot set takes its share of random pages; without one the trace is unchanged") {
+  GenerateOptions options = random_options();
+  options.file_pages = 1000;
+  options.ops = 20000;
+  const std::string uniform = text_of(options);
+  options.hot_pages = 10;
+  options.hot_share = 0.9;
+  int64_t hot = 0;
+  int64_t beyond = 0;
+  for (const TraceOp& op : page_ops(generate(options))) {
+    REQUIRE(op.page >= 0);
+    REQUIRE(op.page < 1000);
+    if (op.page < 10) ++hot;
+    if (op.page >= 500) ++beyond;
+  }
+  // Expected: 0.9 + 0.1 x 10/1000 of 20000 = 18020 (sd about 42), and the
+  // cold draws spread over the file: half of 1980 beyond page 500.
+  CHECK(hot > 17800);
+  CHECK(hot < 18250);
+  CHECK(beyond > 850);
+  CHECK(beyond < 1130);
+  CHECK(text_of(options) == text_of(options));
+  CHECK(text_of(options).find("--hot-pages 10 --hot-share 0.9") != std::string::npos);
+  options.hot_pages = 0;
+  CHECK(text_of(options) == uniform);
+}
+
 TEST_CASE("sequential wraps around the file; looping repeats its loop") {
   GenerateOptions options;
   options.file = "data";
@@ -177,6 +204,16 @@ TEST_CASE("bad options are refused, naming the option") {
   options.pattern = Pattern::kLooping;
   options.loop_pages = 101;
   CHECK(message(options).starts_with("--loop-pages 101"));
+  options = random_options();
+  options.hot_pages = 101;
+  CHECK(message(options).starts_with("--hot-pages 101"));
+  options.hot_pages = 5;
+  options.hot_share = 1.5;
+  CHECK(message(options).starts_with("--hot-share 1.5"));
+  options = random_options();
+  options.pattern = Pattern::kSequential;
+  options.hot_pages = 5;
+  CHECK(message(options).starts_with("--hot-pages 5"));
 
   std::vector<TraceOp> ops;
   options.file = "";

@@ -115,6 +115,19 @@ Status check_generate_options(const GenerateOptions& options) {
                                                   options.file_pages));
     }
   }
+  if (options.hot_pages != 0) {
+    if (options.pattern != Pattern::kRandom) {
+      return Status::invalid_argument(fmt::format("--hot-pages {}", options.hot_pages),
+                                      "applies to the random pattern only");
+    }
+    if (options.hot_pages < 0 || options.hot_pages > options.file_pages) {
+      return Status::invalid_argument(fmt::format("--hot-pages {}", options.hot_pages),
+                                      fmt::format("must be in [1, {}] (--file-pages)", options.file_pages));
+    }
+  }
+  if (!(options.hot_share >= 0.0 && options.hot_share <= 1.0)) {
+    return Status::invalid_argument(fmt::format("--hot-share {}", options.hot_share), "must be in [0, 1]");
+  }
   return Status::ok();
 }
 
@@ -125,6 +138,9 @@ std::string generate_command_line(const GenerateOptions& options) {
       pattern_name(options.pattern), options.file, options.file_pages, options.ops,
       options.write_ratio, options.page_size, options.seed);
   if (options.loop_pages != 0) line += fmt::format(" --loop-pages {}", options.loop_pages);
+  if (options.hot_pages != 0) {
+    line += fmt::format(" --hot-pages {} --hot-share {}", options.hot_pages, options.hot_share);
+  }
   return line;
 }
 
@@ -155,9 +171,14 @@ Status generate_trace(const GenerateOptions& options,
       case Pattern::kLooping:
         op.page = i % loop;
         break;
-      case Pattern::kRandom:
-        op.page = static_cast<int64_t>(random.next_below(static_cast<uint64_t>(options.file_pages)));
+      case Pattern::kRandom: {
+        // Without a hot set no draw is added, so uniform traces stay as
+        // they always were.
+        const bool hot = options.hot_pages != 0 && random.next_unit() < options.hot_share;
+        const int64_t range = hot ? options.hot_pages : options.file_pages;
+        op.page = static_cast<int64_t>(random.next_below(static_cast<uint64_t>(range)));
         break;
+      }
     }
     op.kind = write ? OpKind::kWrite : OpKind::kRead;
     wrote = wrote || write;

@@ -7,7 +7,8 @@
 //               default) again and again: 0..L-1, 0..L-1, ...; opens the
 //               file with the looping policy, whose buffering keeps a loop
 //               that fits.
-//   random      pages drawn uniformly from [0, P); random policy.
+//   random      pages drawn uniformly from [0, P), or with a hot set
+//               (hot_pages, hot_share) mostly from [0, H); random policy.
 //
 // Each operation is a write with probability write_ratio, else a read, so
 // 1 writes every page it touches (sequential with ops = P fills the file)
@@ -53,6 +54,11 @@ struct GenerateOptions {
   uint64_t seed = kDefaultSeed;
   // looping only: pages in one loop; 0 means file_pages.
   int64_t loop_pages = 0;
+  // random only: a hot set. With hot_pages H > 0, a share hot_share of the
+  // ops draw their page from [0, H) and the rest from the whole file, the
+  // skew of a database's index roots and busy rows. 0: uniform.
+  int64_t hot_pages = 0;
+  double hot_share = 0.9;
 };
 
 // OK when the options describe a trace; else kInvalidArgument naming the

@@ -151,6 +151,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   generate_command->add_option("--loop-pages", generate.loop_pages,
                                "looping: pages in one loop (default: the whole file)");
+  generate_command->add_option("--hot-pages", generate.hot_pages,
+                               "random: a hot set of pages [0, H) that --hot-share of the ops read");
+  generate_command->add_option("--hot-share", generate.hot_share,
+                               "random: share of the ops on the hot set")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 
   std::string trace_path;
   std::string csv_path;
