@@ -15,7 +15,9 @@
 #   looping     passes over a loop of --loop-pages (a little larger than the
 #               client pool, larger than the servers' pools together)
 #   sequential  one scan of the file
-#   random      uniform reads over the first --random-pages pages
+#   random      reads over the first --random-pages pages, --hot-share of
+#               them on a hot set of --hot-pages (smaller than the client
+#               pool), as a database's index roots and busy rows are
 # global-sequential runs on the sequential trace only (it is for scans that
 # several readers share; on a loop or at random its window reads pages no
 # one asks for soon).
@@ -23,9 +25,12 @@
 # Expectations: looping wins on the loop (MRU keeps part of it in both
 # pools; LRU and toss-immediately keep none); sequential and
 # global-sequential win on the scan (read-ahead on the client; on the
-# servers one disk access per window for global-sequential); on uniform
-# random reads, the policies that keep what they read (random, looping) hit
-# as often as the pool is large, and sequential (which tosses) never.
+# servers one disk access per window for global-sequential); on random
+# reads with a hot set, random (LRU) wins: it keeps the hot pages, where
+# looping (MRU) evicts the page just used, which is most often a hot one,
+# and sequential (which tosses) keeps nothing. (On uniform random reads LRU
+# and MRU hit equally often, as often as the pool is large: no policy can
+# win there.)
 #
 # A benchmark, not a test: it asserts nothing about speed. Every pf-replay
 # run verifies every page it reads; an error or mismatch stops it.
@@ -34,6 +39,7 @@
 #            [--servers 6] [--latency-ms 10] [--server-pages 32]
 #            [--client-pages 256] [--loop-pages 288] [--passes 8]
 #            [--file-pages 3000] [--random-pages 1024] [--random-ops 3000]
+#            [--hot-pages 128] [--hot-share 0.8]
 #            [--prefetch-pages 32] [--concurrency 8] [--page-size 8192]
 #            [--csv OUT] [--tmp DIR]
 set -euo pipefail
@@ -51,6 +57,8 @@ passes=8
 file_pages=3000
 random_pages=1024
 random_ops=3000
+hot_pages=128
+hot_share=0.8
 prefetch_pages=32
 concurrency=8
 page_size=8192
@@ -75,6 +83,8 @@ while [[ $# -gt 0 ]]; do
     --file-pages) file_pages="$2"; shift 2 ;;
     --random-pages) random_pages="$2"; shift 2 ;;
     --random-ops) random_ops="$2"; shift 2 ;;
+    --hot-pages) hot_pages="$2"; shift 2 ;;
+    --hot-share) hot_share="$2"; shift 2 ;;
     --prefetch-pages) prefetch_pages="$2"; shift 2 ;;
     --concurrency) concurrency="$2"; shift 2 ;;
     --page-size) page_size="$2"; shift 2 ;;
@@ -166,7 +176,8 @@ gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size
 gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
 gen --pattern looping --loop-pages "$loop_pages" --ops $((loop_pages * passes)) --write-ratio 0 > looping.trace
 gen --pattern sequential --ops "$file_pages" --write-ratio 0 > sequential.trace
-"$pf_replay" generate --file data --file-pages "$random_pages" --page-size "$page_size" --pattern random --ops "$random_ops" --write-ratio 0 > random.trace
+"$pf_replay" generate --file data --file-pages "$random_pages" --page-size "$page_size" --pattern random --ops "$random_ops" --write-ratio 0 \
+  --hot-pages "$hot_pages" --hot-share "$hot_share" > random.trace
 
 echo "command: $command_line"
 echo "machine: $(uname -srm), $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo unknown)"
@@ -176,7 +187,7 @@ echo "client: pf-replay run TRACE --policy P --cache-pages $client_pages --concu
 echo "file: $file_pages pages of $page_size B, striped 1 page per unit; traces (reads only):"
 echo "  looping     $passes passes over pages 0..$((loop_pages - 1)) ($((loop_pages * passes)) reads)"
 echo "  sequential  one scan of $file_pages pages"
-echo "  random      $random_ops uniform reads over pages 0..$((random_pages - 1))"
+echo "  random      $random_ops reads over pages 0..$((random_pages - 1)), a share $hot_share of them on the hot pages 0..$((hot_pages - 1))"
 echo "servers restarted (empty caches, fresh counters) before every run"
 echo
 
