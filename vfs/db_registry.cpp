@@ -39,6 +39,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   auto old = databases_.find(db_name);
   if (old != databases_.end()) config->stats = old->second->stats;  // counted per database
   databases_[db_name] = config;
+  known_.insert(db_name);
   return config;
 }
 
@@ -46,10 +47,16 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
   std::string db = database_of(name);
   {
     std::lock_guard lock(mu_);
+    known_.insert(name);
     auto it = databases_.find(db);
     if (it != databases_.end()) return it->second;
   }
   return remember(db, DbOptions{});
+}
+
+std::vector<std::string> DbRegistry::names() {
+  std::lock_guard lock(mu_);
+  return {known_.begin(), known_.end()};
 }
 
 void DbRegistry::stop_all() {

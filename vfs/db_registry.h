@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "pagefile/pagefile.h"
 #include "vfs/db_options.h"
@@ -41,6 +43,10 @@ class DbRegistry {
   // default bus).
   Result<std::shared_ptr<DbConfig>> lookup(const std::string& name);
 
+  // Every store name this process opened, looked up or remembered (the
+  // store has no listing; this is what pagefile_names() offers instead).
+  std::vector<std::string> names();
+
   // Stops every client (at exit).
   void stop_all();
 
@@ -51,6 +57,7 @@ class DbRegistry {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Client>> clients_;         // GUARDED_BY(mu_), by bus
   std::map<std::string, std::shared_ptr<DbConfig>> databases_;     // GUARDED_BY(mu_)
+  std::set<std::string> known_;                                     // GUARDED_BY(mu_)
 };
 
 }  // namespace pagefile::vfs

@@ -1,10 +1,14 @@
-// pagefile_unlink(path), pagefile_exists(path), pagefile_size(path): the
-// store as files, for programs (and SQLite's TCL tests) that would
-// otherwise delete, test and size files the VFS keeps out of the OS's view.
+// pagefile_unlink(path), pagefile_exists(path), pagefile_size(path),
+// pagefile_read(path), pagefile_write(path, offset, blob),
+// pagefile_copy(from, to) and pagefile_names(): the store as files, for
+// programs (and SQLite's TCL tests) that would otherwise delete, test, size,
+// read, patch, copy and list files the VFS keeps out of the OS's view.
 // A path names a file as xFullPathname does; its location and bus are those
 // of the database it belongs to when this process opened it, else the
 // defaults (remote, the default bus).
+#include <set>
 #include <string>
+#include <vector>
 
 #include "vfs/vfs_internal.h"
 
@@ -75,16 +79,111 @@ void fn_size(sqlite3_context* ctx, int, sqlite3_value** argv) {
   });
 }
 
+// The whole file as a blob, NULL when absent.
+void fn_read(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const char* path = path_arg(ctx, argv[0]);
+  if (!path) return;
+  (void)guarded(SQLITE_ERROR, [&] {
+    OpenOptions open;
+    open.read_only = true;
+    auto file = open_stored(path, open);
+    if (!file) {
+      if (file.status().is(Code::kNotFound)) {
+        sqlite3_result_null(ctx);
+      } else {
+        report(ctx, file.status());
+      }
+      return SQLITE_OK;
+    }
+    std::vector<std::byte> bytes(static_cast<size_t>((*file)->size()));
+    auto got = (*file)->read(bytes, 0);
+    if (!got) {
+      report(ctx, got.status());
+      return SQLITE_OK;
+    }
+    sqlite3_result_blob64(ctx, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+    return SQLITE_OK;
+  });
+}
+
+// Writes the blob at byte `offset` (the file is created when absent), synced;
+// returns the bytes written.
+void fn_write(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const char* path = path_arg(ctx, argv[0]);
+  if (!path) return;
+  (void)guarded(SQLITE_ERROR, [&] {
+    int64_t offset = sqlite3_value_int64(argv[1]);
+    const auto* data = static_cast<const std::byte*>(sqlite3_value_blob(argv[2]));
+    size_t n = static_cast<size_t>(sqlite3_value_bytes(argv[2]));
+    OpenOptions open;
+    open.create = true;
+    auto file = open_stored(path, open);
+    Status s = file ? (*file)->write(std::span<const std::byte>(data, n), offset) : file.status();
+    if (s) s = (*file)->sync();
+    if (s) s = (*file)->close();
+    if (!s) {
+      report(ctx, s);
+    } else {
+      sqlite3_result_int64(ctx, static_cast<int64_t>(n));
+    }
+    return SQLITE_OK;
+  });
+}
+
+// Replaces `to` with a copy of `from`; the bytes copied, NULL when `from`
+// is absent.
+void fn_copy(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const char* from = path_arg(ctx, argv[0]);
+  const char* to = from ? path_arg(ctx, argv[1]) : nullptr;
+  if (!to) return;
+  (void)guarded(SQLITE_ERROR, [&] {
+    auto copied = copy_stored(from, to);
+    if (copied) {
+      sqlite3_result_int64(ctx, *copied);
+    } else if (copied.status().is(Code::kNotFound)) {
+      sqlite3_result_null(ctx);
+    } else {
+      report(ctx, copied.status());
+    }
+    return SQLITE_OK;
+  });
+}
+
+// The store files this process knows of, one name a line: every name it
+// opened or looked up, and the journals and WAL files of those, that exist. (The
+// store has no listing; this is what a directory listing by a test needs.)
+void fn_names(sqlite3_context* ctx, int, sqlite3_value**) {
+  (void)guarded(SQLITE_ERROR, [&] {
+    std::set<std::string> candidates;
+    for (const std::string& name : DbRegistry::instance().names()) {
+      candidates.insert(name);
+      if (database_of(name) == name) {
+        candidates.insert(name + "-journal");
+        candidates.insert(name + "-wal");
+      }
+    }
+    std::string out;
+    for (const std::string& name : candidates) {
+      if (stored_size(name)) out += name + "\n";
+    }
+    sqlite3_result_text(ctx, out.c_str(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
+    return SQLITE_OK;
+  });
+}
+
 }  // namespace
 
 int register_sql_functions(sqlite3* db) {
   struct Function {
     const char* name;
+    int args;
     void (*fn)(sqlite3_context*, int, sqlite3_value**);
   };
-  for (const Function& f : {Function{"pagefile_unlink", fn_unlink}, Function{"pagefile_exists", fn_exists},
-                            Function{"pagefile_size", fn_size}}) {
-    int rc = sqlite3_create_function_v2(db, f.name, 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, f.fn, nullptr,
+  for (const Function& f : {Function{"pagefile_unlink", 1, fn_unlink}, Function{"pagefile_exists", 1, fn_exists},
+                            Function{"pagefile_size", 1, fn_size}, Function{"pagefile_read", 1, fn_read},
+                            Function{"pagefile_write", 3, fn_write}, Function{"pagefile_copy", 2, fn_copy},
+                            Function{"pagefile_names", 0, fn_names}}) {
+    int rc = sqlite3_create_function_v2(db, f.name, f.args, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, f.fn, nullptr,
                                         nullptr, nullptr);
     if (rc != SQLITE_OK) return rc;
   }

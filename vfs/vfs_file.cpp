@@ -2,8 +2,10 @@
 // (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
 // in MappedFile; this file adds SQLite's codes, locks and controls.
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 
@@ -194,6 +196,24 @@ int file_pragma(FileState& st, char** arg) {
   return SQLITE_NOTFOUND;
 }
 
+// A name for a temp file as os_unix.c makes them: the first usable of
+// SQLITE_TMPDIR, TMPDIR and /tmp, then "etilqs_" and 64 random bits.
+char* temp_file_name() {
+  const char* dir = nullptr;
+  for (const char* env : {"SQLITE_TMPDIR", "TMPDIR"}) {
+    const char* d = std::getenv(env);
+    if (d != nullptr && *d != '\0' && access(d, W_OK | X_OK) == 0) {
+      dir = d;
+      break;
+    }
+  }
+  if (dir == nullptr) dir = "/tmp";
+  unsigned long long random = 0;
+  sqlite3_vfs* os = unix_vfs();
+  os->xRandomness(os, sizeof random, reinterpret_cast<char*>(&random));
+  return sqlite3_mprintf("%s/etilqs_%llx", dir, random);
+}
+
 int x_file_control(sqlite3_file* f, int op, void* arg) {
   FileState& st = state_of(f);
   return guarded(SQLITE_IOERR, [&] {
@@ -207,6 +227,12 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
       case SQLITE_FCNTL_VFSNAME:
         *static_cast<char**>(arg) = sqlite3_mprintf("%s", kVfsName);
         return SQLITE_OK;
+      case SQLITE_FCNTL_LAST_ERRNO:  // the store's errors are Statuses, never an errno
+        *static_cast<int*>(arg) = 0;
+        return SQLITE_OK;
+      case SQLITE_FCNTL_TEMPFILENAME:  // temp files go to the unix VFS: its kind of name
+        *static_cast<char**>(arg) = temp_file_name();
+        return *static_cast<char**>(arg) ? SQLITE_OK : SQLITE_NOMEM;
       case SQLITE_FCNTL_LOCKSTATE:  // the level this connection holds (what os_unix.c reports)
         *static_cast<int*>(arg) = st.lock;
         return SQLITE_OK;

@@ -53,7 +53,15 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
 Result<int64_t> stored_size(const std::string& path);
 Status remove_stored(const std::string& path);
 
-// SQL functions pagefile_unlink/exists/size on `db`.
+// Opens the store file `path` names as a MappedFile of the layout its name
+// calls for (a journal/WAL/super-journal name: kBytes), with the location
+// and client of its database.
+Result<std::unique_ptr<MappedFile>> open_stored(const std::string& path, OpenOptions open);
+// Replaces `to` with a byte-for-byte copy of `from`, in a Pagefile of the
+// same page size. Returns the bytes copied; kNotFound when `from` is absent.
+Result<int64_t> copy_stored(const std::string& from, const std::string& to);
+
+// SQL functions pagefile_unlink/exists/size/read/write/copy/names on `db`.
 int register_sql_functions(sqlite3* db);
 
 // Registers the VFS (idempotent) and the auto-extension that adds the SQL

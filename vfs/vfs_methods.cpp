@@ -2,6 +2,7 @@
 // OS services it borrows from SQLite's "unix" VFS.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "vfs/vfs_internal.h"
 
@@ -144,20 +145,45 @@ int register_vfs(int make_default) {
 
 // ---- the store by path: xAccess, xDelete and the SQL functions ----------
 
-Result<int64_t> stored_size(const std::string& path) {
+Result<std::unique_ptr<MappedFile>> open_stored(const std::string& path, OpenOptions open) {
   auto name = store_name(path);
   if (!name) return name.status();
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
-  OpenOptions open;
   open.location = (*config)->options.location;
-  open.read_only = true;
   auto layout = database_of(*name) == *name ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes;
-  auto file = MappedFile::open(*(*config)->client, *name, open, layout, nullptr);
+  return MappedFile::open(*(*config)->client, *name, open, layout, nullptr);
+}
+
+Result<int64_t> stored_size(const std::string& path) {
+  OpenOptions open;
+  open.read_only = true;
+  auto file = open_stored(path, open);
   if (!file) return file.status();
   int64_t size = (*file)->size();
   (void)(*file)->close();
   return size;
+}
+
+Result<int64_t> copy_stored(const std::string& from, const std::string& to) {
+  OpenOptions read;
+  read.read_only = true;
+  auto source = open_stored(from, read);
+  if (!source) return source.status();
+  std::vector<std::byte> bytes(static_cast<size_t>((*source)->size()));
+  auto got = (*source)->read(bytes, 0);
+  if (!got) return got.status();
+  OpenOptions write;
+  write.create = true;
+  write.page_size = (*source)->page_size();  // sizes stay what they were
+  if (Status s = (*source)->close(); !s) return s;
+  if (Status s = remove_stored(to); !s && !s.is(Code::kNotFound)) return s;
+  auto target = open_stored(to, write);
+  if (!target) return target.status();
+  if (Status s = (*target)->write(bytes, 0); !s) return s;
+  if (Status s = (*target)->sync(); !s) return s;
+  if (Status s = (*target)->close(); !s) return s;
+  return static_cast<int64_t>(bytes.size());
 }
 
 Status remove_stored(const std::string& path) {

@@ -6,7 +6,11 @@
 # the pagefile VFS the files they mean live in the store, not on the local
 # disk. This routes those three subcommands through the SQL functions the VFS
 # registers (pagefile_unlink, pagefile_exists, pagefile_size) for paths that
-# live in the store, and leaves every other use of [file] as it was.
+# live in the store, and leaves every other use of [file] as it was. Likewise
+# [file copy] and [file rename] of a store file (pagefile_copy: the copy is
+# in the store too, where SQLite will look for it), [glob] (which also lists
+# the store files this process knows of, pagefile_names) and testfixture's
+# [hexio_read]/[hexio_write] (pagefile_read/pagefile_write) on store files.
 #
 # Each call opens and closes its own in-memory connection: the tests check
 # at the end that no memory is left allocated and no file is left open, and
@@ -20,16 +24,48 @@ namespace eval ::pagefile_tcl {
 }
 rename ::file ::pagefile_tcl::tcl_file
 
-# Runs "SELECT fn($path)" on a fresh in-memory connection. A failure (a test
+# Runs "SELECT fn(args...)" on a fresh in-memory connection (each argument
+# bound as a variable, so a byte array is a blob). A failure (a test
 # injecting malloc faults, say) is an error for the caller to fall back on.
-proc ::pagefile_tcl::store {fn path} {
+proc ::pagefile_tcl::store {fn args} {
   variable next_db
   set db ::pagefile_tcl::db[incr next_db]
   sqlite3 $db :memory:
-  set rc [catch {$db one "SELECT ${fn}(\$path)"} result]
+  set params {}
+  set i 0
+  foreach a $args { set arg[incr i] $a; lappend params "\$arg$i" }
+  set rc [catch {$db one "SELECT ${fn}([join $params ,])"} result]
   $db close
   if {$rc} { error $result }
   return $result
+}
+
+# The options before the names of [file copy|rename|delete]: -force, --.
+proc ::pagefile_tcl::split_options {words} {
+  set force 0
+  while {[llength $words] && [string match -* [lindex $words 0]]} {
+    set opt [lindex $words 0]
+    set words [lrange $words 1 end]
+    if {$opt eq "--"} break
+    if {$opt eq "-force"} { set force 1 }
+  }
+  return [list $force $words]
+}
+
+# file copy|rename ?-force? ?--? FROM TO with FROM in the store: the store
+# copies it (to a local name only when TO already is a local file).
+proc ::pagefile_tcl::copy {op words} {
+  lassign [split_options $words] force names
+  lassign $names from to
+  if {[llength $names] != 2 || ![in_store $from] || [::pagefile_tcl::tcl_file exists $to]} {
+    return -code continue
+  }
+  if {!$force && [in_store $to]} {
+    error "error ${op}ing \"$from\" to \"$to\": file already exists"
+  }
+  store pagefile_copy $from $to
+  if {$op eq "renam"} { store pagefile_unlink $from }
+  return ""
 }
 
 # True when $path names a file of the store. A look-up that fails (a test
@@ -49,12 +85,7 @@ proc ::file {args} {
   switch -- [lindex $args 0] {
     delete {
       # file delete ?-force? ?--? name...: the store's copy goes too.
-      set names [lrange $args 1 end]
-      while {[llength $names] && [string match -* [lindex $names 0]]} {
-        set opt [lindex $names 0]
-        set names [lrange $names 1 end]
-        if {$opt eq "--"} break
-      }
+      lassign [::pagefile_tcl::split_options [lrange $args 1 end]] force names
       foreach name $names {
         if {[::pagefile_tcl::in_store $name]} {
           ::pagefile_tcl::store pagefile_unlink $name
@@ -66,6 +97,12 @@ proc ::file {args} {
         return 1
       }
     }
+    copy - rename {
+      set op [expr {[lindex $args 0] eq "copy" ? "copy" : "renam"}]
+      set rc [catch {::pagefile_tcl::copy $op [lrange $args 1 end]} result]
+      if {$rc == 0} { return $result }
+      if {$rc == 1} { error $result }
+    }
     size {
       if {[llength $args] == 2 && [::pagefile_tcl::in_store [lindex $args 1]]} {
         return [::pagefile_tcl::store pagefile_size [lindex $args 1]]
@@ -73,6 +110,49 @@ proc ::file {args} {
     }
   }
   tailcall ::pagefile_tcl::tcl_file {*}$args
+}
+
+# glob also finds store files (those this process knows of) for plain
+# patterns: "glob ?-nocomplain? PATTERN...". A pattern relative to the
+# working directory matches relative store names (the tests' "test.db*").
+rename ::glob ::pagefile_tcl::tcl_glob
+proc ::glob {args} {
+  set opts {}
+  set patterns $args
+  while {[llength $patterns] && [string match -* [lindex $patterns 0]]} {
+    set opt [lindex $patterns 0]
+    if {$opt ni {-nocomplain --}} { tailcall ::pagefile_tcl::tcl_glob {*}$args }
+    lappend opts $opt
+    set patterns [lrange $patterns 1 end]
+    if {$opt eq "--"} break
+  }
+  set found [::pagefile_tcl::tcl_glob -nocomplain -- {*}$patterns]
+  if {![catch {::pagefile_tcl::store pagefile_names} names]} {
+    foreach name [split [string trimright $names \n] \n] {
+      foreach pattern $patterns {
+        if {[string match $pattern $name] && $name ni $found} { lappend found $name }
+      }
+    }
+  }
+  if {![llength $found] && "-nocomplain" ni $opts} {
+    error "no files matched glob pattern[expr {[llength $patterns] > 1 ? "s" : ""}] \"[join $patterns]\""
+  }
+  return $found
+}
+
+# testfixture's hexio_read FILE OFFSET AMT and hexio_write FILE OFFSET HEX
+# on a store file.
+rename ::hexio_read ::pagefile_tcl::hexio_read
+proc ::hexio_read {file offset amt} {
+  if {![::pagefile_tcl::in_store $file]} { tailcall ::pagefile_tcl::hexio_read $file $offset $amt }
+  set bytes [::pagefile_tcl::store pagefile_read $file]
+  binary scan [string range $bytes $offset [expr {$offset + $amt - 1}]] H* hex
+  return [string toupper $hex]
+}
+rename ::hexio_write ::pagefile_tcl::hexio_write
+proc ::hexio_write {file offset hex} {
+  if {![::pagefile_tcl::in_store $file]} { tailcall ::pagefile_tcl::hexio_write $file $offset $hex }
+  return [::pagefile_tcl::store pagefile_write $file $offset [binary format H* $hex]]
 }
 
 # Without the VFS's functions every look-up above would quietly answer "not

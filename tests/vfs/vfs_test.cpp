@@ -283,6 +283,31 @@ TEST_CASE("SQL functions pagefile_exists, pagefile_size, pagefile_unlink reach t
   CHECK(other.exec("SELECT pagefile_size(NULL)") == SQLITE_ERROR);
 }
 
+TEST_CASE("SQL functions pagefile_copy, pagefile_read, pagefile_write, pagefile_names: byte-exact") {
+  std::string db = fresh("fn-copy");
+  SqliteDb conn("file:" + db + "?vfs=pagefile&page_size=8192");
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run("PRAGMA page_size=8192; CREATE TABLE t(x); INSERT INTO t VALUES('hello');");
+  std::string copy = fresh("fn-copy2");
+  CHECK(conn.query(fmt::format("SELECT pagefile_copy('{0}', '{1}'), pagefile_size('{1}')", db, copy)) ==
+        "16384|16384");
+  CHECK(conn.query(fmt::format("SELECT pagefile_read('{0}') = pagefile_read('{1}')", db, copy)) == "1");
+  CHECK(conn.query(fmt::format("SELECT pagefile_copy('{}-nothing', '{}')", db, copy)) == "NULL");
+  // A journal-layout name keeps its exact odd size.
+  CHECK(conn.query(fmt::format("SELECT pagefile_write('{0}-journal', 3, x'0102'), pagefile_size('{0}-journal'),"
+                               " hex(pagefile_read('{0}-journal'))", copy)) == "2|5|0000000102");
+  // The page size field, rewritten with the value it holds.
+  CHECK(conn.query(fmt::format("SELECT pagefile_write('{0}', 16, x'2000'), hex(substr(pagefile_read('{0}'), 17, 2))",
+                               copy)) == "2|2000");
+  std::string names = conn.query("SELECT pagefile_names()");
+  CHECK(names.find(copy + "\n") != std::string::npos);
+  CHECK(names.find(copy + "-journal\n") != std::string::npos);
+  CHECK(conn.query(fmt::format("SELECT pagefile_unlink('{}-journal')", copy)) == "1");
+  SqliteDb reopened("file:" + copy + "?vfs=pagefile");
+  REQUIRE(reopened.open_rc() == SQLITE_OK);
+  CHECK(reopened.query("SELECT x FROM t") == "hello");
+}
+
 TEST_CASE("workload: integrity_check after inserts, updates, deletes, indexes and VACUUM") {
   std::string db = fresh("workload");
   SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=12&policy=random&cache_pages=64&placement=hash&stripe_pages=2");
@@ -441,8 +466,15 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   int level = -1;
   CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_LOCKSTATE, &level) == SQLITE_OK);
   CHECK(level == SQLITE_LOCK_NONE);
-  for (int op : {SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE,
-                 SQLITE_FCNTL_HAS_MOVED, SQLITE_FCNTL_TEMPFILENAME, 9999}) {
+  int err = -1;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_LAST_ERRNO, &err) == SQLITE_OK);
+  CHECK(err == 0);
+  char* temp_name = nullptr;  // the unix VFS's kind of temp name, where temp files go
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_TEMPFILENAME, &temp_name) == SQLITE_OK);
+  REQUIRE(temp_name != nullptr);
+  CHECK(std::string(temp_name).find("/etilqs_") != std::string::npos);
+  sqlite3_free(temp_name);
+  for (int op : {SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE, SQLITE_FCNTL_HAS_MOVED, 9999}) {
     CAPTURE(op);
     CHECK(f.m().xFileControl(f.file, op, &unused) == SQLITE_NOTFOUND);
   }
