@@ -63,7 +63,9 @@ def main():
         # carries the load (the VFS stays: SQLITE_OK_LOAD_PERMANENTLY).
         loader = sqlite3.connect(":memory:")
         loader.enable_load_extension(True)
-        loader.load_extension(args.extension, entrypoint="sqlite3_pagefile_init")
+        # (Debian's Python has no entrypoint=; SQLite derives
+        # sqlite3_pagefile_init from the file name pagefile.so.)
+        loader.load_extension(args.extension)
         loader.close()
 
     db = connect(args)
