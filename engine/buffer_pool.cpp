@@ -92,10 +92,11 @@ void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> da
   if (admit(*f, page, data, /*prefetched=*/false)) use(*f, page);
 }
 
-void BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
+bool BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
   std::lock_guard lock(mu_);
   FileState* f = find(file);
-  if (f != nullptr && !f->frames.contains(page)) admit(*f, page, data, /*prefetched=*/true);
+  if (f == nullptr) return false;
+  return f->frames.contains(page) || admit(*f, page, data, /*prefetched=*/true);
 }
 
 void BufferPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {

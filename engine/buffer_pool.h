@@ -63,7 +63,10 @@ class BufferPool {
   // The store returned `data` for a read that missed: keep it.
   void fill(uint64_t file, int64_t page, std::span<const std::byte> data);
   // The store returned `data` for a page fetched ahead: keep it, unread.
-  void fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
+  // Returns whether the page is now held (admitted, or held already): a
+  // reader may take it (and a toss-immediately policy let it go) as soon as
+  // the pool's lock is released, so only this answer says it was kept.
+  bool fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
   // The program wrote `data` to the page: the pooled copy becomes it.
   void write(uint64_t file, int64_t page, std::span<const std::byte> data);
 

@@ -619,10 +619,11 @@ Status PageServer::Impl::read_global_sequential(LocalPagefile& file, wire::Share
       continue;  // written since, and still held
     }
     if (Status s = read_from_disk(file, file_id, p, buffer); !s) return s;
-    // Behind `page`: its reader is coming; ahead: stop once the pool will
-    // not keep more.
-    if (!cache_.fill_prefetched(file_id, p, buffer) && p > page) break;
+    // The disk has passed p, kept or not (a page not kept is read again by
+    // its reader, behind the window). Behind `page`: its reader is coming;
+    // ahead: stop once the pool will not keep more.
     through = p;
+    if (!cache_.fill_prefetched(file_id, p, buffer) && p > page) break;
   }
   w->read_through = std::max(w->read_through, through);
   return Status::ok();

@@ -100,9 +100,7 @@ void ServerPool::fill(uint64_t file, int64_t page, std::span<const std::byte> da
 }
 
 bool ServerPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  if (!pool_) return false;
-  pool_->fill_prefetched(file, page, data);
-  return pool_->contains(file, page);
+  return pool_ && pool_->fill_prefetched(file, page, data);
 }
 
 void ServerPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {

@@ -125,7 +125,9 @@ TEST_CASE("global-sequential: three clients reading interleaved pages read the d
       for (auto [file, page] : log) pages.push_back(page);
       CAPTURE(i);
       CHECK(std::is_sorted(pages.begin(), pages.end()));
-      CHECK(std::adjacent_find(pages.begin(), pages.end()) == pages.end());  // none twice
+      auto twice = std::adjacent_find(pages.begin(), pages.end());
+      if (twice != pages.end()) MESSAGE(fmt::format("page {} read twice, at {} of {}", *twice, twice - pages.begin(), pages.size()));
+      CHECK(twice == pages.end());  // none twice
       for (int64_t p : pages) CHECK(static_cast<size_t>(p) % server_count == i);  // its own pages only
       read_in_all += static_cast<int64_t>(pages.size());
       FileCounters c = server_counters(*servers[i], "global-sequential");
