@@ -156,7 +156,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     std::lock_guard lock(write_mu_);
     if (write_ended_) return;
     size_t written = 0;
-    if (!writing_ && write_queue_.empty()) {
+    if (!writing_ && !delivering_ && write_queue_.empty()) {
       // Nothing ahead of it: write it from this thread at once, without
       // waking the io thread. Only what the socket cannot take now waits.
       auto header = encode_length(static_cast<uint32_t>(bytes));
@@ -180,7 +180,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     }
     if (write_queue_.empty()) front_written_ = written;
     write_queue_.push_back(std::move(frame));
-    if (!writing_) {
+    if (!writing_ && !delivering_) {  // (a delivery batch flushes as it ends)
       writing_ = true;
       asio::post(strand_, [self = this->shared_from_this()] { self->write_front(); });
     }
@@ -319,6 +319,33 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   // Delivers the whole frames in the buffer until a pause or the end, then
   // reads on.
   void deliver_buffered() {
+    // While frames are delivered, what the handlers (and other threads)
+    // send is queued and leaves in one write when the batch ends: a server
+    // answering a burst of reads, or a client whose program sends its next
+    // request as soon as an answer wakes it, then makes one system call,
+    // not one per frame.
+    {
+      std::lock_guard lock(write_mu_);
+      delivering_ = true;
+    }
+    deliver_frames();
+    bool flush = false;
+    {
+      std::lock_guard lock(write_mu_);
+      delivering_ = false;
+      if (!writing_ && !write_ended_ && !write_queue_.empty()) flush = writing_ = true;
+    }
+    if (flush) write_front();
+    if (ended_ || paused_) return;
+    if (read_buffer_.size() > kReadBufferBytes && read_begin_ == read_end_) {
+      // Back to the usual size once the large frame is gone.
+      read_buffer_ = std::vector<uint8_t>(kReadBufferBytes);
+      read_begin_ = read_end_ = 0;
+    }
+    read_more();
+  }
+
+  void deliver_frames() {
     while (!ended_ && !paused_) {
       const size_t have = read_end_ - read_begin_;
       if (have < kFrameHeaderBytes) break;
@@ -358,12 +385,6 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       read_begin_ += whole;
       on_frame_(std::move(frame));
     }
-    if (read_buffer_.size() > kReadBufferBytes && read_begin_ == read_end_) {
-      // Back to the usual size once the large frame is gone.
-      read_buffer_ = std::vector<uint8_t>(kReadBufferBytes);
-      read_begin_ = read_end_ = 0;
-    }
-    read_more();
   }
 
   void continue_reading() {
@@ -426,6 +447,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   std::mutex write_mu_;
   bool write_ended_ = false;          // the socket is closed: drop frames
   bool writing_ = false;              // the strand owns the queue's front (a write is posted or pending)
+  bool delivering_ = false;           // the strand is delivering frames and flushes the queue after
   bool closing_after_write_ = false;  // end with end_status_ once write_queue_ drains
   Status end_status_;
   std::deque<Frame> write_queue_;
