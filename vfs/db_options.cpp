@@ -4,6 +4,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "pagefile/policy.h"
 
 namespace pagefile::vfs {
 
@@ -14,6 +17,16 @@ Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint3
     return Status::invalid_argument(what, fmt::format("'{}' is not a whole number in [{}, {}]", text, min, max));
   }
   return static_cast<uint32_t>(value);
+}
+
+Result<BufferPolicy> parse_policy(std::string_view name) {
+  if (auto access = parse_access_type(name)) return BufferPolicy{.access = *access};
+  auto builtins = PolicyRegistry::with_builtins();
+  if (!builtins->contains(name)) {
+    return Status::invalid_argument(
+        "policy", fmt::format("'{}' is not one of {}", name, fmt::join(builtins->names(), ", ")));
+  }
+  return BufferPolicy{.access = AccessType::kRandom, .name = std::string(name)};
 }
 
 Result<DbOptions> parse_db_options(const ParamGetter& param) {
@@ -54,9 +67,9 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     o.servers = *n;
   }
   if (const char* v = param("policy")) {
-    auto a = parse_access_type(v);
-    if (!a) return a.status().with_context("policy");
-    o.policy = BufferPolicy{.access = *a};
+    auto p = parse_policy(v);
+    if (!p) return p.status();
+    o.policy = *p;
   }
   if (const char* v = param("cache_pages")) {
     auto n = parse_count("cache_pages", v, 0, 1u << 30);
@@ -64,6 +77,7 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     BufferPolicy p = o.policy.value_or(BufferPolicy{});
     p.max_pages = *n;
     o.policy = p;
+    o.cache_pages = *n;
   }
   return o;
 }

@@ -26,8 +26,9 @@ struct DbOptions {
   Placement placement = Placement::kStripe;  // placement=stripe|hash
   uint32_t stripe_pages = 1;                 // stripe_pages=N
   uint32_t servers = 0;                      // servers=N (0: all of the bus)
-  std::optional<BufferPolicy> policy;        // policy=random|sequential|looping, cache_pages=N
+  std::optional<BufferPolicy> policy;        // policy=NAME, cache_pages=N (its max_pages)
                                              // (SQLite keeps cache= for shared-cache mode)
+  uint32_t cache_pages = 0;                  // cache_pages=N: also sizes the client's pool
 };
 
 // Reads the parameters through `param` (sqlite3_uri_parameter on the main
@@ -35,6 +36,11 @@ struct DbOptions {
 // for a value it cannot use.
 using ParamGetter = std::function<const char*(const char* key)>;
 Result<DbOptions> parse_db_options(const ParamGetter& param);
+
+// The buffer policy a name selects: a built-in access type ("random",
+// "sequential", "looping") or another built-in policy ("global-sequential",
+// which runs as random on the client). kInvalidArgument for any other name.
+Result<BufferPolicy> parse_policy(std::string_view name);
 
 // A whole decimal number in [min, max]; kInvalidArgument otherwise.
 Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint32_t min, uint32_t max);

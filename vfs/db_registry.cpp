@@ -16,28 +16,38 @@ DbRegistry& DbRegistry::instance() {
   return *registry;
 }
 
-Result<Client*> DbRegistry::client_for(const std::string& bus) {
+Result<DbRegistry::BusClient*> DbRegistry::client_for(const std::string& bus, uint32_t cache_pages) {
   auto it = clients_.find(bus);
-  if (it != clients_.end()) return it->second.get();
+  if (it != clients_.end()) return &it->second;
   ClientOptions options;
   options.bus = bus;
+  options.cache_pages = cache_pages;
+  if (const char* env = std::getenv("PAGEFILE_CACHE_PAGES"); env != nullptr && cache_pages == 0) {
+    auto n = parse_count("PAGEFILE_CACHE_PAGES", env, 0, 1u << 30);
+    if (!n) return n.status();
+    options.cache_pages = *n;
+  }
   auto client = Client::start(options);
   if (!client) return client.status();
-  Client* raw = client->get();
-  clients_.emplace(bus, std::move(*client));
-  return raw;
+  return &clients_.emplace(bus, BusClient{std::move(*client), options.cache_pages}).first->second;
 }
 
 Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_name, const DbOptions& options) {
   std::lock_guard lock(mu_);
-  auto client = client_for(options.bus);
-  if (!client) return client.status();
+  auto bus_client = client_for(options.bus, options.cache_pages);
+  if (!bus_client) return bus_client.status();
   auto config = std::make_shared<DbConfig>();
   config->options = options;
-  config->client = *client;
+  config->client = (*bus_client)->client.get();
+  config->pool_pages = (*bus_client)->pool_pages;
   config->concurrency = options.concurrency;
+  config->set_policy(options.policy);
   auto old = databases_.find(db_name);
-  if (old != databases_.end()) config->stats = old->second->stats;  // counted per database
+  if (old != databases_.end()) {  // counted per database, not per open
+    config->stats = old->second->stats;
+    config->fresh_locks = old->second->fresh_locks;
+    if (!options.policy) config->set_policy(old->second->policy());
+  }
   databases_[db_name] = config;
   known_.insert(db_name);
   return config;
@@ -54,6 +64,12 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
   return remember(db, DbOptions{});
 }
 
+void DbRegistry::set_policy(const std::string& db_name, const BufferPolicy& policy) {
+  std::lock_guard lock(mu_);
+  auto it = databases_.find(db_name);
+  if (it != databases_.end()) it->second->set_policy(policy);
+}
+
 std::vector<std::string> DbRegistry::names() {
   std::lock_guard lock(mu_);
   return {known_.begin(), known_.end()};
@@ -63,7 +79,7 @@ void DbRegistry::stop_all() {
   // Stopped, not destroyed: a connection closed later still holds the
   // pointer, and its calls then fail cleanly.
   std::lock_guard lock(mu_);
-  for (auto& [bus, client] : clients_) (void)client->stop();
+  for (auto& [bus, bus_client] : clients_) (void)bus_client.client->stop();
 }
 
 }  // namespace pagefile::vfs

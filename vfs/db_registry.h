@@ -23,10 +23,33 @@ namespace pagefile::vfs {
 
 // A database as this process opened it last.
 struct DbConfig {
-  DbOptions options;
+  DbOptions options;  // as its URI said; the policy is policy() below
   Client* client = nullptr;
+  uint32_t pool_pages = 0;  // the client's buffer pool (0: none)
   std::atomic<uint32_t> concurrency{8};  // PRAGMA pagefile_concurrency changes it
   std::shared_ptr<IoStats> stats = std::make_shared<IoStats>();
+  // Times a connection of this database in this process took SHARED from no
+  // lock. A journal or WAL descriptor kept open across transactions (SQLite
+  // keeps one in exclusive mode, or when a shim claims
+  // UNDELETABLE_WHEN_OPEN) re-reads its size and pages when this moved:
+  // another descriptor may have written the file meanwhile.
+  std::shared_ptr<std::atomic<uint64_t>> fresh_locks = std::make_shared<std::atomic<uint64_t>>(0);
+
+  // The buffer policy the database's files opened from now on get: its URI's
+  // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:
+  // the one each file recorded at creation.
+  std::optional<BufferPolicy> policy() const {
+    std::lock_guard lock(mu_);
+    return policy_;
+  }
+  void set_policy(std::optional<BufferPolicy> policy) {
+    std::lock_guard lock(mu_);
+    policy_ = std::move(policy);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<BufferPolicy> policy_;  // GUARDED_BY(mu_)
 };
 
 class DbRegistry {
@@ -35,13 +58,24 @@ class DbRegistry {
   static DbRegistry& instance();
 
   // The configuration for a database opened with `options` (its client
-  // started when needed), remembered under `db_name`.
+  // started when needed), remembered under `db_name`. Without policy= or
+  // cache_pages= in `options` it keeps the policy the database had here.
+  //
+  // One client per bus, shared by every database on it, so it has one
+  // buffer pool: sized when the client starts, by the cache_pages= of the
+  // database whose open starts it, else by $PAGEFILE_CACHE_PAGES, else none.
+  // A later cache_pages= only limits that database's share of the pool
+  // (BufferPolicy::max_pages); DbConfig::pool_pages says what there is.
   Result<std::shared_ptr<DbConfig>> remember(const std::string& db_name, const DbOptions& options);
 
   // The configuration remembered for the database `name` belongs to
   // (database_of); for a name never opened here, the defaults (remote, the
   // default bus).
   Result<std::shared_ptr<DbConfig>> lookup(const std::string& name);
+
+  // Sets the policy of the database `db_name` for the files opened from now
+  // on (DbConfig::set_policy on the configuration remembered for it).
+  void set_policy(const std::string& db_name, const BufferPolicy& policy);
 
   // Every store name this process opened, looked up or remembered (the
   // store has no listing; this is what pagefile_names() offers instead).
@@ -52,10 +86,15 @@ class DbRegistry {
 
  private:
   DbRegistry() = default;
-  Result<Client*> client_for(const std::string& bus);  // REQUIRES: mu_ held
+  struct BusClient {
+    std::unique_ptr<Client> client;
+    uint32_t pool_pages = 0;
+  };
+  // REQUIRES: mu_ held.
+  Result<BusClient*> client_for(const std::string& bus, uint32_t cache_pages);
 
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Client>> clients_;         // GUARDED_BY(mu_), by bus
+  std::map<std::string, BusClient> clients_;                        // GUARDED_BY(mu_), by bus
   std::map<std::string, std::shared_ptr<DbConfig>> databases_;     // GUARDED_BY(mu_)
   std::set<std::string> known_;                                     // GUARDED_BY(mu_)
 };

@@ -59,17 +59,23 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::
   if (layout == Layout::kPages) {
     file->size_ = st->pages * st->page_size;
   } else if (st->pages > 0) {
-    std::vector<std::byte> page(st->page_size);
-    auto got = client.read(*fd, 0, page);
-    if (!got) return got.status();
-    if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) != 0) {
-      bool all_zero = std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
-      if (!all_zero) return Status::corruption(name, "is not a journal Pagefile (no length page)");
-    } else {
-      file->size_ = static_cast<int64_t>(get_u64(page.data() + 8));
-    }
+    auto length = file->read_length(name);
+    if (!length) return length.status();
+    file->size_ = *length;
   }
   return file;
+}
+
+Result<int64_t> MappedFile::read_length(const std::string& name) {
+  std::vector<std::byte> page(page_size_);
+  auto got = client_.read(fd_, 0, page);
+  if (!got) return got.status();
+  if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) == 0) {
+    return static_cast<int64_t>(get_u64(page.data() + 8));
+  }
+  bool all_zero = std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
+  if (!all_zero) return Status::corruption(name, "is not a journal Pagefile (no length page)");
+  return int64_t{0};
 }
 
 MappedFile::MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
@@ -315,13 +321,30 @@ void MappedFile::drop_cache() {
     it = it->second.dirty ? std::next(it) : kept_.erase(it);
   }
   last_read_page_ = -2;
+  // The client's pool keeps pages per descriptor: it would not see them change.
+  (void)client_.drop_cached(fd_);
 }
 
 Status MappedFile::refresh_size() {
   auto st = client_.status(fd_);
   if (!st) return st.status();
-  if (layout_ == Layout::kPages) size_ = st->pages * page_size_;
+  if (layout_ == Layout::kPages) {
+    size_ = st->pages * page_size_;
+  } else if (st->pages == 0) {
+    size_ = 0;
+  } else {
+    auto length = read_length(st->name);
+    if (!length) return length.status();
+    size_ = *length;
+  }
   return Status::ok();
+}
+
+Status MappedFile::reload() {
+  bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty; });
+  if (dirty || length_dirty_ || !writes_.empty()) return Status::ok();
+  drop_cache();
+  return refresh_size();
 }
 
 Status MappedFile::set_concurrency(uint32_t concurrency) {

@@ -96,9 +96,14 @@ class MappedFile {
   // Forgets read-ahead and kept pages (another client may have written);
   // kept pages not yet written stay.
   void drop_cache();
-  // Reads the size from the store (another client may have changed it).
+  // Reads the size from the store (another client may have changed it):
+  // the page count of a kPages file, the length page of a kBytes one.
   // REQUIRES: nothing unsynced beyond what the store knows (after drain).
   Status refresh_size();
+  // Another descriptor may have written the file: drop_cache() and
+  // refresh_size(), unless this descriptor holds writes the store has not
+  // had yet (then it is the writer, and what it holds is the newest).
+  Status reload();
 
   Status set_concurrency(uint32_t concurrency);
   uint32_t concurrency() const { return concurrency_; }
@@ -133,6 +138,9 @@ class MappedFile {
   void read_ahead(int64_t page);
   void drop_ahead(int64_t page);
   void drop_all_ahead();
+  // kBytes: the byte length recorded in the length page (0 for a file with
+  // no pages or an all-zero page 0); kCorruption when page 0 is neither.
+  Result<int64_t> read_length(const std::string& name);
   // Runs `confirm`, counting a wait and its time.
   template <class F>
   auto timed(F&& confirm);

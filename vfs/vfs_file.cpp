@@ -30,6 +30,21 @@ void apply_concurrency(FileState& st) {
   if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
 }
 
+// A journal or WAL descriptor may have stayed open while its database was
+// unlocked (exclusive mode, or a shim claiming UNDELETABLE_WHEN_OPEN, as
+// SQLite's journal2.test does): another descriptor may have written it
+// since, a hot journal among others. After a fresh SHARED lock on the
+// database its size and pages are read again, as a unix descriptor would
+// see them.
+Status catch_up(FileState& st) {
+  if (st.main_db) return Status::ok();
+  uint64_t now = st.config->fresh_locks->load();
+  if (now == st.fresh_locks_seen) return Status::ok();
+  Status s = st.file->reload();
+  if (s) st.fresh_locks_seen = now;
+  return s;
+}
+
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
   std::unique_ptr<FileState> st(pf->state);
@@ -52,6 +67,7 @@ int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
   FileState& st = state_of(f);
   return guarded(SQLITE_IOERR_READ, [&] {
     std::lock_guard lock(st.mu);
+    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_READ);
     apply_concurrency(st);
     std::span<std::byte> out(static_cast<std::byte*>(buffer), static_cast<size_t>(amount));
     auto got = st.file->read(out, offset);
@@ -64,6 +80,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
   FileState& st = state_of(f);
   return guarded(SQLITE_IOERR_WRITE, [&] {
     std::lock_guard lock(st.mu);
+    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
     apply_concurrency(st);
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
@@ -75,6 +92,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   FileState& st = state_of(f);
   return guarded(SQLITE_IOERR_TRUNCATE, [&] {
     std::lock_guard lock(st.mu);
+    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });
@@ -91,9 +109,12 @@ int x_sync(sqlite3_file* f, int) {
 
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
   FileState& st = state_of(f);
-  std::lock_guard lock(st.mu);
-  *size = st.file->size();
-  return SQLITE_OK;
+  return guarded(SQLITE_IOERR_FSTAT, [&] {
+    std::lock_guard lock(st.mu);
+    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_FSTAT);
+    *size = st.file->size();
+    return SQLITE_OK;
+  });
 }
 
 int x_lock(sqlite3_file* f, int level) {
@@ -112,6 +133,7 @@ int x_lock(sqlite3_file* f, int level) {
     int before = st.lock;
     st.lock = level;
     if (before == SQLITE_LOCK_NONE) {
+      st.config->fresh_locks->fetch_add(1);
       // Another client may have written since we last held a lock: what
       // we read ahead or kept, and the size, may be stale.
       st.file->drop_cache();
@@ -156,15 +178,29 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
   });
 }
 
-std::string stats_text(const FileState& st) {
+Result<std::string> stats_text(const FileState& st) {
   const IoStats& s = *st.config->stats;
+  // The pool's counters are the descriptor's: this connection's database file since it opened.
+  auto pool = st.config->client->counters(st.file->fd());
+  if (!pool) return pool.status();
   return fmt::format(
       "requests={} read_requests={} write_requests={} pages_read={} pages_written={} read_ahead_used={} "
-      "waits={} wait_ms={:.3f} bytes_read={} bytes_written={} syncs={} concurrency={} location={}",
+      "waits={} wait_ms={:.3f} bytes_read={} bytes_written={} syncs={} concurrency={} location={} "
+      "hits={} misses={} prefetch_used={} prefetch_wasted={} evictions={}",
       s.read_requests + s.write_requests, s.read_requests.load(), s.write_requests.load(), s.pages_read.load(),
       s.pages_written.load(), s.read_ahead_used.load(), s.waits.load(), static_cast<double>(s.wait_ns.load()) / 1e6,
       s.bytes_read.load(), s.bytes_written.load(), s.syncs.load(), st.config->concurrency.load(),
-      location_name(st.config->options.location));
+      location_name(st.config->options.location), pool->hits, pool->misses, pool->prefetch_used,
+      pool->prefetch_wasted, pool->evictions);
+}
+
+// The policy of this descriptor as Client::status reports it, and the pool.
+Result<std::string> policy_text(const FileState& st) {
+  auto status = st.config->client->status(st.file->fd());
+  if (!status) return status.status();
+  const BufferPolicy& p = status->policy;
+  return fmt::format("policy={} min_pages={} max_pages={} pool_pages={}", policy_name(p), p.min_pages,
+                     p.max_pages, st.config->pool_pages);
 }
 
 // SQLITE_FCNTL_PRAGMA: azArg[1] the pragma, azArg[2] its value or null;
@@ -185,7 +221,24 @@ int file_pragma(FileState& st, char** arg) {
     }
     return answer(std::to_string(st.config->concurrency.load()), SQLITE_OK);
   }
-  if (strcasecmp(name, "pagefile_stats") == 0) return answer(stats_text(st), SQLITE_OK);
+  if (strcasecmp(name, "pagefile_stats") == 0) {
+    auto text = stats_text(st);
+    return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
+  }
+  if (strcasecmp(name, "pagefile_policy") == 0) {
+    if (value) {
+      // For the files opened from now on (journal, WAL, other connections):
+      // an open descriptor keeps the policy it was opened with.
+      auto policy = parse_policy(value);
+      if (!policy) return answer(policy.status().message(), SQLITE_ERROR);
+      policy->max_pages = st.config->options.cache_pages;
+      st.config->set_policy(*policy);
+      DbRegistry::instance().set_policy(st.name, *policy);
+      return answer(std::string(policy_name(*policy)), SQLITE_OK);
+    }
+    auto text = policy_text(st);
+    return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
+  }
   if (strcasecmp(name, "locking_mode") == 0 && value) {
     if (strcasecmp(value, "exclusive") == 0) st.exclusive_mode = true;
     if (strcasecmp(value, "normal") == 0) st.exclusive_mode = false;
@@ -311,6 +364,7 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
   }
   if (!config) return config.status();
   st->config = *config;
+  st->fresh_locks_seen = st->config->fresh_locks->load();  // opened now: nothing to catch up on
   const DbOptions& o = st->config->options;
   OpenOptions open;
   open.location = o.location;
@@ -322,7 +376,7 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
   open.placement = o.placement;
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;
-  open.policy = o.policy;
+  open.policy = st->config->policy();
   auto file = MappedFile::open(*st->config->client, st->name, open,
                                st->main_db ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes,
                                st->config->stats);

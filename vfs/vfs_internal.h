@@ -24,6 +24,7 @@ struct FileState {
   bool delete_on_close = false;
   int lock = 0;                 // SQLITE_LOCK_* as SQLite sees it
   bool exclusive_mode = false;  // PRAGMA locking_mode=EXCLUSIVE was seen
+  uint64_t fresh_locks_seen = 0;  // config->fresh_locks when last read afresh
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to

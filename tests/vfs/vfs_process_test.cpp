@@ -45,6 +45,37 @@ void create_table(const std::string& uri) {
 
 }  // namespace
 
+TEST_CASE("buffer pool: cache_pages= starts the bus's client with a pool; policy= and PRAGMA pagefile_policy reach the opens") {
+  Cluster c;  // a bus of its own: its client is started by the first open below
+  std::string name = fmt::format("pool-{}.db", ::getpid());
+  SqliteDb a(c.uri(name) + "&cache_pages=64&policy=looping");
+  REQUIRE(a.open_rc() == SQLITE_OK);
+  CHECK(a.query("PRAGMA pagefile_policy") == "policy=looping min_pages=0 max_pages=64 pool_pages=64");
+  // About 30 pages: the loop fits the 64 the file may hold.
+  a.run("PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=1; CREATE TABLE t(x);"
+        "INSERT INTO t SELECT randomblob(1000) FROM (WITH RECURSIVE s(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM s WHERE v < 100) SELECT v FROM s)");
+  for (int pass = 0; pass < 3; ++pass) CHECK(a.query("SELECT count(*), sum(length(x)) FROM t") == "100|100000");
+  std::string stats = a.query("PRAGMA pagefile_stats");
+  INFO(stats);
+  for (const char* key : {" hits=", " misses=", " prefetch_used=", " prefetch_wasted=", " evictions="}) {
+    CHECK(stats.find(key) != std::string::npos);
+  }
+  CHECK(stats.find(" hits=0 ") == std::string::npos);  // later passes are served by the pool
+
+  // The set form: files of the database opened from now on, other connections among them.
+  CHECK(a.query("PRAGMA pagefile_policy=sequential") == "sequential");
+  CHECK(a.query("PRAGMA pagefile_policy") == "policy=looping min_pages=0 max_pages=64 pool_pages=64");
+  CHECK(a.exec("PRAGMA pagefile_policy='no-such-policy'") == SQLITE_ERROR);  // a name with '-' needs quotes
+  CHECK(a.last_error().find("no-such-policy") != std::string::npos);
+  a.run("PRAGMA locking_mode=NORMAL; SELECT count(*) FROM t");  // lets the exclusive lock go
+  SqliteDb b(c.uri(name));
+  CHECK(b.query("PRAGMA pagefile_policy") == "policy=sequential min_pages=0 max_pages=64 pool_pages=64");
+  CHECK(b.query("SELECT count(*) FROM t") == "100");
+  // A URI that names a policy wins over the process's setting.
+  SqliteDb d(c.uri(name) + "&policy=global-sequential");
+  CHECK(d.query("PRAGMA pagefile_policy") == "policy=global-sequential min_pages=0 max_pages=0 pool_pages=64");
+}
+
 TEST_CASE("two processes write one database through the catalog's locks") {
   Cluster c;
   std::string uri = c.uri("shared.db");

@@ -346,6 +346,95 @@ TEST_CASE("journal modes: DELETE, PERSIST, TRUNCATE and rollback keep the data r
   }
 }
 
+TEST_CASE("a journal descriptor kept open sees another descriptor's writes once its database is locked afresh") {
+  std::string db = fresh("stalejournal");
+  RawFile main_db(db, SQLITE_OPEN_MAIN_DB);
+  RawFile kept(db, SQLITE_OPEN_MAIN_JOURNAL);  // SQLite keeps it open across transactions
+  REQUIRE(main_db.rc == SQLITE_OK);
+  REQUIRE(kept.rc == SQLITE_OK);
+  CHECK(kept.size() == 0);
+  std::string hot = pattern(3000, 'j');
+  {
+    RawFile writer(db, SQLITE_OPEN_MAIN_JOURNAL);  // another connection's, left behind
+    REQUIRE(writer.rc == SQLITE_OK);
+    REQUIRE(writer.write(hot, 0) == SQLITE_OK);
+    REQUIRE(writer.m().xSync(writer.file, SQLITE_SYNC_NORMAL) == SQLITE_OK);
+  }
+  // hasHotJournal: SHARED on the database, then one byte of the journal it holds.
+  REQUIRE(main_db.m().xLock(main_db.file, SQLITE_LOCK_SHARED) == SQLITE_OK);
+  CHECK(kept.size() == 3000);
+  int rc = -1;
+  CHECK(kept.read(1, 0, &rc) == hot.substr(0, 1));
+  CHECK(rc == SQLITE_OK);
+  CHECK(kept.read(3000, 0) == hot);
+  REQUIRE(main_db.m().xUnlock(main_db.file, SQLITE_LOCK_NONE) == SQLITE_OK);
+  {
+    RawFile writer(db, SQLITE_OPEN_MAIN_JOURNAL, nullptr, 0, 0);
+    REQUIRE(writer.rc == SQLITE_OK);
+    REQUIRE(writer.m().xTruncate(writer.file, 0) == SQLITE_OK);
+    REQUIRE(writer.m().xSync(writer.file, SQLITE_SYNC_NORMAL) == SQLITE_OK);
+  }
+  REQUIRE(main_db.m().xLock(main_db.file, SQLITE_LOCK_SHARED) == SQLITE_OK);
+  CHECK(kept.size() == 0);
+  REQUIRE(main_db.m().xUnlock(main_db.file, SQLITE_LOCK_NONE) == SQLITE_OK);
+}
+
+namespace {
+
+// A shim over "pagefile" doing what SQLite's journal2.test asks of testvfs:
+// it claims UNDELETABLE_WHEN_OPEN (pager_unlock asks the database file, and
+// then keeps a TRUNCATE-mode journal open while unlocked) and can fail xDelete of journals.
+struct UndeletableShim {
+  static inline bool fail_delete = false;
+  static inline sqlite3_io_methods methods{};
+  sqlite3_vfs shim{};
+
+  UndeletableShim() {
+    shim = *vfs();
+    shim.zName = "pagefile-undeletable";
+    shim.pAppData = vfs();
+    shim.xOpen = [](sqlite3_vfs* self, sqlite3_filename name, sqlite3_file* file, int flags, int* out) {
+      auto* real = static_cast<sqlite3_vfs*>(self->pAppData);
+      int rc = real->xOpen(real, name, file, flags, out);
+      if (rc == SQLITE_OK && (flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL)) != 0) {
+        methods = *file->pMethods;
+        methods.xDeviceCharacteristics = [](sqlite3_file*) { return SQLITE_IOCAP_UNDELETABLE_WHEN_OPEN; };
+        file->pMethods = &methods;
+      }
+      return rc;
+    };
+    shim.xDelete = [](sqlite3_vfs* self, const char* name, int sync) {
+      if (fail_delete) return SQLITE_IOERR_DELETE;
+      auto* real = static_cast<sqlite3_vfs*>(self->pAppData);
+      return real->xDelete(real, name, sync);
+    };
+    REQUIRE(sqlite3_vfs_register(&shim, 0) == SQLITE_OK);
+  }
+  ~UndeletableShim() { sqlite3_vfs_unregister(&shim); }
+};
+
+}  // namespace
+
+TEST_CASE("journal2-1.7: a hot journal left by a failed delete is rolled back by a connection holding it open") {
+  UndeletableShim shim;
+  std::string db = fresh("journal2");
+  std::string uri = "file:" + db + "?vfs=pagefile-undeletable";
+  SqliteDb a(uri);
+  a.run("CREATE TABLE t1(a, b); PRAGMA journal_mode = truncate; INSERT INTO t1 VALUES(1, 2);"
+        "INSERT INTO t1 VALUES(3, 4)");
+  SqliteDb b(uri);
+  b.run("PRAGMA journal_mode = delete");
+  UndeletableShim::fail_delete = true;
+  CHECK((b.exec("INSERT INTO t1 VALUES(5, 6)") & 0xff) == SQLITE_IOERR);
+  UndeletableShim::fail_delete = false;
+  CHECK(access(db + "-journal") == 1);
+  // The journal is hot: a must roll it back, not read b's uncommitted row.
+  CHECK(a.query("SELECT group_concat(a) FROM t1") == "1,3");
+  b.run("PRAGMA journal_mode = truncate; INSERT INTO t1 VALUES(5, 6)");
+  CHECK(a.query("SELECT group_concat(a) FROM t1") == "1,3,5");
+  CHECK(a.query("PRAGMA integrity_check") == "ok");
+}
+
 TEST_CASE("concurrency: URI parameter, PRAGMA pagefile_concurrency and PRAGMA pagefile_stats") {
   std::string db = fresh("pragmas");
   SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=3");
