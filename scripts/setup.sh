@@ -14,6 +14,8 @@ packages=(
   # SQLite's own TCL tests and speedtest1 (tests/sqlite/build-harness fetches
   # SQLite's sources with apt-get source and builds testfixture against Tcl)
   tcl tcl-dev dpkg-dev
+  # stacks of a hung test (tests/support/doctest_main.cpp)
+  gdb
 )
 
 missing=()
