@@ -858,6 +858,11 @@ Result<bool> Client::reserved_elsewhere(Fd fd) {
   return (*io)->reserved_elsewhere();
 }
 
+bool Client::unchanged_since_unlock(Fd fd) {
+  auto io = impl_->io_of(fd);
+  return io && (*io)->unchanged_since_unlock();
+}
+
 Status Client::pin(Fd fd, int64_t page) { return impl_->pin(fd, page); }
 Status Client::unpin(Fd fd, int64_t page) { return impl_->unpin(fd, page); }
 Status Client::drop_cached(Fd fd) { return impl_->drop_cached(fd); }

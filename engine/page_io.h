@@ -48,6 +48,8 @@ class PageIo {
   // SQLite's lock levels (Client::set_lock_level, reserved_elsewhere).
   virtual Status set_lock_level(LockLevel level) = 0;
   virtual Result<bool> reserved_elsewhere() = 0;
+  // Client::unchanged_since_unlock. False when the file cannot tell.
+  virtual bool unchanged_since_unlock() const { return false; }
 
   // Called once by the client when the descriptor closes, after its
   // requests finished: record what must outlive it (a remote file's size)

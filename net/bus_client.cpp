@@ -91,6 +91,11 @@ class BusClient::Impl {
   void connector_loop();
   void housekeeping_loop();
   void on_frame(const std::string& server, Frame frame);
+  // An answer from the embedded catalog, by direct call: parsed and handed
+  // to `done` as on_frame would.
+  void deliver(const std::string& server, Frame frame, Callback done);
+  // Hands a parsed answer to `done`: the reply, or the error it carries.
+  void complete(const std::string& server, ReplyPtr reply, Callback done);
   void on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
                 const Status& why);
   // Fails every pending request of `server` (all when empty) with `why`.
@@ -102,6 +107,10 @@ class BusClient::Impl {
 
   InprocHub hub_;
   std::vector<std::unique_ptr<PageServer>> embedded_;
+  // The catalog when it is one of embedded_: catalog requests go to it by
+  // a direct call (PageServer::answer_catalog). Null otherwise.
+  PageServer* embedded_catalog_ = nullptr;
+  std::string catalog_name_;
   asio::io_context io_;
   std::optional<IoThread> io_thread_;
   std::thread connector_;
@@ -129,8 +138,10 @@ Status BusClient::Impl::start() {
     server_options.dir = config_.home / address.path;
     auto server = PageServer::start(server_options, address, &hub_);
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
+    if (address.text() == config_.servers[config_.catalog].text()) embedded_catalog_ = server->get();
     embedded_.push_back(std::move(*server));
   }
+  catalog_name_ = config_.servers[config_.catalog].text();
   io_thread_.emplace(io_);
   connector_ = std::thread([this] { connector_loop(); });
   housekeeping_ = std::thread([this] { housekeeping_loop(); });
@@ -185,6 +196,21 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
   auto request = message.initRoot<wire::Request>();
   request.setVersion(wire::PROTOCOL_VERSION);
   build(request);
+  if (embedded_catalog_ != nullptr && server == catalog_name_ && is_catalog_request(request)) {
+    // In this process: answered here, on this thread, with no hand-over.
+    // (Still encoded and decoded, so it is the same request and answer as
+    // on the wire.)
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) {
+        done(Status::disconnected("bus", "client is stopping"));
+        return;
+      }
+    }
+    Frame answer = embedded_catalog_->answer_catalog(to_frame(message));
+    deliver(server, std::move(answer), std::move(done));
+    return;
+  }
   std::shared_ptr<Connection> connection;
   Frame frame;
   uint64_t id = 0;
@@ -333,14 +359,27 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
     done = std::move(it->second.done);
     pending_.erase(it);
   }
-  auto root = (*reply)->root();
+  complete(server, std::move(*reply), std::move(done));
+}
+
+void BusClient::Impl::deliver(const std::string& server, Frame frame, Callback done) {
+  auto reply = Reply::parse(std::move(frame));
+  if (!reply) {
+    done(reply.status().with_context(server));
+    return;
+  }
+  complete(server, std::move(*reply), std::move(done));
+}
+
+void BusClient::Impl::complete(const std::string& server, ReplyPtr reply, Callback done) {
+  auto root = reply->root();
   if (root.getVersion() != wire::PROTOCOL_VERSION) {
     done(Status::not_supported(server, fmt::format("server speaks protocol version {}, this client {}",
                                                    root.getVersion(), wire::PROTOCOL_VERSION)));
   } else if (root.isError()) {
     done(from_wire(root.getError()));
   } else {
-    done(std::move(*reply));
+    done(std::move(reply));
   }
 }
 

@@ -74,7 +74,9 @@ class BusClient {
   BusClient(const BusClient&) = delete;
   BusClient& operator=(const BusClient&) = delete;
 
-  // Sends a request to `server` (an address in text form); `done` runs once.
+  // Sends a request to `server` (an address in text form); `done` runs once,
+  // on the bus's thread, or, for a catalog request to an embedded catalog
+  // (answered by direct call), on this thread before call() returns.
   void call(const std::string& server, const Build& build, Callback done);
   // call() and wait.
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <iterator>
+#include <random>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -33,6 +34,25 @@ LeaseTable::LeaseTable(std::chrono::milliseconds lease, Clock clock)
     : lease_(lease), clock_(std::move(clock)) {
   assert(lease_.count() > 0);
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+  std::random_device random;
+  base_ = (static_cast<uint64_t>(random()) << 32 | random()) | 1;  // never 0: clients use 0 for "unknown"
+}
+
+uint64_t LeaseTable::version(uint64_t file_id) {
+  auto it = versions_.find(file_id);
+  return it == versions_.end() ? base_ : it->second;
+}
+
+void LeaseTable::note_change(uint64_t file_id) {
+  uint64_t next = version(file_id) + 1;
+  versions_[file_id] = next == 0 ? 1 : next;
+}
+
+void LeaseTable::drop_lock(uint64_t file_id, std::map<uint64_t, LockLevel>& owners, uint64_t owner) {
+  auto it = owners.find(owner);
+  if (it == owners.end()) return;
+  if (it->second >= LockLevel::kReserved) note_change(file_id);
+  owners.erase(it);
 }
 
 void LeaseTable::expire() {
@@ -45,7 +65,7 @@ void LeaseTable::expire() {
     uint64_t owner = it->first;
     it = leases_.erase(it);
     for (auto file = locks_.begin(); file != locks_.end();) {
-      file->second.erase(owner);
+      drop_lock(file->first, file->second, owner);
       file = file->second.empty() ? locks_.erase(file) : std::next(file);
     }
   }
@@ -139,6 +159,7 @@ Status LeaseTable::set_level(uint64_t file_id, uint64_t owner, LockLevel level) 
                                   ? fmt::format("owner {} holds SHARED", readers.front())
                                   : fmt::format("owners {} hold SHARED", fmt::join(readers, ", "));
             owners[owner] = LockLevel::kPending;
+            if (held < LockLevel::kReserved) note_change(file_id);  // a writer has begun
             return blocked(fmt::format("{}; owner {} left at PENDING", who, owner));
           }
           break;
@@ -150,6 +171,8 @@ Status LeaseTable::set_level(uint64_t file_id, uint64_t owner, LockLevel level) 
     }
   }
 
+  // A writer begins or ends: readers must not trust what they kept.
+  if ((held >= LockLevel::kReserved) != (level >= LockLevel::kReserved)) note_change(file_id);
   if (level == LockLevel::kNone) {
     owners.erase(owner);
     if (owners.empty()) locks_.erase(file_id);
@@ -203,7 +226,7 @@ void LeaseTable::release_owner(uint64_t owner) {
   expire();
   leases_.erase(owner);
   for (auto file = locks_.begin(); file != locks_.end();) {
-    file->second.erase(owner);
+    drop_lock(file->first, file->second, owner);
     file = file->second.empty() ? locks_.erase(file) : std::next(file);
   }
 }

@@ -33,6 +33,15 @@
 // loses every lock it had, as if it had died. A refused request renews
 // nothing. An owner holding no lock has no lease.
 //
+// Versions: each file has a version that moves whenever the file may have
+// changed: when an owner's lock crosses kReserved (up, as a writer starts;
+// down, as it ends, by release or by its lease running out) and on
+// note_change() (the catalog calls it when a size is set). A client that
+// sees the same version at its next lock as when it let go of its last one
+// knows no writer came meanwhile, so what it kept of the file is still
+// good. Versions start at a random value per table, so a client cannot
+// mistake a restarted catalog's version for the one it saw before.
+//
 // Thread-safety: not thread-safe; the catalog serialises calls.
 #pragma once
 
@@ -94,6 +103,11 @@ class LeaseTable {
   // Drops every lock on `file_id` (the file was removed).
   void release_file(uint64_t file_id);
 
+  // The version of `file_id` (see above).
+  uint64_t version(uint64_t file_id);
+  // Moves the version of `file_id`: it may have changed.
+  void note_change(uint64_t file_id);
+
   // Every lock held now, ordered by file then owner.
   std::vector<LockRecord> list();
 
@@ -102,6 +116,9 @@ class LeaseTable {
  private:
   // Forgets owners whose lease ran out. Every public call starts with it.
   void expire();
+  // Drops `owner`'s lock on the file of `owners` (an entry of locks_),
+  // moving the file's version when it held kReserved or above.
+  void drop_lock(uint64_t file_id, std::map<uint64_t, LockLevel>& owners, uint64_t owner);
 
   std::chrono::milliseconds lease_;
   Clock clock_;
@@ -109,6 +126,9 @@ class LeaseTable {
   std::map<uint64_t, std::map<uint64_t, LockLevel>> locks_;
   // owner -> when its lease ends
   std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;
+  // file -> version, for files whose version moved; others are at base_
+  std::map<uint64_t, uint64_t> versions_;
+  uint64_t base_;
 };
 
 }  // namespace pagefile::net

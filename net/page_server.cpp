@@ -66,6 +66,9 @@ class PageServer::Impl {
 
   // Runs one decoded request; fills `response`. Called on the page pool.
   void execute(wire::Request::Reader request, capnp::MallocMessageBuilder& response_message);
+  // Decodes `frame`, executes it and encodes the response (a malformed
+  // request gets a kCorruption answer), counting errors and bytes out.
+  Frame respond(const Frame& frame);
   // Answers a read whose pages are all in the cache, on the calling (network)
   // thread: a cache hit then costs no hand-off to the pool and back. Returns
   // false, having sent nothing, when the read needs the pool (a miss, or a
@@ -307,25 +310,7 @@ void Session::run(Job job) {
     finish(job);
     return;
   }
-  capnp::MallocMessageBuilder response_message;
-  uint64_t id = 0;
-  try {
-    capnp::FlatArrayMessageReader reader(
-        kj::ArrayPtr<const capnp::word>(job.frame->data(), job.frame->size()), frame_reader_options());
-    auto request = reader.getRoot<wire::Request>();
-    id = request.getId();
-    server_.execute(request, response_message);
-  } catch (const kj::Exception& e) {
-    auto response = response_message.initRoot<wire::Response>();
-    response.setId(id);
-    response.setVersion(wire::PROTOCOL_VERSION);
-    to_wire(Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
-            response.initError());
-  }
-  if (response_message.getRoot<wire::Response>().isError()) server_.counters_.errors++;
-  Frame out = to_frame(response_message);
-  server_.counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
-  connection_->send(std::move(out));
+  connection_->send(server_.respond(*job.frame));
   finish(job);
 }
 
@@ -746,7 +731,9 @@ Status PageServer::Impl::catalog_request(wire::Request::Reader request,
     }
     case wire::Request::SET_SIZE: {
       auto req = request.getSetSize();
-      return catalog_->set_size(req.getFileId(), req.getPages(), req.getGrowOnly());
+      Status s = catalog_->set_size(req.getFileId(), req.getPages(), req.getGrowOnly());
+      if (s) leases_->note_change(req.getFileId());
+      return s;
     }
     case wire::Request::UNLINK: {
       auto removed = catalog_->remove(std::string(request.getUnlink()));
@@ -767,12 +754,15 @@ Status PageServer::Impl::catalog_request(wire::Request::Reader request,
       if (req.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
         return Status::invalid_argument("lock", fmt::format("unknown level {}", req.getLevel()));
       }
-      if (!catalog_->lookup_id(req.getFileId())) {
+      auto record = catalog_->lookup_id(req.getFileId());
+      if (!record) {
         return Status::not_found(fmt::format("file {}", req.getFileId()), "is not in the catalog");
       }
       Status s = leases_->set_level(req.getFileId(), req.getOwner(), static_cast<LockLevel>(req.getLevel()));
       if (!s) return s;
       auto state = response.initLockState();
+      state.setSizePages(record->size_pages);
+      state.setVersion(leases_->version(req.getFileId()));
       state.setLevel(static_cast<uint8_t>(leases_->level(req.getFileId(), req.getOwner())));
       state.setReservedByOther(leases_->reserved_by_other(req.getFileId(), req.getOwner()));
       state.setLeaseMs(static_cast<uint32_t>(leases_->lease().count()));
@@ -934,6 +924,74 @@ Result<std::unique_ptr<PageServer>> PageServer::start(const ServerOptions& optio
 
 PageServer::PageServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PageServer::~PageServer() { stop(); }
+Frame PageServer::Impl::respond(const Frame& frame) {
+  capnp::MallocMessageBuilder response_message;
+  uint64_t id = 0;
+  try {
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(frame.data(), frame.size()),
+                                         frame_reader_options());
+    auto request = reader.getRoot<wire::Request>();
+    id = request.getId();
+    execute(request, response_message);
+  } catch (const kj::Exception& e) {
+    auto response = response_message.initRoot<wire::Response>();
+    response.setId(id);
+    response.setVersion(wire::PROTOCOL_VERSION);
+    to_wire(Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
+            response.initError());
+  }
+  if (response_message.getRoot<wire::Response>().isError()) counters_.errors++;
+  Frame out = to_frame(response_message);
+  counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  return out;
+}
+
+bool is_catalog_request(wire::Request::Reader request) {
+  switch (request.which()) {
+    case wire::Request::OPEN:
+    case wire::Request::STAT:
+    case wire::Request::SET_SIZE:
+    case wire::Request::UNLINK:
+    case wire::Request::LIST:
+    case wire::Request::LOCK:
+    case wire::Request::RENEW_LEASE:
+    case wire::Request::RELEASE_OWNER:
+    case wire::Request::LOCKS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Frame PageServer::answer_catalog(const Frame& request) {
+  {
+    std::lock_guard lock(impl_->sessions_mu_);
+    if (impl_->stopping_) {
+      capnp::MallocMessageBuilder message;
+      auto response = message.initRoot<wire::Response>();
+      response.setVersion(wire::PROTOCOL_VERSION);
+      try {
+        capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
+                                             frame_reader_options());
+        response.setId(reader.getRoot<wire::Request>().getId());
+      } catch (const kj::Exception&) {
+      }
+      to_wire(Status::disconnected("server", "is shutting down"), response.initError());
+      return to_frame(message);
+    }
+    ++impl_->jobs_in_flight_;  // stop() waits for it, as for a connection's request
+  }
+  impl_->counters_.requests++;
+  impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  Frame out = impl_->respond(request);
+  {
+    std::lock_guard lock(impl_->sessions_mu_);
+    --impl_->jobs_in_flight_;
+  }
+  impl_->idle_cv_.notify_all();
+  return out;
+}
+
 Address PageServer::address() const { return impl_->address_; }
 void PageServer::stop() { impl_->stop(); }
 

@@ -97,6 +97,8 @@ struct LockState {
   level @0 :UInt8;             # the level the owner holds now
   reservedByOther @1 :Bool;    # another owner holds RESERVED or more
   leaseMs @2 :UInt32;          # the lease: renew at least this often
+  sizePages @3 :Int64;         # the file's size as the catalog records it
+  version @4 :UInt64;          # moves whenever the file may have changed (lease_table.h)
 }
 
 struct LockInfo {

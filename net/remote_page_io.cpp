@@ -188,22 +188,32 @@ Status RemotePageIo::record_size() {
   return Status::ok();
 }
 
+int64_t RemotePageIo::adopt_catalog_size(int64_t recorded) {
+  int64_t local = size_.load();
+  int64_t size = local > catalog_size_ ? std::max(local, recorded) : recorded;
+  catalog_size_ = recorded;
+  size_ = size;
+  return size;
+}
+
 Result<int64_t> RemotePageIo::size_pages() {
   std::lock_guard lock(meta_mu_);
+  // A lock's grant carried the size, and no other owner changes it while
+  // the lock is held (writers need kReserved and more, which a lock held
+  // here keeps them from, or they ended before the grant).
+  if (level_ != LockLevel::kNone) return size_.load();
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
   if (!reply) return reply.status().with_context(fmt::format("{}: size", record_.name));
   auto record = (*reply)->root().getFile();
   if (record.getId() != record_.id) {
     return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
   }
-  int64_t recorded = record.getSizePages();
-  // The catalog's size, unless this descriptor's own writes went further
-  // and are not yet recorded there.
-  int64_t local = size_.load();
-  int64_t size = local > catalog_size_ ? std::max(local, recorded) : recorded;
-  catalog_size_ = recorded;
-  size_ = size;
-  return size;
+  return adopt_catalog_size(record.getSizePages());
+}
+
+bool RemotePageIo::unchanged_since_unlock() const {
+  std::lock_guard lock(meta_mu_);
+  return level_ != LockLevel::kNone && unchanged_;
 }
 
 Status RemotePageIo::sync() {
@@ -266,6 +276,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     // The catalog let our locks go while we thought we held them: say so
     // rather than carry on as if protected.
     level_ = LockLevel::kNone;
+    version_at_unlock_ = 0;  // a writer may have come and gone
     bus_->set_holds_locks(owner_, false);
     return Status::busy(record_.name, "lock lost: its lease ran out before it was renewed");
   }
@@ -281,8 +292,17 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     level_ = static_cast<LockLevel>(state.getLevel());
     reserved_by_other_ = state.getReservedByOther();
     bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
-  } else if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
-             before >= LockLevel::kShared) {
+    if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
+      unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
+      adopt_catalog_size(state.getSizePages());
+    } else if (before != LockLevel::kNone && level_ == LockLevel::kNone) {
+      version_at_unlock_ = state.getVersion();
+    }
+  } else if (!reply && before != LockLevel::kNone && level == LockLevel::kNone) {
+    version_at_unlock_ = 0;  // whether the catalog let go is unknown
+  }
+  if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
+      before >= LockLevel::kShared) {
     level_ = LockLevel::kPending;  // the catalog keeps the pending step (lease_table.h)
   }
   if ((before == LockLevel::kNone) != (level_ == LockLevel::kNone)) {

@@ -56,8 +56,11 @@ class RemotePageIo final : public PageIo {
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   Status sync() override;
   Status truncate(int64_t pages) override;
-  // Asks the catalog, so another client's writes and truncates show.
+  // Asks the catalog, so another client's writes and truncates show;
+  // while a lock is held, the size its grant brought (plus this
+  // descriptor's own writes) is the answer without asking.
   Result<int64_t> size_pages() override;
+  bool unchanged_since_unlock() const override;
   Status lock(LockMode mode, LockWait wait) override;
   Status unlock() override;
   Status close() override;
@@ -81,6 +84,9 @@ class RemotePageIo final : public PageIo {
   // REQUIRES: meta_mu_ held.
   Status record_size();
   Status set_lock_level_locked(LockLevel level);  // REQUIRES: meta_mu_ held
+  // Takes `recorded`, the catalog's size, unless this descriptor's own
+  // writes went further and are not yet recorded there. REQUIRES: meta_mu_.
+  int64_t adopt_catalog_size(int64_t recorded);
 
   std::shared_ptr<BusClient> bus_;
   const FileRecord record_;
@@ -97,6 +103,11 @@ class RemotePageIo final : public PageIo {
   int64_t catalog_size_;                // GUARDED_BY(meta_mu_): the size the catalog has
   LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(meta_mu_)
   bool reserved_by_other_ = false;      // GUARDED_BY(meta_mu_): the catalog's last word
+  // The file's version (lease_table.h) when this descriptor last let go of
+  // its lock, 0 when unknown; and whether the last lock taken from kNone
+  // found the same version.
+  uint64_t version_at_unlock_ = 0;  // GUARDED_BY(meta_mu_)
+  bool unchanged_ = false;          // GUARDED_BY(meta_mu_)
 
   std::mutex dirty_mu_;
   std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync

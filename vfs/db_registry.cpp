@@ -46,6 +46,8 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   if (old != databases_.end()) {  // counted per database, not per open
     config->stats = old->second->stats;
     config->fresh_locks = old->second->fresh_locks;
+    config->changes = old->second->changes;
+    config->absent = old->second->absent;
     if (!options.policy) config->set_policy(old->second->policy());
   }
   databases_[db_name] = config;
@@ -62,6 +64,12 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
     if (it != databases_.end()) return it->second;
   }
   return remember(db, DbOptions{});
+}
+
+std::shared_ptr<DbConfig> DbRegistry::find(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = databases_.find(database_of(name));
+  return it == databases_.end() ? nullptr : it->second;
 }
 
 void DbRegistry::set_policy(const std::string& db_name, const BufferPolicy& policy) {

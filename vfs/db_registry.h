@@ -34,6 +34,36 @@ struct DbConfig {
   // UNDELETABLE_WHEN_OPEN) re-reads its size and pages when this moved:
   // another descriptor may have written the file meanwhile.
   std::shared_ptr<std::atomic<uint64_t>> fresh_locks = std::make_shared<std::atomic<uint64_t>>(0);
+  // Of those, the times the database may have changed since the connection's
+  // last lock (Client::unchanged_since_unlock said no).
+  std::shared_ptr<std::atomic<uint64_t>> changes = std::make_shared<std::atomic<uint64_t>>(0);
+
+  // The database's journal and WAL names that xAccess found absent, each
+  // with the `changes` count of then. SQLite asks at the start of every
+  // transaction whether they exist; the answer "absent" holds until
+  // `changes` moves, because only a writer creates them, and a writer
+  // (kReserved) moves the file's version, which our next lock then sees.
+  // (A live writer's journal, which we may miss meanwhile, is one SQLite
+  // would pass over anyway: its owner holds kReserved.) Opening a file of
+  // that name here forgets the answer.
+  bool known_absent(const std::string& name) const {
+    std::lock_guard lock(absent->mu);
+    auto it = absent->at.find(name);
+    return it != absent->at.end() && it->second == changes->load();
+  }
+  void note_absent(const std::string& name, uint64_t changes_then) {
+    std::lock_guard lock(absent->mu);
+    absent->at[name] = changes_then;
+  }
+  void forget_absent(const std::string& name) {
+    std::lock_guard lock(absent->mu);
+    absent->at.erase(name);
+  }
+  struct AbsentNames {
+    std::mutex mu;
+    std::map<std::string, uint64_t> at;  // GUARDED_BY(mu)
+  };
+  std::shared_ptr<AbsentNames> absent = std::make_shared<AbsentNames>();  // shared like changes
 
   // The buffer policy the database's files opened from now on get: its URI's
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:
@@ -77,6 +107,9 @@ class DbRegistry {
   // on (DbConfig::set_policy on the configuration remembered for it).
   void set_policy(const std::string& db_name, const BufferPolicy& policy);
 
+  // The configuration remembered for the database `name` belongs to, or
+  // null when none was (nothing is remembered by asking).
+  std::shared_ptr<DbConfig> find(const std::string& name);
   // Every store name this process opened, looked up or remembered (the
   // store has no listing; this is what pagefile_names() offers instead).
   std::vector<std::string> names();

@@ -132,8 +132,11 @@ int x_lock(sqlite3_file* f, int level) {
     }
     int before = st.lock;
     st.lock = level;
-    if (before == SQLITE_LOCK_NONE) {
-      st.config->fresh_locks->fetch_add(1);
+    if (before == SQLITE_LOCK_NONE) st.config->fresh_locks->fetch_add(1);
+    if (before == SQLITE_LOCK_NONE && client.unchanged_since_unlock(st.file->fd())) {
+      // No writer since our last lock: what we kept, and the size, hold.
+    } else if (before == SQLITE_LOCK_NONE) {
+      st.config->changes->fetch_add(1);
       // Another client may have written since we last held a lock: what
       // we read ahead or kept, and the size, may be stale.
       st.file->drop_cache();
@@ -364,6 +367,7 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
   }
   if (!config) return config.status();
   st->config = *config;
+  if ((flags & SQLITE_OPEN_READONLY) == 0) st->config->forget_absent(*name);  // it may be written now
   st->fresh_locks_seen = st->config->fresh_locks->load();  // opened now: nothing to catch up on
   const DbOptions& o = st->config->options;
   OpenOptions open;

@@ -48,14 +48,21 @@ int x_delete(sqlite3_vfs*, const char* name, int) {
 int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
   return guarded(SQLITE_IOERR_ACCESS, [&] {
     *result = 0;
+    // A journal or WAL of a database opened here: SQLite asks at the start
+    // of every transaction, and "absent" stays true until the database's
+    // version moves (DbConfig::known_absent).
+    auto full = store_name(name);
+    std::shared_ptr<DbConfig> config;
+    if (full && database_of(*full) != *full) config = DbRegistry::instance().find(*full);
+    if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
+    uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
     auto size = stored_size(name);
-    if (!size) {
-      if (size.status().is(Code::kNotFound)) return SQLITE_OK;
-      return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
-    }
+    if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
+    bool exists = size && *size > 0;
+    if (config && !exists) config->note_absent(*full, changes);
     // As unixAccess: an empty file does not "exist" (a journal truncated to
     // nothing is no journal); READ and READWRITE ask only for presence.
-    *result = flags == SQLITE_ACCESS_EXISTS ? (*size > 0) : 1;
+    *result = flags == SQLITE_ACCESS_EXISTS ? exists : (size ? 1 : 0);
     return SQLITE_OK;
   });
 }
@@ -152,6 +159,7 @@ Result<std::unique_ptr<MappedFile>> open_stored(const std::string& path, OpenOpt
   if (!config) return config.status();
   open.location = (*config)->options.location;
   auto layout = database_of(*name) == *name ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes;
+  if (!open.read_only) (*config)->forget_absent(*name);  // it may be written now
   return MappedFile::open(*(*config)->client, *name, open, layout, nullptr);
 }
 

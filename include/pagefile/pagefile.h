@@ -249,6 +249,15 @@ class Client {
   // kReserved or above on the file: SQLite's xCheckReservedLock.
   Result<bool> reserved_elsewhere(Fd fd);
 
+  // True while `fd` holds a lock that set_lock_level() took from kNone and
+  // the file is known not to have changed since this descriptor last let go
+  // of a lock: no other descriptor took kReserved or above, or set its
+  // size, in between (the catalog keeps a version per file). Then what a
+  // reader kept of the file (the pool, SQLite's cache) is still good and
+  // need not be read again. False when that is not known: the first lock,
+  // a lost lease, local files (which keep no version).
+  bool unchanged_since_unlock(Fd fd);
+
   // ---- The buffer pool (ClientOptions::cache_pages > 0) -------------------
   // With a pool, a read of a page the pool holds is served from it (its
   // ticket is complete at once and takes no room in the window); a miss goes

@@ -361,3 +361,69 @@ TEST_CASE("the default clock is the steady clock") {
   CHECK(all[0].expires_in > 59s);
   CHECK(all[0].expires_in <= 60s);
 }
+
+TEST_CASE("a file's version moves when a writer begins and ends, and on note_change; readers move nothing") {
+  FakeClock clock;
+  LeaseTable t(1000ms, clock.fn());
+  const uint64_t v0 = t.version(kFile);
+  CHECK(v0 != 0);  // 0 is what clients use for "unknown"
+  CHECK(t.version(kFile + 1) == v0);  // every file starts at the table's base
+
+  // Readers come and go: nothing they kept can be stale.
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  REQUIRE_OK(t.set_level(kFile, 2, kNone));
+  CHECK(t.version(kFile) == v0);
+
+  // A writer: RESERVED moves it, EXCLUSIVE does not again, the end does.
+  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
+  const uint64_t v1 = t.version(kFile);
+  CHECK(v1 != v0);
+  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+  CHECK(t.version(kFile) == v1);
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  const uint64_t v2 = t.version(kFile);
+  CHECK(v2 != v1);
+  CHECK(v2 != v0);
+  CHECK(t.version(kFile + 1) == v0);  // other files keep theirs
+
+  // The pending step is a writer beginning too.
+  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  CHECK_CODE(t.set_level(kFile, 1, kExclusive), Code::kBusy);
+  CHECK(t.level(kFile, 1) == kPending);
+  const uint64_t v3 = t.version(kFile);
+  CHECK(v3 != v2);
+  CHECK_CODE(t.set_level(kFile, 1, kExclusive), Code::kBusy);  // still pending: no new move
+  CHECK(t.version(kFile) == v3);
+  REQUIRE_OK(t.set_level(kFile, 1, kNone));
+  CHECK(t.version(kFile) != v3);
+
+  const uint64_t v4 = t.version(kFile);
+  t.note_change(kFile);
+  CHECK(t.version(kFile) != v4);
+}
+
+TEST_CASE("a writer that dies (lease out) or says goodbye moves the version; a reader does not") {
+  FakeClock clock;
+  LeaseTable t(500ms, clock.fn());
+  REQUIRE_OK(t.set_level(kFile, 1, kShared));
+  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
+  REQUIRE_OK(t.set_level(kFile + 1, 2, kShared));
+  const uint64_t writer_file = t.version(kFile);
+  const uint64_t reader_file = t.version(kFile + 1);
+  clock.now += 500ms;
+  CHECK(t.level(kFile, 1) == kNone);
+  CHECK(t.version(kFile) != writer_file);  // its journal may be hot now
+  CHECK(t.version(kFile + 1) == reader_file);
+
+  REQUIRE_OK(t.set_level(kFile, 3, kShared));
+  REQUIRE_OK(t.set_level(kFile, 3, kExclusive));
+  const uint64_t before = t.version(kFile);
+  t.release_owner(3);
+  CHECK(t.version(kFile) != before);
+}
+
+TEST_CASE("two tables start at different versions, so a restarted catalog is not mistaken for the old one") {
+  LeaseTable a(1000ms), b(1000ms);
+  CHECK(a.version(kFile) != b.version(kFile));
+}

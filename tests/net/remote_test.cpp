@@ -402,3 +402,100 @@ TEST_CASE("server_of names the server of a page as the file's placement does") {
   CHECK_CODE(client->server_of(Fd{999}, 0).status(), Code::kInvalidArgument);
   CHECK_OK(client->stop());
 }
+
+// Reader `r` and writer `w` are descriptors of one remote file, in one
+// client or two. What r kept stays good exactly while no writer came.
+void check_unchanged_since_unlock(Client& rc, Fd r, Client& wc, Fd w) {
+  auto relock = [&] {
+    REQUIRE_OK(rc.set_lock_level(r, LockLevel::kNone));
+    REQUIRE_OK(rc.set_lock_level(r, LockLevel::kShared));
+    return rc.unchanged_since_unlock(r);
+  };
+  CHECK_FALSE(rc.unchanged_since_unlock(r));  // no lock
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kShared));
+  CHECK_FALSE(rc.unchanged_since_unlock(r));  // the first lock knows nothing before it
+  CHECK(relock());
+  CHECK(relock());
+
+  // Another reader comes and goes: still unchanged.
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kShared));
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kNone));
+  CHECK(relock());
+
+  // A writer commits two pages more: changed once, and the grant's size shows them.
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kNone));
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kShared));
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kReserved));
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kExclusive));
+  auto before = wc.status(w);
+  REQUIRE_OK(before);
+  REQUIRE_OK(wc.write(w, before->pages, page_pattern(4096, before->pages, 9)));
+  REQUIRE_OK(wc.write(w, before->pages + 1, page_pattern(4096, before->pages + 1, 9)));
+  REQUIRE_OK(wc.sync(w));
+  REQUIRE_OK(wc.set_lock_level(w, LockLevel::kNone));
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kShared));
+  CHECK_FALSE(rc.unchanged_since_unlock(r));
+  CHECK(rc.status(r)->pages == before->pages + 2);
+  std::vector<std::byte> page(4096);
+  CHECK(*rc.read(r, before->pages + 1, page) == PageRead::kData);
+  CHECK(page == page_pattern(4096, before->pages + 1, 9));
+  CHECK(relock());
+
+  // A writer that takes no lock but grows the file (its sync records the
+  // size) moves the version too.
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kNone));
+  REQUIRE_OK(wc.write(w, before->pages + 2, page_pattern(4096, before->pages + 2, 9)));
+  REQUIRE_OK(wc.sync(w));
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kShared));
+  CHECK_FALSE(rc.unchanged_since_unlock(r));
+  CHECK(rc.status(r)->pages == before->pages + 3);
+  REQUIRE_OK(rc.set_lock_level(r, LockLevel::kNone));
+  CHECK_FALSE(rc.unchanged_since_unlock(r));  // no lock held
+}
+
+TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a writer came since its last lock") {
+  SUBCASE("two descriptors of one client, embedded catalog (direct calls)") {
+    TempDir dir;
+    auto client = start_client("inproc:2", dir);
+    auto r = client->open("v", remote(Placement::kStripe));
+    auto w = client->open("v", {.location = Location::kRemote});
+    REQUIRE_OK(r);
+    REQUIRE_OK(w);
+    write_all(*client, *w, 4, 4096, 3);
+    check_unchanged_since_unlock(*client, *r, *client, *w);
+  }
+  SUBCASE("two clients of pagefiled over tcp") {
+    TempDir dir;
+    ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
+    TempDir da, db;
+    auto reader = start_client(server.address(), da);
+    auto writer = start_client(server.address(), db);
+    auto r = reader->open("v", remote(Placement::kStripe));
+    REQUIRE_OK(r);
+    auto w = writer->open("v", {.location = Location::kRemote});
+    REQUIRE_OK(w);
+    write_all(*writer, *w, 4, 4096, 3);
+    check_unchanged_since_unlock(*reader, *r, *writer, *w);
+  }
+  SUBCASE("a restarted catalog is a change") {
+    TempDir dir;
+    std::string address = fmt::format("tcp://127.0.0.1:{}", free_tcp_port());
+    auto server = std::make_unique<ServerProcess>(address, dir / "s");
+    TempDir da;
+    auto client = start_client(address, da);
+    auto r = client->open("v", remote(Placement::kStripe));
+    REQUIRE_OK(r);
+    REQUIRE_OK(client->set_lock_level(*r, LockLevel::kShared));
+    REQUIRE_OK(client->set_lock_level(*r, LockLevel::kNone));
+    server.reset();
+    server = std::make_unique<ServerProcess>(address, dir / "s");
+    Status s;
+    for (int i = 0; i < 50; ++i) {  // the client reconnects on its next request
+      s = client->set_lock_level(*r, LockLevel::kShared);
+      if (s) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE_OK(s);
+    CHECK_FALSE(client->unchanged_since_unlock(*r));
+  }
+}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -93,20 +94,21 @@ TEST_CASE("two processes write one database through the catalog's locks") {
   CHECK(db.query("PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journal back") {
-  Cluster c;
-  std::string uri = c.uri("crash.db");
+namespace {
+
+// Fills t with 300 'kept' rows; returns what a reader sees of them.
+std::string fill_kept(const std::string& uri) {
   create_table(uri);
-  {
-    SqliteDb db(uri);
-    db.run("INSERT INTO t(tag, i, pad) SELECT 'kept', value, randomblob(500) FROM "
-           "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
-  }
-  std::string before;
-  {
-    SqliteDb db(uri);
-    before = db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t");
-  }
+  SqliteDb db(uri);
+  db.run("INSERT INTO t(tag, i, pad) SELECT 'kept', value, randomblob(500) FROM "
+         "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
+  return db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t");
+}
+
+// Starts vfs_worker's "hold" on `uri` (a transaction that has written part
+// of the database, its journal hot), runs `meanwhile`, and SIGKILLs the
+// worker once it says it has written.
+void kill_writer_mid_transaction(const std::string& uri, const std::function<void()>& meanwhile = {}) {
   TempDir wd;
   std::fflush(stdout);
   pid_t pid = ::fork();
@@ -119,6 +121,7 @@ TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journa
     ::execl(w.c_str(), w.c_str(), uri.c_str(), "hold", static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  if (meanwhile) meanwhile();
   bool spilled = false;
   for (int i = 0; i < 600 && !spilled; ++i) {  // at most a minute
     spilled = read_file(wd / "out.txt").find("spilled") != std::string::npos;
@@ -128,6 +131,15 @@ TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journa
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(spilled);
+}
+
+}  // namespace
+
+TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journal back") {
+  Cluster c;
+  std::string uri = c.uri("crash.db");
+  std::string before = fill_kept(uri);
+  kill_writer_mid_transaction(uri);
 
   SqliteDb db(uri);
   // The journal is there and not empty: hot, since its writer's lock died with its lease.
@@ -136,6 +148,37 @@ TEST_CASE("a writer killed mid-transaction: the next opener rolls the hot journa
   CHECK(db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t") == before);
   CHECK(db.query("SELECT count(*) FROM t WHERE tag = 'lost'") == "0");
   CHECK(db.query("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("a reader open all along sees a killed writer's hot journal and rolls it back (what it kept is not trusted)") {
+  // The reader keeps pages (a pool, and SQLite's cache) and answers
+  // "no journal" from memory while the database's version stays; the
+  // writer's RESERVED and its lease running out move the version.
+  Cluster c;
+  std::string uri = c.uri("crash2.db") + "&cache_pages=256";
+  std::string before = fill_kept(uri);
+  SqliteDb reader(uri);
+  sqlite3_busy_timeout(reader.get(), 20000);
+  for (int i = 0; i < 3; ++i) CHECK(reader.query("SELECT count(*), sum(length(pad)), sum(i) FROM t") == before);
+  SUBCASE("the writer starts while the reader holds no lock") { kill_writer_mid_transaction(uri); }
+  SUBCASE("the writer takes RESERVED while the reader is inside a transaction") {
+    // Then the reader's last unlock already saw the writer's RESERVED: only
+    // the writer's end (its lease running out) tells the reader.
+    reader.run("BEGIN; SELECT count(*) FROM t;");
+    kill_writer_mid_transaction(uri, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // it takes RESERVED, then waits at PENDING
+      reader.run("COMMIT");
+    });
+  }
+  CHECK(reader.query("SELECT count(*), sum(length(pad)), sum(i) FROM t") == before);
+  CHECK(reader.query("SELECT count(*) FROM t WHERE tag = 'lost'") == "0");
+  CHECK(reader.query("PRAGMA integrity_check") == "ok");
+  CHECK(reader.query("SELECT pagefile_exists('crash2.db-journal')") == "0");
+  // And a writer in another process afterwards is seen at once.
+  TempDir wd;
+  Outcome o = run_program(worker(), wd.path(), {uri, "insert", "late", "3"});
+  CHECK_MESSAGE(o.exit_status == 0, o.err);
+  CHECK(reader.query("SELECT count(*) FROM t WHERE tag = 'late'") == "3");
 }
 
 TEST_CASE("a page server killed mid-transaction gives SQLITE_IOERR, not a hang or corruption") {
