@@ -398,6 +398,41 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       return Ticket{request->ticket};
     }
 
+    // A page that a server in this process holds in its cache is read at
+    // once on this thread, like a pool hit: no hand-over to the bus's
+    // threads and back, no room in the window. Not past a request of ours
+    // on the page (page_queues), nor past writes to that server in flight
+    // (the bus checks). Anything else, an error among them, goes the usual
+    // way below.
+    if (!is_write && !file->exclusive && !file->page_queues.contains(page)) {
+      std::shared_ptr<PageIo> io = file->io;
+      lock.unlock();
+      std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
+      lock.lock();
+      if (file->closing || stopped_) {
+        return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+      }
+      if (now && now->is_ok()) {
+        // A write requested meanwhile has put its newer page in the pool.
+        if (cache_ && **now == PageRead::kData && !file->page_queues.contains(page)) {
+          cache_->fill(fd.value, page, read_buffer);
+        }
+        request = std::make_shared<Request>();
+        request->ticket = next_ticket_++;
+        request->file = file;
+        request->page = page;
+        request->read_buffer = read_buffer;
+        request->read_result = **now;
+        request->done = true;
+        request->in_window = false;
+        tickets_.emplace(request->ticket, request);
+        if (cache_) read_ahead_locked(file, page, to_dispatch);
+        lock.unlock();
+        for (const RequestPtr& r : to_dispatch) dispatch(r);
+        return Ticket{request->ticket};
+      }
+    }
+
     // Wait for truncate to finish and for room in the window. When the
     // window is full, the oldest ticket leaves it as soon as its I/O is done;
     // its result waits for its own confirm.

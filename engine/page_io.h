@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -32,6 +33,15 @@ class PageIo {
   // `done` has run.
   virtual void read_async(int64_t page, std::span<std::byte> out, ReadDone done) = 0;
   virtual void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) = 0;
+  // A read done on the calling thread when that is cheap (a remote page in
+  // the cache of a server in this process); nothing when it is not, and the
+  // caller then uses read_async. The caller keeps it from overtaking its own
+  // requests on the page.
+  virtual std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) {
+    (void)page;
+    (void)out;
+    return std::nullopt;
+  }
 
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {

@@ -111,6 +111,17 @@ class BusClient::Impl {
   // a direct call (PageServer::answer_catalog). Null otherwise.
   PageServer* embedded_catalog_ = nullptr;
   std::string catalog_name_;
+  // embedded_ by address text, for reads answered by direct call.
+  std::map<std::string, PageServer*> embedded_by_name_;
+  // Per server, requests that change pages (write, truncate, drop) sent and
+  // not yet answered: a read by direct call must not overtake them.
+  std::mutex changing_mu_;
+  std::map<std::string, uint64_t> changing_;  // GUARDED_BY(changing_mu_)
+
+ public:
+  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+
+ private:
   asio::io_context io_;
   std::optional<IoThread> io_thread_;
   std::thread connector_;
@@ -139,6 +150,7 @@ Status BusClient::Impl::start() {
     auto server = PageServer::start(server_options, address, &hub_);
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
     if (address.text() == config_.servers[config_.catalog].text()) embedded_catalog_ = server->get();
+    embedded_by_name_[address.text()] = server->get();
     embedded_.push_back(std::move(*server));
   }
   catalog_name_ = config_.servers[config_.catalog].text();
@@ -211,6 +223,21 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     deliver(server, std::move(answer), std::move(done));
     return;
   }
+  if (!embedded_by_name_.empty() &&
+      (request.isWrite() || request.isTruncate() || request.isDropShare())) {
+    // Counted until answered (however: reply, error, timeout, stop).
+    {
+      std::lock_guard lock(changing_mu_);
+      ++changing_[server];
+    }
+    done = [this, server, done = std::move(done)](Result<ReplyPtr> r) {
+      {
+        std::lock_guard lock(changing_mu_);
+        --changing_[server];
+      }
+      done(std::move(r));
+    };
+  }
   std::shared_ptr<Connection> connection;
   Frame frame;
   uint64_t id = 0;
@@ -244,6 +271,30 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     return;
   }
   if (connection) connection->send(std::move(frame));
+}
+
+std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& server, const Build& build) {
+  auto it = embedded_by_name_.find(server);
+  if (it == embedded_by_name_.end()) return std::nullopt;
+  {
+    std::lock_guard lock(changing_mu_);
+    auto changing = changing_.find(server);
+    if (changing != changing_.end() && changing->second > 0) return std::nullopt;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return std::nullopt;
+  }
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<wire::Request>();
+  request.setVersion(wire::PROTOCOL_VERSION);
+  build(request);
+  std::optional<Frame> answer = it->second->answer_read_cached(to_frame(message));
+  if (!answer) return std::nullopt;
+  auto reply = Reply::parse(std::move(*answer));
+  if (!reply) return Result<ReplyPtr>(reply.status().with_context(server));
+  if (reply->get()->root().isError()) return Result<ReplyPtr>(from_wire((*reply)->root().getError()));
+  return Result<ReplyPtr>(std::move(*reply));
 }
 
 void BusClient::Impl::connector_loop() {
@@ -447,6 +498,10 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
   auto future = promise.get_future();
   impl_->call(server, build, [&promise](Result<ReplyPtr> r) { promise.set_value(std::move(r)); });
   return future.get();
+}
+
+std::optional<Result<ReplyPtr>> BusClient::read_direct(const std::string& server, const Build& build) {
+  return impl_->read_direct(server, build);
 }
 
 void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_locks(owner, holds); }

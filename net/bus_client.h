@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,12 @@ class BusClient {
   void call(const std::string& server, const Build& build, Callback done);
   // call() and wait.
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
+  // A read request to an embedded server whose cache holds its pages,
+  // answered on this thread (PageServer::answer_read_cached); nothing when
+  // that cannot be (not embedded, a miss, or a write, truncate or drop to
+  // that server not yet answered, which the read must not overtake): then
+  // call() it.
+  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }

@@ -69,11 +69,11 @@ class PageServer::Impl {
   // Decodes `frame`, executes it and encodes the response (a malformed
   // request gets a kCorruption answer), counting errors and bytes out.
   Frame respond(const Frame& frame);
-  // Answers a read whose pages are all in the cache, on the calling (network)
-  // thread: a cache hit then costs no hand-off to the pool and back. Returns
-  // false, having sent nothing, when the read needs the pool (a miss, or a
-  // request the pool must judge).
-  bool read_cached(wire::Request::Reader request, Connection& connection);
+  // The answer to a read whose pages are all in the cache, made on the
+  // calling (network) thread: a cache hit then costs no hand-off to the pool
+  // and back. Nothing when the read needs the pool (a miss, or a request the
+  // pool must judge).
+  std::optional<Frame> read_cached(wire::Request::Reader request);
   ServerCounters snapshot() const;
 
   Address address_;
@@ -248,7 +248,12 @@ void Session::on_frame(Frame frame) {
     }
     // A read is answered here, without the pool, when the cache holds all
     // its pages and no earlier request of this connection touches them.
-    if (request.isRead() && !overtakes_earlier(job.span) && server_.read_cached(request, *connection_)) return;
+    if (request.isRead() && !overtakes_earlier(job.span)) {
+      if (std::optional<Frame> out = server_.read_cached(request)) {
+        connection_->send(std::move(*out));
+        return;
+      }
+    }
   } catch (const kj::Exception& e) {
     // A frame that is not a Request: answer and hang up, since nothing
     // after it on this stream can be trusted.
@@ -363,7 +368,7 @@ void Session::on_close(const Status& why) {
 
 // ---- PageServer::Impl ------------------------------------------------------
 
-bool PageServer::Impl::read_cached(wire::Request::Reader request, Connection& connection) {
+std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request) {
   try {
     auto req = request.getRead();
     uint32_t page_size = req.getShare().getPageSize();
@@ -372,11 +377,11 @@ bool PageServer::Impl::read_cached(wire::Request::Reader request, Connection& co
     if (options_.cache_pages == 0 || !check_page_size(page_size) || count == 0 ||
         count > kMaxFrameBytes / 2 / page_size || !check_page_number(req.getPage(), "read") ||
         !check_page_number(req.getPage() + count - 1, "read")) {
-      return false;
+      return std::nullopt;
     }
     {
       std::lock_guard lock(sessions_mu_);
-      if (stopping_) return false;
+      if (stopping_) return std::nullopt;
     }
     FrameBuilder message(static_cast<size_t>(count) * page_size / sizeof(capnp::word) + 16);
     auto response = message.initRoot<wire::Response>();
@@ -387,16 +392,15 @@ bool PageServer::Impl::read_cached(wire::Request::Reader request, Connection& co
     cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
     if (!cache_.read_run(file_id, req.getPage(), count, page_size,
                          std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
-      return false;
+      return std::nullopt;
     }
     counters_.pages_read += count;
     counters_.cache_hits += count;
     Frame out = message.finish();
     counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
-    connection.send(std::move(out));
-    return true;
+    return out;
   } catch (const kj::Exception&) {
-    return false;  // the pool's run() reports the malformed request
+    return std::nullopt;  // the pool's run() reports the malformed request
   }
 }
 
@@ -990,6 +994,23 @@ Frame PageServer::answer_catalog(const Frame& request) {
   }
   impl_->idle_cv_.notify_all();
   return out;
+}
+
+std::optional<Frame> PageServer::answer_read_cached(const Frame& request) {
+  try {
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
+                                         frame_reader_options());
+    auto root = reader.getRoot<wire::Request>();
+    if (!root.isRead() || root.getVersion() != wire::PROTOCOL_VERSION) return std::nullopt;
+    std::optional<Frame> out = impl_->read_cached(root);
+    if (out) {
+      impl_->counters_.requests++;
+      impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+    }
+    return out;
+  } catch (const kj::Exception&) {
+    return std::nullopt;  // sent the usual way, it gets the usual error
+  }
 }
 
 Address PageServer::address() const { return impl_->address_; }

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,11 @@ class PageServer {
   // requests run one at a time whichever way they come. After stop() the
   // answer is kDisconnected.
   Frame answer_catalog(const Frame& request);
+  // Likewise for a read whose pages this server's cache holds: the answer,
+  // made on the calling thread, or nothing (a miss, or not such a read;
+  // send it the usual way). The caller keeps it from overtaking its own
+  // writes to those pages still in flight.
+  std::optional<Frame> answer_read_cached(const Frame& request);
 
   ServerCounters counters() const;
   std::vector<ServerFileCounters> file_counters() const;

@@ -124,31 +124,42 @@ const std::string& RemotePageIo::server_of(int64_t page) const {
   return record_.servers[placement_.server_for(page)];
 }
 
-void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
+void RemotePageIo::build_read(wire::Request::Builder r, int64_t page) const {
+  auto read = r.initRead();
+  set_page_share(read.initShare(), page);
+  read.setPage(page);
+  read.setCount(1);
+}
+
+Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const {
   uint32_t page_size = record_.page_size;
+  if (!reply) return reply.status().with_context(fmt::format("{}: read page {}", record_.name, page));
+  auto root = (*reply)->root();
+  if (!root.isPages() || root.getPages().size() != page_size) {
+    return Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page));
+  }
+  if (page >= size_.load()) {
+    // Past the end as this client knows it: zeros, whatever a server
+    // still holds there.
+    std::memset(out.data(), 0, page_size);
+    return PageRead::kBeyondEnd;
+  }
+  std::memcpy(out.data(), root.getPages().begin(), page_size);
+  return PageRead::kData;
+}
+
+void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
   bus_->call(
-      server_of(page),
-      [&](wire::Request::Builder r) {
-        auto read = r.initRead();
-        set_page_share(read.initShare(), page);
-        read.setPage(page);
-        read.setCount(1);
-      },
-      [this, page, out, page_size, done = std::move(done)](Result<ReplyPtr> reply) {
-        if (!reply) return done(reply.status().with_context(fmt::format("{}: read page {}", record_.name, page)));
-        auto root = (*reply)->root();
-        if (!root.isPages() || root.getPages().size() != page_size) {
-          return done(Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page)));
-        }
-        if (page >= size_.load()) {
-          // Past the end as this client knows it: zeros, whatever a server
-          // still holds there.
-          std::memset(out.data(), 0, page_size);
-          return done(PageRead::kBeyondEnd);
-        }
-        std::memcpy(out.data(), root.getPages().begin(), page_size);
-        done(PageRead::kData);
+      server_of(page), [&](wire::Request::Builder r) { build_read(r, page); },
+      [this, page, out, done = std::move(done)](Result<ReplyPtr> reply) {
+        done(take_read(page, std::move(reply), out));
       });
+}
+
+std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
+  auto reply = bus_->read_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
+  if (!reply) return std::nullopt;
+  return take_read(page, std::move(*reply), out);
 }
 
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {

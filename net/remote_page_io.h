@@ -53,6 +53,7 @@ class RemotePageIo final : public PageIo {
   const FileRecord& record() const { return record_; }
 
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
+  std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) override;
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   Status sync() override;
   Status truncate(int64_t pages) override;
@@ -77,6 +78,10 @@ class RemotePageIo final : public PageIo {
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
   const std::string& server_of(int64_t page) const;
+  // Fills in a read of `page`, for read_async and read_now.
+  void build_read(wire::Request::Builder r, int64_t page) const;
+  // The outcome of a read of `page` from its reply, into `out`.
+  Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
   // The share of a read or write of `page`, with what the server's pool
   // needs: the policy and where the file's pages are.
   void set_page_share(wire::Share::Builder share, int64_t page) const;
