@@ -212,7 +212,7 @@ Result<int64_t> RemotePageIo::size_pages() {
   // A lock's grant carried the size, and no other owner changes it while
   // the lock is held (writers need kReserved and more, which a lock held
   // here keeps them from, or they ended before the grant).
-  if (level_ != LockLevel::kNone) return size_.load();
+  if (level_ != LockLevel::kNone && size_from_grant_) return size_.load();
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
   if (!reply) return reply.status().with_context(fmt::format("{}: size", record_.name));
   auto record = (*reply)->root().getFile();
@@ -305,7 +305,8 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
     if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
       unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
-      adopt_catalog_size(state.getSizePages());
+      size_from_grant_ = state.getVersion() != 0;  // an older catalog sends neither (0)
+      if (size_from_grant_) adopt_catalog_size(state.getSizePages());
     } else if (before != LockLevel::kNone && level_ == LockLevel::kNone) {
       version_at_unlock_ = state.getVersion();
     }

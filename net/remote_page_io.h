@@ -113,6 +113,7 @@ class RemotePageIo final : public PageIo {
   // found the same version.
   uint64_t version_at_unlock_ = 0;  // GUARDED_BY(meta_mu_)
   bool unchanged_ = false;          // GUARDED_BY(meta_mu_)
+  bool size_from_grant_ = false;    // GUARDED_BY(meta_mu_): the lock held brought the size
 
   std::mutex dirty_mu_;
   std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync
