@@ -153,6 +153,11 @@ class Client::Impl {
   // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
   // while the window has room; appends those to dispatch to `out`.
   void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
+  // A read of `page` that finished as it was asked for (a pool hit, or a
+  // read_now): its ticket, done and outside the window; with a pool, the
+  // read-ahead it calls for goes to `out`.
+  RequestPtr read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
+                              PageRead result, std::vector<RequestPtr>& out);
 
   const ClientOptions options_;
   boost::asio::thread_pool pool_;
@@ -381,15 +386,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     if (cache_ && !is_write && !file->exclusive && !file->page_queues.contains(page)) {
       looked_up = true;
       if (cache_->read(fd.value, page, read_buffer)) {
-        request = std::make_shared<Request>();
-        request->ticket = next_ticket_++;
-        request->file = file;
-        request->page = page;
-        request->read_buffer = read_buffer;
-        request->done = true;
-        request->in_window = false;
-        tickets_.emplace(request->ticket, request);
-        read_ahead_locked(file, page, to_dispatch);
+        request = read_done_locked(file, page, read_buffer, PageRead::kData, to_dispatch);
       }
     }
     if (request) {
@@ -404,7 +401,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     // on the page (page_queues), nor past writes to that server in flight
     // (the bus checks). Anything else, an error among them, goes the usual
     // way below.
-    if (!is_write && !file->exclusive && !file->page_queues.contains(page)) {
+    if (!is_write && file->io->may_read_now() && !file->exclusive && !file->page_queues.contains(page)) {
       std::shared_ptr<PageIo> io = file->io;
       lock.unlock();
       std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
@@ -417,16 +414,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         if (cache_ && **now == PageRead::kData && !file->page_queues.contains(page)) {
           cache_->fill(fd.value, page, read_buffer);
         }
-        request = std::make_shared<Request>();
-        request->ticket = next_ticket_++;
-        request->file = file;
-        request->page = page;
-        request->read_buffer = read_buffer;
-        request->read_result = **now;
-        request->done = true;
-        request->in_window = false;
-        tickets_.emplace(request->ticket, request);
-        if (cache_) read_ahead_locked(file, page, to_dispatch);
+        request = read_done_locked(file, page, read_buffer, **now, to_dispatch);
         lock.unlock();
         for (const RequestPtr& r : to_dispatch) dispatch(r);
         return Ticket{request->ticket};
@@ -478,6 +466,21 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
   if (!to_dispatch.empty()) done_cv_.notify_all();  // a hit may have freed the window
   for (const RequestPtr& r : to_dispatch) dispatch(r);
   return Ticket{request->ticket};
+}
+
+RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
+                                          PageRead result, std::vector<RequestPtr>& out) {
+  auto request = std::make_shared<Request>();
+  request->ticket = next_ticket_++;
+  request->file = file;
+  request->page = page;
+  request->read_buffer = buffer;
+  request->read_result = result;
+  request->done = true;
+  request->in_window = false;
+  tickets_.emplace(request->ticket, request);
+  if (cache_) read_ahead_locked(file, page, out);
+  return request;
 }
 
 void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,

@@ -42,6 +42,9 @@ class PageIo {
     (void)out;
     return std::nullopt;
   }
+  // Whether read_now can ever answer, so callers skip it (and what they do
+  // around it) for files where it never does.
+  virtual bool may_read_now() const { return false; }
 
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {

@@ -91,11 +91,11 @@ class BusClient::Impl {
   void connector_loop();
   void housekeeping_loop();
   void on_frame(const std::string& server, Frame frame);
-  // An answer from the embedded catalog, by direct call: parsed and handed
-  // to `done` as on_frame would.
-  void deliver(const std::string& server, Frame frame, Callback done);
-  // Hands a parsed answer to `done`: the reply, or the error it carries.
-  void complete(const std::string& server, ReplyPtr reply, Callback done);
+  // What a caller gets for `reply` from `server`: the reply, or the error
+  // it carries (or a protocol mismatch).
+  static Result<ReplyPtr> checked(const std::string& server, ReplyPtr reply);
+  // Likewise for an answer got by direct call, not yet parsed.
+  static Result<ReplyPtr> checked(const std::string& server, Frame answer);
   void on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
                 const Status& why);
   // Fails every pending request of `server` (all when empty) with `why`.
@@ -120,6 +120,7 @@ class BusClient::Impl {
 
  public:
   std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  bool has_embedded() const { return !embedded_by_name_.empty(); }
 
  private:
   asio::io_context io_;
@@ -219,11 +220,10 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
         return;
       }
     }
-    Frame answer = embedded_catalog_->answer_catalog(to_frame(message));
-    deliver(server, std::move(answer), std::move(done));
+    done(checked(server, embedded_catalog_->answer_catalog(to_frame(message))));
     return;
   }
-  if (!embedded_by_name_.empty() &&
+  if (has_embedded() &&
       (request.isWrite() || request.isTruncate() || request.isDropShare())) {
     // Counted until answered (however: reply, error, timeout, stop).
     {
@@ -291,10 +291,7 @@ std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& 
   build(request);
   std::optional<Frame> answer = it->second->answer_read_cached(to_frame(message));
   if (!answer) return std::nullopt;
-  auto reply = Reply::parse(std::move(*answer));
-  if (!reply) return Result<ReplyPtr>(reply.status().with_context(server));
-  if (reply->get()->root().isError()) return Result<ReplyPtr>(from_wire((*reply)->root().getError()));
-  return Result<ReplyPtr>(std::move(*reply));
+  return checked(server, std::move(*answer));
 }
 
 void BusClient::Impl::connector_loop() {
@@ -410,28 +407,23 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
     done = std::move(it->second.done);
     pending_.erase(it);
   }
-  complete(server, std::move(*reply), std::move(done));
+  done(checked(server, std::move(*reply)));
 }
 
-void BusClient::Impl::deliver(const std::string& server, Frame frame, Callback done) {
-  auto reply = Reply::parse(std::move(frame));
-  if (!reply) {
-    done(reply.status().with_context(server));
-    return;
-  }
-  complete(server, std::move(*reply), std::move(done));
-}
-
-void BusClient::Impl::complete(const std::string& server, ReplyPtr reply, Callback done) {
+Result<ReplyPtr> BusClient::Impl::checked(const std::string& server, ReplyPtr reply) {
   auto root = reply->root();
   if (root.getVersion() != wire::PROTOCOL_VERSION) {
-    done(Status::not_supported(server, fmt::format("server speaks protocol version {}, this client {}",
-                                                   root.getVersion(), wire::PROTOCOL_VERSION)));
-  } else if (root.isError()) {
-    done(from_wire(root.getError()));
-  } else {
-    done(std::move(reply));
+    return Status::not_supported(server, fmt::format("server speaks protocol version {}, this client {}",
+                                                     root.getVersion(), wire::PROTOCOL_VERSION));
   }
+  if (root.isError()) return from_wire(root.getError());
+  return reply;
+}
+
+Result<ReplyPtr> BusClient::Impl::checked(const std::string& server, Frame answer) {
+  auto reply = Reply::parse(std::move(answer));
+  if (!reply) return reply.status().with_context(server);
+  return checked(server, std::move(*reply));
 }
 
 void BusClient::Impl::on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
@@ -503,6 +495,8 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
 std::optional<Result<ReplyPtr>> BusClient::read_direct(const std::string& server, const Build& build) {
   return impl_->read_direct(server, build);
 }
+
+bool BusClient::has_embedded() const { return impl_->has_embedded(); }
 
 void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_locks(owner, holds); }
 bool BusClient::lease_lost(uint64_t owner) { return impl_->lease_lost(owner); }

@@ -87,6 +87,8 @@ class BusClient {
   // that server not yet answered, which the read must not overtake): then
   // call() it.
   std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  // Whether this bus runs servers in this process (read_direct can answer).
+  bool has_embedded() const;
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }

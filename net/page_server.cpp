@@ -54,6 +54,16 @@ struct Counters {
 
 class Session;
 
+// The answer to request `id` that carries `why`.
+Frame error_frame(uint64_t id, const Status& why) {
+  capnp::MallocMessageBuilder message;
+  auto response = message.initRoot<wire::Response>();
+  response.setId(id);
+  response.setVersion(wire::PROTOCOL_VERSION);
+  to_wire(why, response.initError());
+  return to_frame(message);
+}
+
 }  // namespace
 
 class PageServer::Impl {
@@ -189,13 +199,8 @@ class Session : public std::enable_shared_from_this<Session> {
 // ---- Session ---------------------------------------------------------------
 
 void Session::reply_error(uint64_t id, const Status& status, bool then_close) {
-  capnp::MallocMessageBuilder message;
-  auto response = message.initRoot<wire::Response>();
-  response.setId(id);
-  response.setVersion(wire::PROTOCOL_VERSION);
-  to_wire(status, response.initError());
   server_.counters_.errors++;
-  connection_->send(to_frame(message));
+  connection_->send(error_frame(id, status));
   if (then_close) connection_->close_after_sending();
 }
 
@@ -931,21 +936,20 @@ PageServer::~PageServer() { stop(); }
 Frame PageServer::Impl::respond(const Frame& frame) {
   capnp::MallocMessageBuilder response_message;
   uint64_t id = 0;
+  Frame out;
   try {
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(frame.data(), frame.size()),
                                          frame_reader_options());
     auto request = reader.getRoot<wire::Request>();
     id = request.getId();
     execute(request, response_message);
+    if (response_message.getRoot<wire::Response>().isError()) counters_.errors++;
+    out = to_frame(response_message);
   } catch (const kj::Exception& e) {
-    auto response = response_message.initRoot<wire::Response>();
-    response.setId(id);
-    response.setVersion(wire::PROTOCOL_VERSION);
-    to_wire(Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
-            response.initError());
+    counters_.errors++;
+    out = error_frame(id, Status::corruption("request", fmt::format("malformed message: {}",
+                                                                    e.getDescription().cStr())));
   }
-  if (response_message.getRoot<wire::Response>().isError()) counters_.errors++;
-  Frame out = to_frame(response_message);
   counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   return out;
 }
@@ -970,19 +974,8 @@ bool is_catalog_request(wire::Request::Reader request) {
 Frame PageServer::answer_catalog(const Frame& request) {
   {
     std::lock_guard lock(impl_->sessions_mu_);
-    if (impl_->stopping_) {
-      capnp::MallocMessageBuilder message;
-      auto response = message.initRoot<wire::Response>();
-      response.setVersion(wire::PROTOCOL_VERSION);
-      try {
-        capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
-                                             frame_reader_options());
-        response.setId(reader.getRoot<wire::Request>().getId());
-      } catch (const kj::Exception&) {
-      }
-      to_wire(Status::disconnected("server", "is shutting down"), response.initError());
-      return to_frame(message);
-    }
+    // (Direct requests carry no id: the caller waits for this answer alone.)
+    if (impl_->stopping_) return error_frame(0, Status::disconnected("server", "is shutting down"));
     ++impl_->jobs_in_flight_;  // stop() waits for it, as for a connection's request
   }
   impl_->counters_.requests++;

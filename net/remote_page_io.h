@@ -54,6 +54,7 @@ class RemotePageIo final : public PageIo {
 
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
   std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) override;
+  bool may_read_now() const override { return bus_->has_embedded(); }
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   Status sync() override;
   Status truncate(int64_t pages) override;

@@ -132,19 +132,18 @@ int x_lock(sqlite3_file* f, int level) {
     }
     int before = st.lock;
     st.lock = level;
-    if (before == SQLITE_LOCK_NONE) st.config->fresh_locks->fetch_add(1);
-    if (before == SQLITE_LOCK_NONE && client.unchanged_since_unlock(st.file->fd())) {
-      // No writer since our last lock: what we kept, and the size, hold.
-    } else if (before == SQLITE_LOCK_NONE) {
-      st.config->changes->fetch_add(1);
-      // Another client may have written since we last held a lock: what
-      // we read ahead or kept, and the size, may be stale.
-      st.file->drop_cache();
-      if (Status r = st.file->refresh_size(); !r) {
-        (void)client.set_lock_level(st.file->fd(), LockLevel::kNone);
-        st.lock = SQLITE_LOCK_NONE;
-        return sqlite_error(r, SQLITE_IOERR_LOCK);
-      }
+    if (before != SQLITE_LOCK_NONE) return SQLITE_OK;
+    st.config->fresh_locks->fetch_add(1);
+    // With no writer since our last lock, what we kept, and the size, hold.
+    if (client.unchanged_since_unlock(st.file->fd())) return SQLITE_OK;
+    st.config->changes->fetch_add(1);
+    // Another client may have written since we last held a lock: what we
+    // read ahead or kept, and the size, may be stale.
+    st.file->drop_cache();
+    if (Status r = st.file->refresh_size(); !r) {
+      (void)client.set_lock_level(st.file->fd(), LockLevel::kNone);
+      st.lock = SQLITE_LOCK_NONE;
+      return sqlite_error(r, SQLITE_IOERR_LOCK);
     }
     return SQLITE_OK;
   });
