@@ -98,6 +98,10 @@ struct OpenFile {
   // Pages whose latest write failed: not on disk, so sync must not say
   // they are. A later successful write or a truncate below them clears it.
   std::map<int64_t, Status> failed_pages;
+
+  // Counts writes requested, so a read_now that ran outside mu_ can tell
+  // whether a write of its page may have finished meanwhile.
+  uint64_t writes_requested = 0;
 };
 using OpenFilePtr = std::shared_ptr<OpenFile>;
 
@@ -153,9 +157,11 @@ class Client::Impl {
   // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
   // while the window has room; appends those to dispatch to `out`.
   void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
-  // A read of `page` that finished as it was asked for (a pool hit, or a
-  // read_now): its ticket, done and outside the window; with a pool, the
-  // read-ahead it calls for goes to `out`.
+  // A request of `page` that finished as it was asked for (a pool hit, a
+  // read_now or write_now): its ticket, done and outside the window.
+  RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write);
+  // done_locked for a read, with its result; with a pool, the read-ahead it
+  // calls for goes to `out`.
   RequestPtr read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
                               PageRead result, std::vector<RequestPtr>& out);
 
@@ -395,29 +401,41 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       return Ticket{request->ticket};
     }
 
-    // A page that a server in this process holds in its cache is read at
-    // once on this thread, like a pool hit: no hand-over to the bus's
+    // Page work that a server in this process can do at once (PageIo::
+    // read_now, write_now) is done on this thread: no hand-over to the bus's
     // threads and back, no room in the window. Not past a request of ours
     // on the page (page_queues), nor past writes to that server in flight
     // (the bus checks). Anything else, an error among them, goes the usual
     // way below.
-    if (!is_write && file->io->may_read_now() && !file->exclusive && !file->page_queues.contains(page)) {
-      std::shared_ptr<PageIo> io = file->io;
-      lock.unlock();
-      std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
-      lock.lock();
-      if (file->closing || stopped_) {
-        return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
-      }
-      if (now && now->is_ok()) {
-        // A write requested meanwhile has put its newer page in the pool.
-        if (cache_ && **now == PageRead::kData && !file->page_queues.contains(page)) {
-          cache_->fill(fd.value, page, read_buffer);
+    if (file->io->may_act_now() && !file->exclusive && !file->page_queues.contains(page)) {
+      if (is_write) {
+        // Under mu_, so no request of ours on the page can pass it.
+        if (file->io->write_now(page, write_data)) {
+          ++file->writes_requested;
+          if (cache_) cache_->write(fd.value, page, write_data);
+          file->failed_pages.erase(page);
+          request = done_locked(file, page, /*is_write=*/true);
+          return Ticket{request->ticket};
         }
-        request = read_done_locked(file, page, read_buffer, **now, to_dispatch);
+      } else {
+        std::shared_ptr<PageIo> io = file->io;
+        uint64_t writes_before = file->writes_requested;
         lock.unlock();
-        for (const RequestPtr& r : to_dispatch) dispatch(r);
-        return Ticket{request->ticket};
+        std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
+        lock.lock();
+        if (file->closing || stopped_) {
+          return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+        }
+        if (now && now->is_ok()) {
+          // Unless a write requested meanwhile has put its newer page there.
+          if (cache_ && **now == PageRead::kData && file->writes_requested == writes_before) {
+            cache_->fill(fd.value, page, read_buffer);
+          }
+          request = read_done_locked(file, page, read_buffer, **now, to_dispatch);
+          lock.unlock();
+          for (const RequestPtr& r : to_dispatch) dispatch(r);
+          return Ticket{request->ticket};
+        }
       }
     }
 
@@ -445,6 +463,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     request->is_write = is_write;
     request->page = page;
     if (is_write) {
+      ++file->writes_requested;
       request->write_data.assign(write_data.begin(), write_data.end());
       if (cache_) cache_->write(fd.value, page, write_data);
     } else {
@@ -468,17 +487,23 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
   return Ticket{request->ticket};
 }
 
-RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
-                                          PageRead result, std::vector<RequestPtr>& out) {
+RequestPtr Client::Impl::done_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
   auto request = std::make_shared<Request>();
   request->ticket = next_ticket_++;
   request->file = file;
+  request->is_write = is_write;
   request->page = page;
-  request->read_buffer = buffer;
-  request->read_result = result;
   request->done = true;
   request->in_window = false;
   tickets_.emplace(request->ticket, request);
+  return request;
+}
+
+RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
+                                          PageRead result, std::vector<RequestPtr>& out) {
+  RequestPtr request = done_locked(file, page, /*is_write=*/false);
+  request->read_buffer = buffer;
+  request->read_result = result;
   if (cache_) read_ahead_locked(file, page, out);
   return request;
 }

@@ -213,11 +213,22 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) 
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
   off_t offset = page_offset(page, page_size());
+  auto index = static_cast<size_t>(page);
+  bool reserved;
+  {
+    std::lock_guard lock(reserved_mu_);
+    reserved = index < reserved_.size() && reserved_[index];
+  }
   // Reserve the blocks first: when the disk is full this fails before a
   // byte of the page is written, so no page is left half old, half new.
-  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) != 0 && errno != EOPNOTSUPP &&
-      errno != ENOSYS) {
-    return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
+  if (!reserved) {
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) == 0) {
+      std::lock_guard lock(reserved_mu_);
+      if (index >= reserved_.size()) reserved_.resize(index + 1);
+      reserved_[index] = true;
+    } else if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
+    }
   }
   return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
 }
@@ -231,6 +242,12 @@ Status LocalPagefile::truncate(int64_t pages) {
   if (Status s = check_writable("truncate"); !s) return s;
   if (pages != 0) {
     if (Status s = check_page_number(pages - 1, name_); !s) return s;
+  }
+  {
+    // (Callers order a truncate against writes of the same object: the
+    // client and the server both do.)
+    std::lock_guard lock(reserved_mu_);
+    if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   if (::ftruncate(fd_, page_offset(pages, page_size())) != 0) {
     return errno_status(errno, name_, fmt::format("truncate to {} pages", pages));

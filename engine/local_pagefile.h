@@ -21,6 +21,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/file_header.h"
 #include "pagefile/options.h"
@@ -100,6 +101,12 @@ class LocalPagefile {
 
   std::mutex level_mu_;
   LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(level_mu_)
+
+  // Pages whose blocks this object has reserved (write_page's fallocate),
+  // so an overwrite skips the call: it cannot run out of space. Forgotten
+  // past a truncate. A page written before open is reserved once more.
+  std::mutex reserved_mu_;
+  std::vector<bool> reserved_;  // GUARDED_BY(reserved_mu_), by page
 };
 
 }  // namespace pagefile

@@ -42,9 +42,18 @@ class PageIo {
     (void)out;
     return std::nullopt;
   }
-  // Whether read_now can ever answer, so callers skip it (and what they do
-  // around it) for files where it never does.
-  virtual bool may_read_now() const { return false; }
+  // Likewise a write done on the calling thread when that is cheap (to a
+  // server in this process that emulates no disk): true when done; false
+  // when not, failures included, and the caller then uses write_async. The
+  // caller keeps it from overtaking its own requests on the page.
+  virtual bool write_now(int64_t page, std::span<const std::byte> data) {
+    (void)page;
+    (void)data;
+    return false;
+  }
+  // Whether read_now or write_now can ever answer, so callers skip them
+  // (and what they do around them) for files where they never do.
+  virtual bool may_act_now() const { return false; }
 
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {

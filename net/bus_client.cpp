@@ -119,7 +119,7 @@ class BusClient::Impl {
   std::map<std::string, uint64_t> changing_;  // GUARDED_BY(changing_mu_)
 
  public:
-  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  std::optional<Result<ReplyPtr>> call_direct(const std::string& server, const Build& build);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
 
  private:
@@ -273,7 +273,7 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
   if (connection) connection->send(std::move(frame));
 }
 
-std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& server, const Build& build) {
+std::optional<Result<ReplyPtr>> BusClient::Impl::call_direct(const std::string& server, const Build& build) {
   auto it = embedded_by_name_.find(server);
   if (it == embedded_by_name_.end()) return std::nullopt;
   {
@@ -289,7 +289,7 @@ std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& 
   auto request = message.initRoot<wire::Request>();
   request.setVersion(wire::PROTOCOL_VERSION);
   build(request);
-  std::optional<Frame> answer = it->second->answer_read_cached(to_frame(message));
+  std::optional<Frame> answer = it->second->answer_now(to_frame(message));
   if (!answer) return std::nullopt;
   return checked(server, std::move(*answer));
 }
@@ -492,8 +492,8 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
   return future.get();
 }
 
-std::optional<Result<ReplyPtr>> BusClient::read_direct(const std::string& server, const Build& build) {
-  return impl_->read_direct(server, build);
+std::optional<Result<ReplyPtr>> BusClient::call_direct(const std::string& server, const Build& build) {
+  return impl_->call_direct(server, build);
 }
 
 bool BusClient::has_embedded() const { return impl_->has_embedded(); }

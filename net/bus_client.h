@@ -81,13 +81,13 @@ class BusClient {
   void call(const std::string& server, const Build& build, Callback done);
   // call() and wait.
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
-  // A read request to an embedded server whose cache holds its pages,
-  // answered on this thread (PageServer::answer_read_cached); nothing when
-  // that cannot be (not embedded, a miss, or a write, truncate or drop to
-  // that server not yet answered, which the read must not overtake): then
-  // call() it.
-  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
-  // Whether this bus runs servers in this process (read_direct can answer).
+  // A read or write to an embedded server, answered on this thread when it
+  // needs no waiting (PageServer::answer_now); nothing when that cannot be
+  // (not embedded, the server would have to wait, or a write, truncate or
+  // drop to that server not yet answered, which this must not overtake):
+  // then call() it.
+  std::optional<Result<ReplyPtr>> call_direct(const std::string& server, const Build& build);
+  // Whether this bus runs servers in this process (call_direct can answer).
   bool has_embedded() const;
 
   const std::string& catalog() const { return catalog_; }

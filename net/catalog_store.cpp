@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -469,22 +470,41 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   return record;
 }
 
+const FileRecord& CatalogStore::remember(FileRecord record) {
+  forget(record.id);
+  by_name_[record.name] = record.id;
+  return by_id_[record.id] = std::move(record);
+}
+
+void CatalogStore::forget(uint64_t id) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  by_name_.erase(it->second.name);
+  by_id_.erase(it);
+}
+
 Result<FileRecord> CatalogStore::lookup(std::string_view name) {
+  if (auto it = by_name_.find(std::string(name)); it != by_name_.end()) return by_id_.at(it->second);
   std::string what = catalog_label(db_);
   auto stmt = Statement::prepare(db_, fmt::format("SELECT {} FROM files WHERE name = ?1", kColumns), what);
   if (!stmt) return stmt.status();
   stmt->bind(1, name);
-  return select_one(db_, *stmt, [&] { return Status::not_found(name, "is not in the catalog"); });
+  auto record = select_one(db_, *stmt, [&] { return Status::not_found(name, "is not in the catalog"); });
+  if (!record) return record;
+  return remember(std::move(*record));
 }
 
 Result<FileRecord> CatalogStore::lookup_id(uint64_t id) {
+  if (auto it = by_id_.find(id); it != by_id_.end()) return it->second;
   std::string what = catalog_label(db_);
   auto stmt = Statement::prepare(db_, fmt::format("SELECT {} FROM files WHERE id = ?1", kColumns), what);
   if (!stmt) return stmt.status();
   stmt->bind(1, static_cast<int64_t>(id));
-  return select_one(db_, *stmt, [&] {
+  auto record = select_one(db_, *stmt, [&] {
     return Status::not_found(fmt::format("file id {}", id), "is not in the catalog");
   });
+  if (!record) return record;
+  return remember(std::move(*record));
 }
 
 Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {
@@ -504,6 +524,9 @@ Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {
   if (Status s = stmt->run(what, fmt::format("set size of file id {}", id)); !s) return s;
   if (sqlite3_changes(db_) == 0) {
     return Status::not_found(fmt::format("file id {}", id), "is not in the catalog");
+  }
+  if (auto it = by_id_.find(id); it != by_id_.end()) {
+    it->second.size_pages = grow_only ? std::max(it->second.size_pages, size_pages) : size_pages;
   }
   return Status::ok();
 }
@@ -525,6 +548,7 @@ Result<FileRecord> CatalogStore::remove(std::string_view name) {
   if (Status s = drop->run(what, fmt::format("remove '{}'", name)); !s) return s;
 
   if (Status s = tx.commit(what); !s) return s;
+  forget(record->id);
   return record;
 }
 

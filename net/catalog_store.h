@@ -16,6 +16,11 @@
 // of its errno (a missing directory is kNotFound), anything else kIOError;
 // the message carries sqlite3_errmsg.
 //
+// Records read or written are also kept in memory, so a lookup (every lock
+// request names its file) costs a hash probe rather than an SQLite query.
+// That is exact only while this object is the database's one writer: the
+// page server that owns it holds its directory (net/dir_lock.h).
+//
 // Thread-safety: not thread-safe; the catalog serialises calls.
 #pragma once
 
@@ -23,6 +28,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pagefile/options.h"
@@ -87,7 +93,13 @@ class CatalogStore {
 
  private:
   explicit CatalogStore(sqlite3* db);
+  // Keeps `record` (as stored) in memory and returns it.
+  const FileRecord& remember(FileRecord record);
+  void forget(uint64_t id);
+
   sqlite3* db_;
+  std::unordered_map<uint64_t, FileRecord> by_id_;     // records as stored
+  std::unordered_map<std::string, uint64_t> by_name_;  // name -> id, for by_id_
 };
 
 }  // namespace pagefile::net

@@ -22,6 +22,7 @@
 #include "engine/local_pagefile.h"
 #include "engine/page_bounds.h"
 #include "net/catalog_store.h"
+#include "net/dir_lock.h"
 #include "net/lease_table.h"
 #include "net/pagefile.capnp.h"
 #include "net/server_pool.h"
@@ -82,8 +83,14 @@ class PageServer::Impl {
   // The answer to a read whose pages are all in the cache, made on the
   // calling (network) thread: a cache hit then costs no hand-off to the pool
   // and back. Nothing when the read needs the pool (a miss, or a request the
-  // pool must judge).
-  std::optional<Frame> read_cached(wire::Request::Reader request);
+  // pool must judge). With `from_disk`, a miss is read from the share here
+  // too: for a caller that may block on the disk, as one in this process
+  // reading with no emulated latency does (the unix VFS's pread, no more).
+  std::optional<Frame> read_cached(wire::Request::Reader request, bool from_disk = false);
+  // Brackets a request answered by direct call (answer_catalog, answer_now)
+  // so that stop() waits for it; false once stopping.
+  bool enter_direct();
+  void leave_direct();
   ServerCounters snapshot() const;
 
   Address address_;
@@ -114,9 +121,12 @@ class PageServer::Impl {
   std::mutex shares_mu_;
   std::map<uint64_t, std::shared_ptr<LocalPagefile>> shares_;  // GUARDED_BY(shares_mu_)
 
+  std::unique_ptr<DirLock> dir_lock_;  // held from start to destruction
+
   std::mutex catalog_mu_;
   std::unique_ptr<CatalogStore> catalog_;  // GUARDED_BY(catalog_mu_), opened on first use
   std::unique_ptr<LeaseTable> leases_;     // GUARDED_BY(catalog_mu_)
+  bool catalog_closed_ = false;            // GUARDED_BY(catalog_mu_): set by stop()
 
   std::mutex sessions_mu_;
   std::condition_variable idle_cv_;
@@ -373,13 +383,13 @@ void Session::on_close(const Status& why) {
 
 // ---- PageServer::Impl ------------------------------------------------------
 
-std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request) {
+std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request, bool from_disk) {
   try {
     auto req = request.getRead();
     uint32_t page_size = req.getShare().getPageSize();
     uint32_t count = req.getCount();
     // Anything unusual goes to the pool, which answers it with the error.
-    if (options_.cache_pages == 0 || !check_page_size(page_size) || count == 0 ||
+    if ((options_.cache_pages == 0 && !from_disk) || !check_page_size(page_size) || count == 0 ||
         count > kMaxFrameBytes / 2 / page_size || !check_page_number(req.getPage(), "read") ||
         !check_page_number(req.getPage() + count - 1, "read")) {
       return std::nullopt;
@@ -394,13 +404,18 @@ std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request
     response.setVersion(wire::PROTOCOL_VERSION);
     auto data = response.initPages(count * page_size);
     uint64_t file_id = req.getShare().getFileId();
-    cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
-    if (!cache_.read_run(file_id, req.getPage(), count, page_size,
-                         std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
-      return std::nullopt;
+    auto pages = std::span(reinterpret_cast<std::byte*>(data.begin()), data.size());
+    bool global_sequential =
+        cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr())) ==
+        kGlobalSequential;
+    if (cache_.read_run(file_id, req.getPage(), count, page_size, pages)) {
+      counters_.pages_read += count;
+      counters_.cache_hits += count;
+    } else if (!from_disk || global_sequential || options_.disk_latency.count() != 0) {
+      return std::nullopt;  // the window, and the emulated arm's queue, live on the pool
+    } else if (Status s = read_pages(req, pages); !s) {
+      return error_frame(request.getId(), s);
     }
-    counters_.pages_read += count;
-    counters_.cache_hits += count;
     Frame out = message.finish();
     counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
     return out;
@@ -413,6 +428,9 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   std::error_code ec;
   std::filesystem::create_directories(options_.dir / "shares", ec);
   if (ec) return Status::io_error(options_.dir.string(), fmt::format("create: {}", ec.message()));
+  auto dir_lock = DirLock::acquire(options_.dir);
+  if (!dir_lock) return dir_lock.status();
+  dir_lock_ = std::move(*dir_lock);
   auto listener = listen(
       io_, address,
       [this](std::shared_ptr<Connection> connection) {
@@ -457,9 +475,19 @@ void PageServer::Impl::stop() {
   }
   for (auto& s : sessions) s->close_after_sending();
   if (io_thread_) io_thread_->finish();
-  std::lock_guard lock(sessions_mu_);
-  sessions_.clear();
-  paused_.clear();
+  {
+    std::lock_guard lock(sessions_mu_);
+    sessions_.clear();
+    paused_.clear();
+  }
+  // Nothing reaches the catalog after stopping_ (answer_catalog refuses),
+  // so the directory can go to a successor in this process.
+  {
+    std::lock_guard lock(catalog_mu_);
+    catalog_.reset();
+    catalog_closed_ = true;
+  }
+  dir_lock_.reset();
 }
 
 void PageServer::Impl::hold_disk_arm() {
@@ -689,6 +717,7 @@ Status PageServer::Impl::drop_share(wire::Share::Reader req) {
 
 Status PageServer::Impl::open_catalog() {
   if (catalog_) return Status::ok();
+  if (catalog_closed_) return Status::disconnected("server", "is shutting down");
   auto store = CatalogStore::open(options_.dir / "catalog.db");
   if (!store) return store.status();
   catalog_ = std::move(*store);
@@ -971,39 +1000,55 @@ bool is_catalog_request(wire::Request::Reader request) {
   }
 }
 
-Frame PageServer::answer_catalog(const Frame& request) {
+bool PageServer::Impl::enter_direct() {
+  std::lock_guard lock(sessions_mu_);
+  if (stopping_) return false;
+  ++jobs_in_flight_;  // stop() waits for it, as for a connection's request
+  return true;
+}
+
+void PageServer::Impl::leave_direct() {
   {
-    std::lock_guard lock(impl_->sessions_mu_);
-    // (Direct requests carry no id: the caller waits for this answer alone.)
-    if (impl_->stopping_) return error_frame(0, Status::disconnected("server", "is shutting down"));
-    ++impl_->jobs_in_flight_;  // stop() waits for it, as for a connection's request
+    std::lock_guard lock(sessions_mu_);
+    --jobs_in_flight_;
   }
+  idle_cv_.notify_all();
+}
+
+Frame PageServer::answer_catalog(const Frame& request) {
+  // (Direct requests carry no id: the caller waits for this answer alone.)
+  if (!impl_->enter_direct()) return error_frame(0, Status::disconnected("server", "is shutting down"));
   impl_->counters_.requests++;
   impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   Frame out = impl_->respond(request);
-  {
-    std::lock_guard lock(impl_->sessions_mu_);
-    --impl_->jobs_in_flight_;
-  }
-  impl_->idle_cv_.notify_all();
+  impl_->leave_direct();
   return out;
 }
 
-std::optional<Frame> PageServer::answer_read_cached(const Frame& request) {
+std::optional<Frame> PageServer::answer_now(const Frame& request) {
+  if (!impl_->enter_direct()) return std::nullopt;
+  std::optional<Frame> out;
   try {
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
                                          frame_reader_options());
     auto root = reader.getRoot<wire::Request>();
-    if (!root.isRead() || root.getVersion() != wire::PROTOCOL_VERSION) return std::nullopt;
-    std::optional<Frame> out = impl_->read_cached(root);
-    if (out) {
-      impl_->counters_.requests++;
-      impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+    if (root.getVersion() == wire::PROTOCOL_VERSION) {
+      if (root.isRead()) {
+        out = impl_->read_cached(root, /*from_disk=*/true);
+      } else if (root.isWrite() && impl_->options_.disk_latency.count() == 0) {
+        // With an emulated disk, writes queue for its arm on the pool.
+        out = impl_->respond(request);
+      }
     }
-    return out;
   } catch (const kj::Exception&) {
-    return std::nullopt;  // sent the usual way, it gets the usual error
+    // Sent the usual way, it gets the usual error.
   }
+  if (out) {
+    impl_->counters_.requests++;
+    impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  }
+  impl_->leave_direct();
+  return out;
 }
 
 Address PageServer::address() const { return impl_->address_; }

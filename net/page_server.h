@@ -120,11 +120,14 @@ class PageServer {
   // requests run one at a time whichever way they come. After stop() the
   // answer is kDisconnected.
   Frame answer_catalog(const Frame& request);
-  // Likewise for a read whose pages this server's cache holds: the answer,
-  // made on the calling thread, or nothing (a miss, or not such a read;
-  // send it the usual way). The caller keeps it from overtaking its own
-  // writes to those pages still in flight.
-  std::optional<Frame> answer_read_cached(const Frame& request);
+  // Likewise for page work that needs no waiting: a read whose pages are in
+  // this server's cache, or, when the server emulates no disk latency, any
+  // read or write, a miss or a write then being one pread or pwrite on the
+  // calling thread, as the unix VFS would do. The answer, or nothing (a
+  // miss or write under emulated latency, a global-sequential window, or
+  // another request: send it the usual way). The caller keeps it from
+  // overtaking its own requests on those pages still in flight.
+  std::optional<Frame> answer_now(const Frame& request);
 
   ServerCounters counters() const;
   std::vector<ServerFileCounters> file_counters() const;

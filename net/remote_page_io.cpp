@@ -157,32 +157,51 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
-  auto reply = bus_->read_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
+  auto reply = bus_->call_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
   if (!reply) return std::nullopt;
   return take_read(page, std::move(*reply), out);
 }
 
+void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const {
+  auto write = r.initWrite();
+  set_page_share(write.initShare(), page);
+  write.setPage(page);
+  write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+}
+
+void RemotePageIo::note_dirty(size_t server) {
+  std::lock_guard lock(dirty_mu_);
+  dirty_servers_.insert(server);
+}
+
+void RemotePageIo::note_written(int64_t page) {
+  int64_t size = size_.load();
+  while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
+  }
+}
+
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
   size_t server = placement_.server_for(page);
-  {
-    std::lock_guard lock(dirty_mu_);
-    dirty_servers_.insert(server);
-  }
+  note_dirty(server);
   bus_->call(
-      record_.servers[server],
-      [&](wire::Request::Builder r) {
-        auto write = r.initWrite();
-        set_page_share(write.initShare(), page);
-        write.setPage(page);
-        write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
-      },
+      record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data); },
       [this, page, done = std::move(done)](Result<ReplyPtr> reply) {
         if (!reply) return done(reply.status().with_context(fmt::format("{}: write page {}", record_.name, page)));
-        int64_t size = size_.load();
-        while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
-        }
+        note_written(page);
         done(Status::ok());
       });
+}
+
+bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
+  size_t server = placement_.server_for(page);
+  note_dirty(server);
+  auto reply = bus_->call_direct(record_.servers[server],
+                                 [&](wire::Request::Builder r) { build_write(r, page, data); });
+  // A failure goes the usual way, which reports it (writing a page twice
+  // is harmless).
+  if (!reply || !*reply) return false;
+  note_written(page);
+  return true;
 }
 
 Status RemotePageIo::record_size() {

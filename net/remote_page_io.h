@@ -54,8 +54,9 @@ class RemotePageIo final : public PageIo {
 
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
   std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) override;
-  bool may_read_now() const override { return bus_->has_embedded(); }
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
+  bool write_now(int64_t page, std::span<const std::byte> data) override;
+  bool may_act_now() const override { return bus_->has_embedded(); }
   Status sync() override;
   Status truncate(int64_t pages) override;
   // Asks the catalog, so another client's writes and truncates show;
@@ -79,8 +80,14 @@ class RemotePageIo final : public PageIo {
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
   const std::string& server_of(int64_t page) const;
-  // Fills in a read of `page`, for read_async and read_now.
+  // Fills in a read of `page`, for read_async and read_now; a write, for
+  // write_async and write_now.
   void build_read(wire::Request::Builder r, int64_t page) const;
+  void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
+  // A write of `page` is on its way to `server`: sync must reach it.
+  void note_dirty(size_t server);
+  // A write of `page` succeeded: the file reaches at least that far.
+  void note_written(int64_t page);
   // The outcome of a read of `page` from its reply, into `out`.
   Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
   // The share of a read or write of `page`, with what the server's pool

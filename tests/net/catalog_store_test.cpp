@@ -181,6 +181,41 @@ TEST_CASE("set_size") {
   CHECK(missing.message() == "file id " + std::to_string(r->id + 100) + ": is not in the catalog");
 }
 
+TEST_CASE("what lookups return follows every change, by name and by id") {
+  // Records are kept in memory after the first lookup; each change must
+  // reach that copy as it reaches the database.
+  test::TempDir dir;
+  auto path = dir / "catalog.db";
+  auto store = open_ok(path);
+  auto r = store->create(sample("orders"));
+  REQUIRE_OK(r);
+  REQUIRE_OK(store->lookup("orders"));
+  REQUIRE_OK(store->lookup_id(r->id));
+  REQUIRE_OK(store->set_size(r->id, 40));
+  REQUIRE_OK(store->set_size(r->id, 10, /*grow_only=*/true));  // smaller: no change
+  CHECK(store->lookup("orders")->size_pages == 40);
+  CHECK(store->lookup_id(r->id)->size_pages == 40);
+  REQUIRE_OK(store->set_size(r->id, 50, /*grow_only=*/true));
+  CHECK(store->lookup_id(r->id)->size_pages == 50);
+  REQUIRE_OK(store->set_size(r->id, 5));
+  CHECK(store->lookup("orders")->size_pages == 5);
+
+  // Removed and created again under the same name: the new record, by
+  // name; the old id is gone.
+  REQUIRE_OK(store->remove("orders"));
+  CHECK_CODE(store->lookup("orders"), Code::kNotFound);
+  CHECK_CODE(store->lookup_id(r->id), Code::kNotFound);
+  auto again = store->create(sample("orders"));
+  REQUIRE_OK(again);
+  CHECK(store->lookup("orders")->id == again->id);
+  CHECK_CODE(store->lookup_id(r->id), Code::kNotFound);
+
+  // What memory says is what the database says.
+  store.reset();
+  auto reopened = open_ok(path);
+  CHECK(*reopened->lookup("orders") == *again);
+}
+
 TEST_CASE("remove returns the record, which is then gone") {
   test::TempDir dir;
   auto store = open_ok(dir / "catalog.db");

@@ -4,9 +4,12 @@
 // vanish with writes in flight, and flow control.
 #include "net/page_server.h"
 
+#include <unistd.h>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <capnp/serialize.h>
+#include <fmt/format.h>
 
 #include <condition_variable>
 #include <cstring>
@@ -372,4 +375,22 @@ TEST_CASE("requests of one connection on the same page keep their order") {
     ++checked;
   }
   CHECK(checked == 80);
+}
+
+TEST_CASE("one server per directory, in this process too; the directory is free again after stop") {
+  TempDir dir;
+  auto first = start_server(dir);
+  ServerOptions options;
+  options.dir = dir / "server";
+  auto address = parse_address("tcp://127.0.0.1:0");
+  REQUIRE_OK(address);
+  auto second = PageServer::start(options, *address);
+  CHECK_CODE(second, Code::kBusy);
+  CHECK(second.status().message().find(fmt::format("(pid {})", ::getpid())) != std::string::npos);
+  ping_ok(first->address());  // the refusal left the first untouched
+
+  first->stop();
+  auto third = PageServer::start(options, *address);
+  REQUIRE_OK(third);
+  ping_ok((*third)->address());
 }

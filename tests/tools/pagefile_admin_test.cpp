@@ -116,3 +116,35 @@ TEST_CASE("pagefile: a server down shows in status; bad usage exits 2") {
   CHECK(bad_bus.exit_status == 1);
   CHECK(bad_bus.err.find("InvalidArgument") != std::string::npos);
 }
+
+TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a home in use, is refused by name") {
+  TempDir dir;
+  std::filesystem::path home = dir / "home";
+  auto first = std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()),
+                                               home / "server-0");
+  std::string holder = fmt::format("pid {}", first->pid());
+
+  Outcome second = pagefile::test::run_program(
+      pagefile::test::binary_from_env("PAGEFILED"), dir.path(),
+      {"--listen", fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), "--dir", (home / "server-0").string()});
+  CHECK(second.exit_status != 0);
+  CHECK_MESSAGE(second.err.find("in use by another page server (" + holder + ")") != std::string::npos, second.err);
+
+  // The embedded default under the same home would run a second catalog
+  // (its own locks and leases) over the same files: refused, with nothing
+  // changed.
+  Outcome embedded = pagefile::test::run_program(
+      pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), {"ls"},
+      {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
+  CHECK(embedded.exit_status == 1);
+  CHECK_MESSAGE(embedded.err.find(holder) != std::string::npos, embedded.err);
+
+  // Once the holder is gone (even killed: the kernel drops the lock), the
+  // directory serves again.
+  first->kill();
+  first.reset();
+  Outcome after = pagefile::test::run_program(
+      pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), {"ls"},
+      {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
+  CHECK_MESSAGE(after.exit_status == 0, after.err);
+}
