@@ -115,6 +115,41 @@ TEST_CASE("a full disk: creating a file fails cleanly and leaves nothing") {
   CHECK(names == std::vector<std::string>{"big"});
 }
 
+TEST_CASE("a full disk under the embedded bus: writes done on the caller's thread fail as the others do") {
+  // The in-process servers emulate no disk, so each write is done on the
+  // writer's thread (PageIo::write_now); when it fails there it must still
+  // be reported, and sync must still refuse.
+  SmallDisk disk(1024 * 1024);
+  auto c = Client::start({.concurrency = 8, .bus = "inproc:2", .home = disk.path() / "home"});
+  REQUIRE_OK(c);
+  auto& client = *c;
+  auto opened = client->open("f", {.location = Location::kRemote, .page_size = 4096, .create = true});
+  REQUIRE_OK(opened);
+  Fd fd = *opened;
+  int64_t written = 0;
+  Status failure;
+  for (int64_t p = 0; p < 1000; ++p) {  // the disk holds at most ~250 pages
+    failure = client->write(fd, p, page_pattern(4096, p));
+    if (!failure) break;
+    ++written;
+  }
+  REQUIRE_FALSE(failure.is_ok());
+  CHECK(failure.is(Code::kNoSpace));
+  CHECK(failure.message().find("page " + std::to_string(written)) != std::string::npos);
+  CHECK(written > 10);
+  std::vector<std::byte> buf(4096);
+  for (int64_t p = 0; p < written; ++p) {
+    REQUIRE(*client->read(fd, p, buf) == PageRead::kData);
+    CHECK(buf == page_pattern(4096, p));
+  }
+  CHECK(client->sync(fd).is(Code::kNoSpace));
+  // An overwrite needs no new space, on either server.
+  CHECK_OK(client->write(fd, 0, page_pattern(4096, 0, 9)));
+  CHECK_OK(client->write(fd, 1, page_pattern(4096, 1, 9)));
+  REQUIRE(*client->read(fd, 1, buf) == PageRead::kData);
+  CHECK(buf == page_pattern(4096, 1, 9));
+}
+
 TEST_CASE("a read-only disk: reads work, everything that writes says kReadOnly") {
   SmallDisk disk(1024 * 1024);
   {
