@@ -105,22 +105,22 @@ if [[ " $parts " == *" workloads "* ]]; then
   stop_cluster
 
   printf '\n%-12s' "seconds"
-  for w in insert reads scan txn; do printf '%12s' "$w"; done
+  for w in insert reads scan txn txn-cold; do printf '%12s' "$w"; done
   echo
   for config in "${configs[@]}"; do
     printf '%-12s' "$config"
-    for w in insert reads scan txn; do printf '%12.3f' "${seconds[$config/$w]}"; done
+    for w in insert reads scan txn txn-cold; do printf '%12.3f' "${seconds[$config/$w]}"; done
     echo
   done
   ratio_row() {  # ratio_row LABEL NUMERATOR_CONFIG DENOMINATOR_CONFIG
     printf '%-24s' "$1"
-    for w in insert reads scan txn; do
+    for w in insert reads scan txn txn-cold; do
       awk -v a="${seconds[$2/$w]}" -v b="${seconds[$3/$w]}" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
     done
     echo
   }
   echo
-  printf '%-24s' "ratio"; for w in insert reads scan txn; do printf '%10s' "$w"; done; echo
+  printf '%-24s' "ratio"; for w in insert reads scan txn txn-cold; do printf '%10s' "$w"; done; echo
   ratio_row "embedded / unix" embedded unix
   first=${levels%% *}
   for level in $levels; do

@@ -8,6 +8,13 @@
 
 namespace pagefile {
 
+namespace {
+
+// Buffers kept for reuse (BufferPool::spare_).
+constexpr size_t kMaxSpare = 8;
+
+}  // namespace
+
 BufferPool::BufferPool(uint32_t capacity_pages) : capacity_(capacity_pages) {
   assert(capacity_pages > 0);
 }
@@ -187,6 +194,10 @@ bool BufferPool::admit(FileState& f, int64_t page, std::span<const std::byte> da
     if (!evict_for(f)) return false;
   }
   Frame& frame = f.frames[page];
+  if (!spare_.empty()) {
+    frame.data = std::move(spare_.back());  // of another page size: assign reallocates
+    spare_.pop_back();
+  }
   frame.data.assign(data.begin(), data.end());
   frame.prefetched_unread = prefetched;
   ++size_;
@@ -223,6 +234,7 @@ void BufferPool::remove_frame(FileState& f, int64_t page, Why why) {
   if (it->second.prefetched_unread) ++f.counters.prefetch_wasted;
   if (why == Why::kEvicted) ++f.counters.evictions;
   if (why == Why::kTossed) ++f.counters.tossed;
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(it->second.data));
   f.frames.erase(it);
   --size_;
   f.policy->removed(page);

@@ -126,6 +126,10 @@ class BufferPool {
   mutable std::mutex mu_;
   uint32_t size_ = 0;                         // GUARDED_BY(mu_)
   std::map<uint64_t, FileState> files_;       // GUARDED_BY(mu_)
+  // Buffers of frames removed, for the next admit: a full pool admits one
+  // page for each it evicts, and reusing the buffer saves an allocation and
+  // the page faults of fresh memory on every write.
+  std::vector<std::vector<std::byte>> spare_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace pagefile

@@ -380,6 +380,13 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;
   open.policy = st->config->policy();
+  if (!open.policy && role == SQLITE_OPEN_MAIN_JOURNAL) {
+    // A rollback journal is written front to back and read back the same
+    // way (a hot journal's rollback): under the sequential policy a
+    // server's pool lets each page go once passed, rather than filling
+    // with pages that are read again only after a crash.
+    open.policy = BufferPolicy{AccessType::kSequential};
+  }
   auto file = MappedFile::open(*st->config->client, st->name, open,
                                st->main_db ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes,
                                st->config->stats);

@@ -473,6 +473,33 @@ TEST_CASE("sequential reads are read ahead") {
   CHECK(stats.find("read_ahead_used=0 ") == std::string::npos);
 }
 
+TEST_CASE("a rollback journal is opened under the sequential policy unless the database names one") {
+  // What xFileControl(PRAGMA pagefile_policy) says of a descriptor.
+  auto policy_of = [](RawFile& f) {
+    char* args[3] = {nullptr, const_cast<char*>("pagefile_policy"), nullptr};
+    REQUIRE(f.m().xFileControl(f.file, SQLITE_FCNTL_PRAGMA, args) == SQLITE_OK);
+    REQUIRE(args[0] != nullptr);
+    std::string text = args[0];
+    sqlite3_free(args[0]);
+    return text.substr(0, text.find(' '));
+  };
+  std::string db = fresh("journal-policy");
+  RawFile main_db(db, SQLITE_OPEN_MAIN_DB);
+  REQUIRE(main_db.rc == SQLITE_OK);
+  RawFile journal(db, SQLITE_OPEN_MAIN_JOURNAL);
+  REQUIRE(journal.rc == SQLITE_OK);
+  CHECK(policy_of(main_db) == "policy=random");
+  CHECK(policy_of(journal) == "policy=sequential");
+
+  std::string named = fresh("journal-policy-named");
+  const char* params[] = {"policy", "looping"};
+  RawFile named_db(named, SQLITE_OPEN_MAIN_DB, params, 1);
+  REQUIRE(named_db.rc == SQLITE_OK);
+  RawFile named_journal(named, SQLITE_OPEN_MAIN_JOURNAL, params, 1);
+  REQUIRE(named_journal.rc == SQLITE_OK);
+  CHECK(policy_of(named_journal) == "policy=looping");
+}
+
 TEST_CASE("locking: two connections, SQLITE_BUSY promptly, exact xCheckReservedLock, change counter") {
   std::string db = fresh("twoconn");
   SqliteDb a("file:" + db + "?vfs=pagefile");
