@@ -100,6 +100,10 @@ class BusClient::Impl {
                 const Status& why);
   // Fails every pending request of `server` (all when empty) with `why`.
   void fail_server(const std::string& server, const Status& why);
+  // `server` when it runs in this process and page work may go to it by
+  // direct call now: nothing that changes its pages is in flight, and the
+  // bus is not stopping. Null otherwise.
+  PageServer* direct_server(const std::string& server);
 
   const BusConfig config_;
   const BusOptions options_;
@@ -111,15 +115,17 @@ class BusClient::Impl {
   // a direct call (PageServer::answer_catalog). Null otherwise.
   PageServer* embedded_catalog_ = nullptr;
   std::string catalog_name_;
-  // embedded_ by address text, for reads answered by direct call.
+  // embedded_ by address text, for page work done by direct call.
   std::map<std::string, PageServer*> embedded_by_name_;
   // Per server, requests that change pages (write, truncate, drop) sent and
-  // not yet answered: a read by direct call must not overtake them.
+  // not yet answered: page work by direct call must not overtake them.
   std::mutex changing_mu_;
   std::map<std::string, uint64_t> changing_;  // GUARDED_BY(changing_mu_)
 
  public:
-  std::optional<Result<ReplyPtr>> call_direct(const std::string& server, const Build& build);
+  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                     std::span<const std::byte> data);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
 
  private:
@@ -273,25 +279,35 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
   if (connection) connection->send(std::move(frame));
 }
 
-std::optional<Result<ReplyPtr>> BusClient::Impl::call_direct(const std::string& server, const Build& build) {
+PageServer* BusClient::Impl::direct_server(const std::string& server) {
   auto it = embedded_by_name_.find(server);
-  if (it == embedded_by_name_.end()) return std::nullopt;
+  if (it == embedded_by_name_.end()) return nullptr;
   {
     std::lock_guard lock(changing_mu_);
     auto changing = changing_.find(server);
-    if (changing != changing_.end() && changing->second > 0) return std::nullopt;
+    if (changing != changing_.end() && changing->second > 0) return nullptr;
   }
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return std::nullopt;
-  }
+  std::lock_guard lock(mu_);
+  return stopping_ ? nullptr : it->second;
+}
+
+std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& server, const Build& build) {
+  PageServer* direct = direct_server(server);
+  if (direct == nullptr) return std::nullopt;
   capnp::MallocMessageBuilder message;
   auto request = message.initRoot<wire::Request>();
   request.setVersion(wire::PROTOCOL_VERSION);
   build(request);
-  std::optional<Frame> answer = it->second->answer_now(to_frame(message));
+  std::optional<Frame> answer = direct->answer_read_now(to_frame(message));
   if (!answer) return std::nullopt;
   return checked(server, std::move(*answer));
+}
+
+std::optional<Status> BusClient::Impl::write_direct(const std::string& server, const ShareRef& share,
+                                                    int64_t page, std::span<const std::byte> data) {
+  PageServer* direct = direct_server(server);
+  if (direct == nullptr) return std::nullopt;
+  return direct->write_now(share, page, data);
 }
 
 void BusClient::Impl::connector_loop() {
@@ -492,8 +508,13 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
   return future.get();
 }
 
-std::optional<Result<ReplyPtr>> BusClient::call_direct(const std::string& server, const Build& build) {
-  return impl_->call_direct(server, build);
+std::optional<Result<ReplyPtr>> BusClient::read_direct(const std::string& server, const Build& build) {
+  return impl_->read_direct(server, build);
+}
+
+std::optional<Status> BusClient::write_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                              std::span<const std::byte> data) {
+  return impl_->write_direct(server, share, page, data);
 }
 
 bool BusClient::has_embedded() const { return impl_->has_embedded(); }

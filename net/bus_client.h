@@ -81,13 +81,17 @@ class BusClient {
   void call(const std::string& server, const Build& build, Callback done);
   // call() and wait.
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
-  // A read or write to an embedded server, answered on this thread when it
-  // needs no waiting (PageServer::answer_now); nothing when that cannot be
-  // (not embedded, the server would have to wait, or a write, truncate or
-  // drop to that server not yet answered, which this must not overtake):
-  // then call() it.
-  std::optional<Result<ReplyPtr>> call_direct(const std::string& server, const Build& build);
-  // Whether this bus runs servers in this process (call_direct can answer).
+  // A read request to an embedded server, answered on this thread when it
+  // needs no waiting (PageServer::answer_read_now); nothing when that
+  // cannot be (not embedded, the server would have to wait, or a write,
+  // truncate or drop to that server not yet answered, which the read must
+  // not overtake): then call() it.
+  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  // Likewise a write, by plain call (PageServer::write_now): its outcome,
+  // or nothing, and then call() it.
+  std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                     std::span<const std::byte> data);
+  // Whether this bus runs servers in this process (the two above can answer).
   bool has_embedded() const;
 
   const std::string& catalog() const { return catalog_; }

@@ -55,6 +55,11 @@ struct Counters {
 
 class Session;
 
+// What page work needs of a request's share (it points into the request).
+ShareRef share_ref(wire::Share::Reader share) {
+  return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr())};
+}
+
 // The answer to request `id` that carries `why`.
 Frame error_frame(uint64_t id, const Status& why) {
   capnp::MallocMessageBuilder message;
@@ -87,8 +92,11 @@ class PageServer::Impl {
   // too: for a caller that may block on the disk, as one in this process
   // reading with no emulated latency does (the unix VFS's pread, no more).
   std::optional<Frame> read_cached(wire::Request::Reader request, bool from_disk = false);
-  // Brackets a request answered by direct call (answer_catalog, answer_now)
-  // so that stop() waits for it; false once stopping.
+  // Writes whole pages from `first` on, checking what a WRITE request's
+  // sender could get wrong.
+  Status write_run(const ShareRef& share, int64_t first, std::span<const std::byte> data);
+  // Brackets work done by direct call (answer_catalog, answer_read_now,
+  // write_now) so that stop() waits for it; false once stopping.
   bool enter_direct();
   void leave_direct();
   ServerCounters snapshot() const;
@@ -138,7 +146,7 @@ class PageServer::Impl {
  private:
   Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create);
   Status read_pages(wire::ReadPages::Reader req, std::span<std::byte> out);
-  Status write_pages(wire::WritePages::Reader req);
+
   Status sync_share(wire::Share::Reader req);
   Status truncate_share(wire::TruncateShare::Reader req);
   Status drop_share(wire::Share::Reader req);
@@ -651,29 +659,29 @@ Status PageServer::Impl::read_global_sequential(LocalPagefile& file, wire::Share
   return Status::ok();
 }
 
-Status PageServer::Impl::write_pages(wire::WritePages::Reader req) {
-  uint64_t file_id = req.getShare().getFileId();
-  uint32_t page_size = req.getShare().getPageSize();
-  auto data = req.getData();
-  if (data.size() == 0 || data.size() % page_size != 0) {
+Status PageServer::Impl::write_run(const ShareRef& ref, int64_t first, std::span<const std::byte> data) {
+  uint32_t page_size = ref.page_size;
+  if (Status s = check_page_size(page_size); !s) return s;
+  if (data.empty() || data.size() % page_size != 0) {
     return Status::invalid_argument(
-        fmt::format("file {}", file_id),
+        fmt::format("file {}", ref.file_id),
         fmt::format("write of {} bytes is not a whole number of {}-byte pages", data.size(), page_size));
   }
-  auto file = share(file_id, page_size, /*create=*/true);
-  if (!file) return file.status();
-  cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
   size_t pages = data.size() / page_size;
+  if (Status s = check_page_number(first, "write"); !s) return s;
+  if (Status s = check_page_number(first + static_cast<int64_t>(pages) - 1, "write"); !s) return s;
+  auto file = share(ref.file_id, page_size, /*create=*/true);
+  if (!file) return file.status();
+  cache_.declare(ref.file_id, page_size, ref.policy);
   for (size_t i = 0; i < pages; ++i) {
-    int64_t page = req.getPage() + static_cast<int64_t>(i);
-    std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data.begin()) + i * page_size,
-                                     page_size);
+    int64_t page = first + static_cast<int64_t>(i);
+    auto bytes = data.subspan(i * page_size, page_size);
     {
       std::lock_guard arm(disk_arm_);
       hold_disk_arm();
       if (Status s = (*file)->write_page(page, bytes); !s) return s;
       counters_.disk_writes++;
-      cache_.write(file_id, page, bytes);
+      cache_.write(ref.file_id, page, bytes);
     }
     counters_.pages_written++;
   }
@@ -904,14 +912,9 @@ void PageServer::Impl::execute(wire::Request::Reader request,
     }
     case wire::Request::WRITE: {
       auto req = request.getWrite();
-      uint32_t page_size = req.getShare().getPageSize();
-      if (s = check_page_size(page_size); !s) break;
-      if (s = check_page_number(req.getPage(), "write"); !s) break;
-      if (s = check_page_number(req.getPage() + static_cast<int64_t>(req.getData().size() / page_size) - 1, "write");
-          !s) {
-        break;
-      }
-      s = write_pages(req);
+      auto data = req.getData();
+      s = write_run(share_ref(req.getShare()), req.getPage(),
+                    std::span(reinterpret_cast<const std::byte*>(data.begin()), data.size()));
       break;
     }
     case wire::Request::SYNC: s = sync_share(request.getSync()); break;
@@ -1025,20 +1028,15 @@ Frame PageServer::answer_catalog(const Frame& request) {
   return out;
 }
 
-std::optional<Frame> PageServer::answer_now(const Frame& request) {
+std::optional<Frame> PageServer::answer_read_now(const Frame& request) {
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Frame> out;
   try {
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
                                          frame_reader_options());
     auto root = reader.getRoot<wire::Request>();
-    if (root.getVersion() == wire::PROTOCOL_VERSION) {
-      if (root.isRead()) {
-        out = impl_->read_cached(root, /*from_disk=*/true);
-      } else if (root.isWrite() && impl_->options_.disk_latency.count() == 0) {
-        // With an emulated disk, writes queue for its arm on the pool.
-        out = impl_->respond(request);
-      }
+    if (root.isRead() && root.getVersion() == wire::PROTOCOL_VERSION) {
+      out = impl_->read_cached(root, /*from_disk=*/true);
     }
   } catch (const kj::Exception&) {
     // Sent the usual way, it gets the usual error.
@@ -1049,6 +1047,16 @@ std::optional<Frame> PageServer::answer_now(const Frame& request) {
   }
   impl_->leave_direct();
   return out;
+}
+
+std::optional<Status> PageServer::write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data) {
+  if (impl_->options_.disk_latency.count() != 0 || !impl_->enter_direct()) return std::nullopt;
+  impl_->counters_.requests++;
+  impl_->counters_.bytes_in += data.size();
+  Status s = impl_->write_run(share, page, data);
+  if (!s) impl_->counters_.errors++;
+  impl_->leave_direct();
+  return s;
 }
 
 Address PageServer::address() const { return impl_->address_; }

@@ -32,7 +32,9 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/address.h"
@@ -47,6 +49,14 @@ enum class SyncMode : uint8_t {
   kFdatasync,  // sync flushes with fdatasync (the default)
   kDsync,      // every write is O_DSYNC; sync has nothing left to do
   kNone,       // never flush: fast and NOT durable (experiments only)
+};
+
+// The file a page request is for, as a share's server sees it: the
+// wire::Share fields page work needs.
+struct ShareRef {
+  uint64_t file_id = 0;
+  uint32_t page_size = 0;
+  std::string_view policy;  // empty: the server keeps what it has
 };
 
 struct ServerOptions {
@@ -120,14 +130,21 @@ class PageServer {
   // requests run one at a time whichever way they come. After stop() the
   // answer is kDisconnected.
   Frame answer_catalog(const Frame& request);
-  // Likewise for page work that needs no waiting: a read whose pages are in
-  // this server's cache, or, when the server emulates no disk latency, any
-  // read or write, a miss or a write then being one pread or pwrite on the
-  // calling thread, as the unix VFS would do. The answer, or nothing (a
-  // miss or write under emulated latency, a global-sequential window, or
-  // another request: send it the usual way). The caller keeps it from
+  // Likewise for a read that needs no waiting: its pages are in this
+  // server's cache, or the server emulates no disk latency, so a miss is
+  // one pread on the calling thread, as the unix VFS would do. The answer,
+  // or nothing (a miss under emulated latency or a global-sequential
+  // window, or not such a read: send it the usual way). The caller keeps it
+  // from overtaking its own writes to those pages still in flight.
+  std::optional<Frame> answer_read_now(const Frame& request);
+  // And for a write, when the server emulates no disk latency: `data`
+  // (whole pages from `page` on) written on the calling thread, with the
+  // checks and effects of a WRITE request, by plain call, since the page
+  // would otherwise be copied into a message and out again for nothing.
+  // Its outcome, or nothing (an emulated disk, whose arm's queue lives on
+  // the pool, or stopping: send the request). The caller keeps it from
   // overtaking its own requests on those pages still in flight.
-  std::optional<Frame> answer_now(const Frame& request);
+  std::optional<Status> write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data);
 
   ServerCounters counters() const;
   std::vector<ServerFileCounters> file_counters() const;

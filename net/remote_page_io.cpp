@@ -157,7 +157,7 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
-  auto reply = bus_->call_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
+  auto reply = bus_->read_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
   if (!reply) return std::nullopt;
   return take_read(page, std::move(*reply), out);
 }
@@ -195,11 +195,11 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
 bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
   note_dirty(server);
-  auto reply = bus_->call_direct(record_.servers[server],
-                                 [&](wire::Request::Builder r) { build_write(r, page, data); });
+  std::optional<Status> done = bus_->write_direct(record_.servers[server],
+                                                  ShareRef{record_.id, record_.page_size, policy_}, page, data);
   // A failure goes the usual way, which reports it (writing a page twice
   // is harmless).
-  if (!reply || !*reply) return false;
+  if (!done || !*done) return false;
   note_written(page);
   return true;
 }

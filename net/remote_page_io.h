@@ -80,8 +80,7 @@ class RemotePageIo final : public PageIo {
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
   const std::string& server_of(int64_t page) const;
-  // Fills in a read of `page`, for read_async and read_now; a write, for
-  // write_async and write_now.
+  // Fills in a read of `page`, for read_async and read_now; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
   void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
   // A write of `page` is on its way to `server`: sync must reach it.

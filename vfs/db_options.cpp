@@ -55,16 +55,19 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     auto p = parse_placement(v);
     if (!p) return p.status().with_context("placement");
     o.placement = *p;
+    o.placement_given = true;
   }
   if (const char* v = param("stripe_pages")) {
     auto n = parse_count("stripe_pages", v, 1, 1u << 20);
     if (!n) return n.status();
     o.stripe_pages = *n;
+    o.placement_given = true;
   }
   if (const char* v = param("servers")) {
     auto n = parse_count("servers", v, 0, 1024);
     if (!n) return n.status();
     o.servers = *n;
+    o.placement_given = true;
   }
   if (const char* v = param("policy")) {
     auto p = parse_policy(v);

@@ -26,6 +26,7 @@ struct DbOptions {
   Placement placement = Placement::kStripe;  // placement=stripe|hash
   uint32_t stripe_pages = 1;                 // stripe_pages=N
   uint32_t servers = 0;                      // servers=N (0: all of the bus)
+  bool placement_given = false;              // any of the three above was given
   std::optional<BufferPolicy> policy;        // policy=NAME, cache_pages=N (its max_pages)
                                              // (SQLite keeps cache= for shared-cache mode)
   uint32_t cache_pages = 0;                  // cache_pages=N: also sizes the client's pool

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "net/bus_config.h"
+
 namespace pagefile::vfs {
 
 DbRegistry& DbRegistry::instance() {
@@ -27,9 +29,13 @@ Result<DbRegistry::BusClient*> DbRegistry::client_for(const std::string& bus, ui
     if (!n) return n.status();
     options.cache_pages = *n;
   }
+  // As the client will resolve it when it starts the bus (which reports a
+  // bad one, when a remote file needs it).
+  auto config = net::resolve_bus(bus);
+  bool in_process = config && config->embedded.size() == config->servers.size();
   auto client = Client::start(options);
   if (!client) return client.status();
-  return &clients_.emplace(bus, BusClient{std::move(*client), options.cache_pages}).first->second;
+  return &clients_.emplace(bus, BusClient{std::move(*client), options.cache_pages, in_process}).first->second;
 }
 
 Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_name, const DbOptions& options) {
@@ -40,6 +46,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   config->options = options;
   config->client = (*bus_client)->client.get();
   config->pool_pages = (*bus_client)->pool_pages;
+  config->bus_in_process = (*bus_client)->in_process;
   config->concurrency = options.concurrency;
   config->set_policy(options.policy);
   auto old = databases_.find(db_name);

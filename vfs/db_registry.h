@@ -26,6 +26,10 @@ struct DbConfig {
   DbOptions options;  // as its URI said; the policy is policy() below
   Client* client = nullptr;
   uint32_t pool_pages = 0;  // the client's buffer pool (0: none)
+  // Every server of the client's bus runs in this process (the embedded
+  // default): they share one disk, so a file gains nothing from striping
+  // over them and would pay every create, sync and delete once per server.
+  bool bus_in_process = false;
   std::atomic<uint32_t> concurrency{8};  // PRAGMA pagefile_concurrency changes it
   std::shared_ptr<IoStats> stats = std::make_shared<IoStats>();
   // Times a connection of this database in this process took SHARED from no
@@ -122,6 +126,7 @@ class DbRegistry {
   struct BusClient {
     std::unique_ptr<Client> client;
     uint32_t pool_pages = 0;
+    bool in_process = false;  // DbConfig::bus_in_process
   };
   // REQUIRES: mu_ held.
   Result<BusClient*> client_for(const std::string& bus, uint32_t cache_pages);

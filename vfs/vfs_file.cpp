@@ -19,6 +19,10 @@ namespace {
 
 FileState& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
 
+// The stripe unit that keeps a file whole on one server (2^30 pages: 4 TiB
+// of 4 KiB pages).
+constexpr uint32_t kWholeFileStripe = 1u << 30;
+
 // The pragma's value says WAL: refused unless the connection is in exclusive
 // locking mode (no shared memory between clients of the store).
 constexpr const char* kWalRefused =
@@ -379,6 +383,12 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
   open.placement = o.placement;
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;
+  if (!o.placement_given && st->config->bus_in_process) {
+    // Each file whole on one server, chosen by hashing its id, so a
+    // database and its journal usually sit on different servers.
+    open.placement = Placement::kHash;
+    open.stripe_pages = kWholeFileStripe;
+  }
   open.policy = st->config->policy();
   if (!open.policy && role == SQLITE_OPEN_MAIN_JOURNAL) {
     // A rollback journal is written front to back and read back the same

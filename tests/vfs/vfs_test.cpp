@@ -500,6 +500,35 @@ TEST_CASE("a rollback journal is opened under the sequential policy unless the d
   CHECK(policy_of(named_journal) == "policy=looping");
 }
 
+TEST_CASE("on a bus whose servers all run in this process, a new file sits whole on one server unless the URI places it") {
+  // The share files all the embedded servers hold.
+  auto shares = [] {
+    size_t n = 0;
+    for (const auto& server : std::filesystem::directory_iterator(store().home.path())) {
+      if (!std::filesystem::is_directory(server.path() / "shares")) continue;
+      for (const auto& f : std::filesystem::directory_iterator(server.path() / "shares")) {
+        if (f.path().extension() == ".pf") ++n;
+      }
+    }
+    return n;
+  };
+  const char* fill = "CREATE TABLE t(x); INSERT INTO t SELECT randomblob(3000) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100) SELECT value FROM s)";
+  store();
+  size_t before = shares();
+  {
+    SqliteDb conn("file:" + fresh("whole") + "?vfs=pagefile");
+    conn.run(fill);  // its journal came and went
+    CHECK(conn.query("SELECT count(*) FROM t") == "100");
+  }
+  CHECK(shares() == before + 1);
+  {
+    SqliteDb conn("file:" + fresh("striped") + "?vfs=pagefile&placement=stripe");
+    conn.run(fill);
+    CHECK(conn.query("PRAGMA integrity_check") == "ok");
+  }
+  CHECK(shares() == before + 1 + 4);
+}
+
 TEST_CASE("locking: two connections, SQLITE_BUSY promptly, exact xCheckReservedLock, change counter") {
   std::string db = fresh("twoconn");
   SqliteDb a("file:" + db + "?vfs=pagefile");
