@@ -714,6 +714,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.concurrency = file->concurrency;
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
     st.read_only = file->io->read_only();
+    st.done_at_once = file->io->done_at_once();
     if (cache_) st.cache = cache_->counters(fd.value);
   }
   auto pages = io->size_pages();

@@ -54,6 +54,8 @@ class PageIo {
   // Whether read_now or write_now can ever answer, so callers skip them
   // (and what they do around them) for files where they never do.
   virtual bool may_act_now() const { return false; }
+  // Whether they always answer, errors aside (FileStatus::done_at_once).
+  virtual bool done_at_once() const { return false; }
 
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {

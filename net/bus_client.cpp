@@ -123,10 +123,14 @@ class BusClient::Impl {
   std::map<std::string, uint64_t> changing_;  // GUARDED_BY(changing_mu_)
 
  public:
-  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
+  std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                    std::span<std::byte> out);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
+  bool all_at_once() const {
+    return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0;
+  }
 
  private:
   asio::io_context io_;
@@ -291,16 +295,11 @@ PageServer* BusClient::Impl::direct_server(const std::string& server) {
   return stopping_ ? nullptr : it->second;
 }
 
-std::optional<Result<ReplyPtr>> BusClient::Impl::read_direct(const std::string& server, const Build& build) {
+std::optional<Status> BusClient::Impl::read_direct(const std::string& server, const ShareRef& share,
+                                                   int64_t page, std::span<std::byte> out) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  capnp::MallocMessageBuilder message;
-  auto request = message.initRoot<wire::Request>();
-  request.setVersion(wire::PROTOCOL_VERSION);
-  build(request);
-  std::optional<Frame> answer = direct->answer_read_now(to_frame(message));
-  if (!answer) return std::nullopt;
-  return checked(server, std::move(*answer));
+  return direct->read_now(share, page, out);
 }
 
 std::optional<Status> BusClient::Impl::write_direct(const std::string& server, const ShareRef& share,
@@ -508,8 +507,9 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
   return future.get();
 }
 
-std::optional<Result<ReplyPtr>> BusClient::read_direct(const std::string& server, const Build& build) {
-  return impl_->read_direct(server, build);
+std::optional<Status> BusClient::read_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                             std::span<std::byte> out) {
+  return impl_->read_direct(server, share, page, out);
 }
 
 std::optional<Status> BusClient::write_direct(const std::string& server, const ShareRef& share, int64_t page,
@@ -518,6 +518,8 @@ std::optional<Status> BusClient::write_direct(const std::string& server, const S
 }
 
 bool BusClient::has_embedded() const { return impl_->has_embedded(); }
+
+bool BusClient::all_at_once() const { return impl_->all_at_once(); }
 
 void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_locks(owner, holds); }
 bool BusClient::lease_lost(uint64_t owner) { return impl_->lease_lost(owner); }

@@ -54,7 +54,14 @@ struct BusOptions {
   int connect_timeout_ms = 3000;
   int request_timeout_ms = 30'000;
   // How embedded (inproc:N) servers run; `dir` is set per server under home.
-  ServerOptions embedded;
+  // No pool of their own by default: they read and write through this
+  // process's page cache, which holds what a pool would, and a pool smaller
+  // than what is scanned only copies each page in to evict it unread.
+  ServerOptions embedded = [] {
+    ServerOptions o;
+    o.cache_pages = 0;
+    return o;
+  }();
 };
 
 class BusClient {
@@ -81,18 +88,21 @@ class BusClient {
   void call(const std::string& server, const Build& build, Callback done);
   // call() and wait.
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
-  // A read request to an embedded server, answered on this thread when it
-  // needs no waiting (PageServer::answer_read_now); nothing when that
-  // cannot be (not embedded, the server would have to wait, or a write,
-  // truncate or drop to that server not yet answered, which the read must
-  // not overtake): then call() it.
-  std::optional<Result<ReplyPtr>> read_direct(const std::string& server, const Build& build);
-  // Likewise a write, by plain call (PageServer::write_now): its outcome,
-  // or nothing, and then call() it.
+  // A page read or write done by plain call on an embedded server, on this
+  // thread, when it needs no waiting (PageServer::read_now, write_now): its
+  // outcome; nothing when that cannot be (not embedded, the server would
+  // have to wait, or a write, truncate or drop to that server not yet
+  // answered, which this must not overtake): then call() it.
+  std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                    std::span<std::byte> out);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data);
   // Whether this bus runs servers in this process (the two above can answer).
   bool has_embedded() const;
+  // Whether it runs all its servers, and they emulate no disk: then the two
+  // above answer every read and write, unless one fails or something that
+  // changes pages is still in flight.
+  bool all_at_once() const;
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }

@@ -88,14 +88,17 @@ class PageServer::Impl {
   // The answer to a read whose pages are all in the cache, made on the
   // calling (network) thread: a cache hit then costs no hand-off to the pool
   // and back. Nothing when the read needs the pool (a miss, or a request the
-  // pool must judge). With `from_disk`, a miss is read from the share here
-  // too: for a caller that may block on the disk, as one in this process
-  // reading with no emulated latency does (the unix VFS's pread, no more).
-  std::optional<Frame> read_cached(wire::Request::Reader request, bool from_disk = false);
+  // pool must judge).
+  std::optional<Frame> read_cached(wire::Request::Reader request);
+  // Reads `count` pages from `first` on into `out`; `window` is the
+  // request's share, which a global-sequential file's window needs (without
+  // it such a file reads as any other).
+  Status read_pages(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
+                    std::optional<wire::Share::Reader> window);
   // Writes whole pages from `first` on, checking what a WRITE request's
   // sender could get wrong.
   Status write_run(const ShareRef& share, int64_t first, std::span<const std::byte> data);
-  // Brackets work done by direct call (answer_catalog, answer_read_now,
+  // Brackets work done by direct call (answer_catalog, read_now,
   // write_now) so that stop() waits for it; false once stopping.
   bool enter_direct();
   void leave_direct();
@@ -145,7 +148,6 @@ class PageServer::Impl {
 
  private:
   Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create);
-  Status read_pages(wire::ReadPages::Reader req, std::span<std::byte> out);
 
   Status sync_share(wire::Share::Reader req);
   Status truncate_share(wire::TruncateShare::Reader req);
@@ -391,13 +393,13 @@ void Session::on_close(const Status& why) {
 
 // ---- PageServer::Impl ------------------------------------------------------
 
-std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request, bool from_disk) {
+std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request) {
   try {
     auto req = request.getRead();
     uint32_t page_size = req.getShare().getPageSize();
     uint32_t count = req.getCount();
     // Anything unusual goes to the pool, which answers it with the error.
-    if ((options_.cache_pages == 0 && !from_disk) || !check_page_size(page_size) || count == 0 ||
+    if (options_.cache_pages == 0 || !check_page_size(page_size) || count == 0 ||
         count > kMaxFrameBytes / 2 / page_size || !check_page_number(req.getPage(), "read") ||
         !check_page_number(req.getPage() + count - 1, "read")) {
       return std::nullopt;
@@ -412,18 +414,13 @@ std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request
     response.setVersion(wire::PROTOCOL_VERSION);
     auto data = response.initPages(count * page_size);
     uint64_t file_id = req.getShare().getFileId();
-    auto pages = std::span(reinterpret_cast<std::byte*>(data.begin()), data.size());
-    bool global_sequential =
-        cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr())) ==
-        kGlobalSequential;
-    if (cache_.read_run(file_id, req.getPage(), count, page_size, pages)) {
-      counters_.pages_read += count;
-      counters_.cache_hits += count;
-    } else if (!from_disk || global_sequential || options_.disk_latency.count() != 0) {
-      return std::nullopt;  // the window, and the emulated arm's queue, live on the pool
-    } else if (Status s = read_pages(req, pages); !s) {
-      return error_frame(request.getId(), s);
+    cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr()));
+    if (!cache_.read_run(file_id, req.getPage(), count, page_size,
+                         std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
+      return std::nullopt;
     }
+    counters_.pages_read += count;
+    counters_.cache_hits += count;
     Frame out = message.finish();
     counters_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
     return out;
@@ -525,16 +522,15 @@ Result<std::shared_ptr<LocalPagefile>> PageServer::Impl::share(uint64_t file_id,
   return shared;
 }
 
-Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::byte> out) {
-  uint64_t file_id = req.getShare().getFileId();
-  uint32_t page_size = req.getShare().getPageSize();
+Status PageServer::Impl::read_pages(const ShareRef& ref, int64_t first, uint32_t count, std::span<std::byte> out,
+                                    std::optional<wire::Share::Reader> window) {
+  uint64_t file_id = ref.file_id;
+  uint32_t page_size = ref.page_size;
   auto file = share(file_id, page_size, /*create=*/false);
   if (!file && !file.status().is(Code::kNotFound)) return file.status();
-  bool global_sequential =
-      cache_.declare(file_id, page_size, std::string_view(req.getShare().getPolicy().cStr())) ==
-      kGlobalSequential;
-  for (uint32_t i = 0; i < req.getCount(); ++i) {
-    int64_t page = req.getPage() + i;
+  bool global_sequential = cache_.declare(file_id, page_size, ref.policy) == kGlobalSequential;
+  for (uint32_t i = 0; i < count; ++i) {
+    int64_t page = first + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
     counters_.pages_read++;
     if (cache_.read(file_id, page, buffer)) {
@@ -546,8 +542,8 @@ Status PageServer::Impl::read_pages(wire::ReadPages::Reader req, std::span<std::
       std::memset(buffer.data(), 0, buffer.size());
       continue;
     }
-    if (global_sequential && cache_.enabled()) {
-      if (Status s = read_global_sequential(**file, req.getShare(), page, buffer); !s) return s;
+    if (global_sequential && cache_.enabled() && window) {
+      if (Status s = read_global_sequential(**file, *window, page, buffer); !s) return s;
       continue;
     }
     // The disk access and the cache update happen under the arm, so a write
@@ -907,7 +903,8 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       if (s = check_page_number(req.getPage(), "read"); !s) break;
       if (s = check_page_number(req.getPage() + req.getCount() - 1, "read"); !s) break;
       auto data = response.initPages(req.getCount() * page_size);
-      s = read_pages(req, std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()));
+      s = read_pages(share_ref(req.getShare()), req.getPage(), req.getCount(),
+                     std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()), req.getShare());
       break;
     }
     case wire::Request::WRITE: {
@@ -1028,25 +1025,29 @@ Frame PageServer::answer_catalog(const Frame& request) {
   return out;
 }
 
-std::optional<Frame> PageServer::answer_read_now(const Frame& request) {
-  if (!impl_->enter_direct()) return std::nullopt;
-  std::optional<Frame> out;
-  try {
-    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(request.data(), request.size()),
-                                         frame_reader_options());
-    auto root = reader.getRoot<wire::Request>();
-    if (root.isRead() && root.getVersion() == wire::PROTOCOL_VERSION) {
-      out = impl_->read_cached(root, /*from_disk=*/true);
-    }
-  } catch (const kj::Exception&) {
-    // Sent the usual way, it gets the usual error.
+std::optional<Status> PageServer::read_now(const ShareRef& share, int64_t page, std::span<std::byte> out) {
+  if (!check_page_size(share.page_size) || out.size() != share.page_size || !check_page_number(page, "read")) {
+    return std::nullopt;  // sent the usual way, it gets the usual error
   }
-  if (out) {
+  if (!impl_->enter_direct()) return std::nullopt;
+  std::optional<Status> done;
+  bool global_sequential =
+      impl_->cache_.declare(share.file_id, share.page_size, share.policy) == kGlobalSequential;
+  if (impl_->cache_.read_run(share.file_id, page, 1, share.page_size, out)) {
+    impl_->counters_.pages_read++;
+    impl_->counters_.cache_hits++;
+    done = Status::ok();
+  } else if (!global_sequential && impl_->options_.disk_latency.count() == 0) {
+    // (The window, and the emulated arm's queue, live on the pool.)
+    done = impl_->read_pages(share, page, 1, out, std::nullopt);
+  }
+  if (done) {
     impl_->counters_.requests++;
-    impl_->counters_.bytes_in += request.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+    impl_->counters_.bytes_out += out.size();
+    if (!*done) impl_->counters_.errors++;
   }
   impl_->leave_direct();
-  return out;
+  return done;
 }
 
 std::optional<Status> PageServer::write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data) {

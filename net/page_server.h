@@ -130,20 +130,17 @@ class PageServer {
   // requests run one at a time whichever way they come. After stop() the
   // answer is kDisconnected.
   Frame answer_catalog(const Frame& request);
-  // Likewise for a read that needs no waiting: its pages are in this
-  // server's cache, or the server emulates no disk latency, so a miss is
-  // one pread on the calling thread, as the unix VFS would do. The answer,
-  // or nothing (a miss under emulated latency or a global-sequential
-  // window, or not such a read: send it the usual way). The caller keeps it
-  // from overtaking its own writes to those pages still in flight.
-  std::optional<Frame> answer_read_now(const Frame& request);
-  // And for a write, when the server emulates no disk latency: `data`
-  // (whole pages from `page` on) written on the calling thread, with the
-  // checks and effects of a WRITE request, by plain call, since the page
-  // would otherwise be copied into a message and out again for nothing.
-  // Its outcome, or nothing (an emulated disk, whose arm's queue lives on
-  // the pool, or stopping: send the request). The caller keeps it from
-  // overtaking its own requests on those pages still in flight.
+  // Page work that needs no waiting, done on the calling thread by plain
+  // call, with the effects of a READ or WRITE request of one page (a page
+  // would otherwise be copied into a message and out again for nothing).
+  // A read needs no waiting when the page is in this server's cache, or
+  // when the server emulates no disk latency, a miss then being one pread,
+  // as the unix VFS would do; a write, when the server emulates no disk
+  // latency. The outcome, or nothing: send the request (an emulated disk,
+  // whose arm's queue lives on the pool; a global-sequential window; a
+  // request the usual way must refuse; stopping). The caller keeps it from
+  // overtaking its own requests on the page still in flight.
+  std::optional<Status> read_now(const ShareRef& share, int64_t page, std::span<std::byte> out);
   std::optional<Status> write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data);
 
   ServerCounters counters() const;

@@ -138,14 +138,16 @@ Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, s
   if (!root.isPages() || root.getPages().size() != page_size) {
     return Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page));
   }
-  if (page >= size_.load()) {
-    // Past the end as this client knows it: zeros, whatever a server
-    // still holds there.
-    std::memset(out.data(), 0, page_size);
-    return PageRead::kBeyondEnd;
-  }
   std::memcpy(out.data(), root.getPages().begin(), page_size);
-  return PageRead::kData;
+  return finish_read(page, out);
+}
+
+PageRead RemotePageIo::finish_read(int64_t page, std::span<std::byte> out) const {
+  if (page < size_.load()) return PageRead::kData;
+  // Past the end as this client knows it: zeros, whatever a server still
+  // holds there.
+  std::memset(out.data(), 0, out.size());
+  return PageRead::kBeyondEnd;
 }
 
 void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
@@ -157,9 +159,10 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
-  auto reply = bus_->read_direct(server_of(page), [&](wire::Request::Builder r) { build_read(r, page); });
-  if (!reply) return std::nullopt;
-  return take_read(page, std::move(*reply), out);
+  std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
+  if (!done) return std::nullopt;
+  if (!*done) return done->with_context(fmt::format("{}: read page {}", record_.name, page));
+  return finish_read(page, out);
 }
 
 void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const {
@@ -195,8 +198,7 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
 bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
   note_dirty(server);
-  std::optional<Status> done = bus_->write_direct(record_.servers[server],
-                                                  ShareRef{record_.id, record_.page_size, policy_}, page, data);
+  std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data);
   // A failure goes the usual way, which reports it (writing a page twice
   // is harmless).
   if (!done || !*done) return false;

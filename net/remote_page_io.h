@@ -57,6 +57,7 @@ class RemotePageIo final : public PageIo {
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   bool write_now(int64_t page, std::span<const std::byte> data) override;
   bool may_act_now() const override { return bus_->has_embedded(); }
+  bool done_at_once() const override { return bus_->all_at_once(); }
   Status sync() override;
   Status truncate(int64_t pages) override;
   // Asks the catalog, so another client's writes and truncates show;
@@ -89,6 +90,11 @@ class RemotePageIo final : public PageIo {
   void note_written(int64_t page);
   // The outcome of a read of `page` from its reply, into `out`.
   Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
+  // The outcome of a read of `page` whose bytes are in `out`: beyond the
+  // end as this client knows it, zeros.
+  PageRead finish_read(int64_t page, std::span<std::byte> out) const;
+  // This file as page work by plain call names it (BusClient::read_direct).
+  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_}; }
   // The share of a read or write of `page`, with what the server's pool
   // needs: the policy and where the file's pages are.
   void set_page_share(wire::Share::Builder share, int64_t page) const;

@@ -56,6 +56,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::
   std::unique_ptr<MappedFile> file(
       new MappedFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
                      std::move(stats)));
+  file->read_ahead_pays_ = !st->done_at_once;
   if (layout == Layout::kPages) {
     file->size_ = st->pages * st->page_size;
   } else if (st->pages > 0) {
@@ -113,7 +114,7 @@ void MappedFile::drop_all_ahead() {
 void MappedFile::read_ahead(int64_t page) {
   bool sequential = page == last_read_page_ + 1;
   last_read_page_ = page;
-  if (!sequential || concurrency_ < 2) return;
+  if (!sequential || concurrency_ < 2 || !read_ahead_pays_) return;
   int64_t end = pages_for(size_);
   for (int64_t next = page + 1; next < end && next <= page + concurrency_ && ahead_.size() < concurrency_; ++next) {
     if (ahead_.contains(next) || kept_.contains(next)) continue;

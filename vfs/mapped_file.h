@@ -157,6 +157,9 @@ class MappedFile {
   bool length_dirty_ = false;  // kBytes: the length page is behind size_
   bool unsynced_ = false;
   int64_t last_read_page_ = -2;
+  // False when the client does page requests before returning
+  // (FileStatus::done_at_once): reading ahead would only read early.
+  bool read_ahead_pays_ = true;
 
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;

@@ -222,3 +222,18 @@ TEST_CASE("pagefile import of a .db, then identical query results through vfs=pa
   CHECK(copy.query(query) == expected);
   CHECK(copy.query("PRAGMA integrity_check") == "ok");
 }
+
+TEST_CASE("sequential reads from pagefiled are read ahead") {
+  Cluster c;
+  std::string name = fmt::format("scan-{}.db", ::getpid());
+  {
+    SqliteDb conn(c.uri(name));
+    conn.run("CREATE TABLE t(x); INSERT INTO t SELECT randomblob(3500) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 400) SELECT value FROM s)");
+  }
+  SqliteDb conn(c.uri(name) + "&concurrency=8");
+  conn.run("PRAGMA cache_size=5");
+  CHECK(conn.query("SELECT count(*), sum(length(x)) FROM t") == "400|1400000");
+  std::string stats = conn.query("PRAGMA pagefile_stats");
+  INFO(stats);
+  CHECK(stats.find("read_ahead_used=0 ") == std::string::npos);
+}
