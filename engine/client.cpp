@@ -622,20 +622,21 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
   std::unique_lock lock(mu_);
   if (Status s = check_running(); !s) return s;
-  std::string what = fmt::format("ticket {}", ticket.value);
+  // (Named only when there is something to say: this runs once per page.)
+  auto what = [&] { return fmt::format("ticket {}", ticket.value); };
   auto it = tickets_.find(ticket.value);
   if (it == tickets_.end()) {
     if (ticket.value == 0 || ticket.value >= next_ticket_) {
-      return Status::invalid_argument(what, "was never issued");
+      return Status::invalid_argument(what(), "was never issued");
     }
-    return Status::invalid_argument(what, "is not outstanding (already confirmed, or its file was closed)");
+    return Status::invalid_argument(what(), "is not outstanding (already confirmed, or its file was closed)");
   }
   RequestPtr request = it->second;
   if (request->is_write != is_write) {
     return Status::invalid_argument(
-        what, fmt::format("is a {0}; confirm it with {0}_confirm", request->is_write ? "write" : "read"));
+        what(), fmt::format("is a {0}; confirm it with {0}_confirm", request->is_write ? "write" : "read"));
   }
-  if (request->confirming) return Status::invalid_argument(what, "is already being confirmed");
+  if (request->confirming) return Status::invalid_argument(what(), "is already being confirmed");
   request->confirming = true;
   done_cv_.wait(lock, [&] { return request->done; });
   tickets_.erase(request->ticket);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -113,8 +114,9 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
 
 }  // namespace
 
-LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only)
-    : fd_(fd), name_(std::move(name)), header_(header), read_only_(read_only) {}
+LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
+                             bool reserve_first)
+    : fd_(fd), name_(std::move(name)), header_(header), read_only_(read_only), reserve_first_(reserve_first) {}
 
 LocalPagefile::~LocalPagefile() { ::close(fd_); }
 
@@ -184,7 +186,13 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
         name, fmt::format("has page size {}, opened with page size {}", header->page_size,
                           spec.page_size));
   }
-  return std::unique_ptr<LocalPagefile>(new LocalPagefile(fd, name, *header, spec.read_only));
+  // A page of at most 4 KiB starts at a multiple of its size (after the
+  // 4 KiB header), so if the file system's block is no smaller, the page
+  // lies inside one block. (A larger page may straddle two.)
+  struct statvfs fs {};
+  bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
+                       fs.f_frsize < header->page_size;
+  return std::unique_ptr<LocalPagefile>(new LocalPagefile(fd, name, *header, spec.read_only, reserve_first));
 }
 
 Status LocalPagefile::unlink(const std::filesystem::path& path) {
@@ -214,8 +222,8 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) 
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
   off_t offset = page_offset(page, page_size());
   auto index = static_cast<size_t>(page);
-  bool reserved;
-  {
+  bool reserved = !reserve_first_;
+  if (!reserved) {
     std::lock_guard lock(reserved_mu_);
     reserved = index < reserved_.size() && reserved_[index];
   }

@@ -91,7 +91,7 @@ class LocalPagefile {
   Result<bool> reserved_elsewhere() const;
 
  private:
-  LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only);
+  LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first);
   Status check_writable(std::string_view operation) const;
 
   const int fd_;
@@ -102,6 +102,10 @@ class LocalPagefile {
   std::mutex level_mu_;
   LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(level_mu_)
 
+  // Whether a page's blocks are reserved before it is written: not when a
+  // page fits in one block of the file system (the write allocates it whole
+  // or fails before changing a byte).
+  const bool reserve_first_;
   // Pages whose blocks this object has reserved (write_page's fallocate),
   // so an overwrite skips the call: it cannot run out of space. Forgotten
   // past a truncate. A page written before open is reserved once more.
