@@ -1,5 +1,6 @@
 #include "net/bus_client.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -115,12 +116,16 @@ class BusClient::Impl {
   // a direct call (PageServer::answer_catalog). Null otherwise.
   PageServer* embedded_catalog_ = nullptr;
   std::string catalog_name_;
-  // embedded_ by address text, for page work done by direct call.
-  std::map<std::string, PageServer*> embedded_by_name_;
-  // Per server, requests that change pages (write, truncate, drop) sent and
-  // not yet answered: page work by direct call must not overtake them.
-  std::mutex changing_mu_;
-  std::map<std::string, uint64_t> changing_;  // GUARDED_BY(changing_mu_)
+  // embedded_ by address text, for page work done by direct call, with
+  // the requests that change its pages (write, truncate, drop) sent and not
+  // yet answered: direct page work must not overtake them. The map is
+  // filled by start() and fixed from then on.
+  struct Direct {
+    PageServer* server = nullptr;
+    std::atomic<uint64_t> changing{0};
+  };
+  std::map<std::string, std::unique_ptr<Direct>> embedded_by_name_;
+  std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
 
  public:
   std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
@@ -161,7 +166,8 @@ Status BusClient::Impl::start() {
     auto server = PageServer::start(server_options, address, &hub_);
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
     if (address.text() == config_.servers[config_.catalog].text()) embedded_catalog_ = server->get();
-    embedded_by_name_[address.text()] = server->get();
+    embedded_by_name_[address.text()] = std::make_unique<Direct>();
+    embedded_by_name_[address.text()]->server = server->get();
     embedded_.push_back(std::move(*server));
   }
   catalog_name_ = config_.servers[config_.catalog].text();
@@ -195,6 +201,7 @@ void BusClient::Impl::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    stopping_now_ = true;
     for (auto& [name, peer] : peers_) {
       if (peer.connection) connections.push_back(peer.connection);
       peer.queued.clear();  // fail_server below fails their requests
@@ -233,18 +240,13 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     done(checked(server, embedded_catalog_->answer_catalog(to_frame(message))));
     return;
   }
-  if (has_embedded() &&
-      (request.isWrite() || request.isTruncate() || request.isDropShare())) {
+  if (auto it = embedded_by_name_.find(server);
+      it != embedded_by_name_.end() && (request.isWrite() || request.isTruncate() || request.isDropShare())) {
     // Counted until answered (however: reply, error, timeout, stop).
-    {
-      std::lock_guard lock(changing_mu_);
-      ++changing_[server];
-    }
-    done = [this, server, done = std::move(done)](Result<ReplyPtr> r) {
-      {
-        std::lock_guard lock(changing_mu_);
-        --changing_[server];
-      }
+    Direct* direct = it->second.get();
+    ++direct->changing;
+    done = [direct, done = std::move(done)](Result<ReplyPtr> r) {
+      --direct->changing;
       done(std::move(r));
     };
   }
@@ -285,14 +287,8 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
 
 PageServer* BusClient::Impl::direct_server(const std::string& server) {
   auto it = embedded_by_name_.find(server);
-  if (it == embedded_by_name_.end()) return nullptr;
-  {
-    std::lock_guard lock(changing_mu_);
-    auto changing = changing_.find(server);
-    if (changing != changing_.end() && changing->second > 0) return nullptr;
-  }
-  std::lock_guard lock(mu_);
-  return stopping_ ? nullptr : it->second;
+  if (it == embedded_by_name_.end() || it->second->changing > 0 || stopping_now_) return nullptr;
+  return it->second->server;
 }
 
 std::optional<Status> BusClient::Impl::read_direct(const std::string& server, const ShareRef& share,

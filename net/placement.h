@@ -32,10 +32,16 @@ class PagePlacement {
   size_t server_count() const { return seeds_.size(); }
 
  private:
+  // The server of stripe unit `unit`.
+  size_t server_of_unit(uint64_t unit) const;
+
   PlacementKind kind_;
   uint64_t file_id_;
   uint32_t stripe_pages_;
   std::vector<uint64_t> seeds_;  // one per server: the hash of its address
+  // The server of unit 0, worked out once: a file placed whole on one
+  // server (a huge stripe unit) asks for no other.
+  size_t unit0_server_ = 0;
 };
 
 }  // namespace pagefile::net
