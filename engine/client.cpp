@@ -2,9 +2,12 @@
 //
 // Locking: one mutex (mu_) guards every table and every OpenFile and Request
 // field; one condition variable (done_cv_) is notified whenever a request
-// finishes or a file's state changes. Page I/O itself never runs under mu_:
+// finishes or a file's state changes. Page I/O never waits under mu_:
 // requests are handed to PageIo after the lock is dropped, and completions
-// take it only to record their result.
+// take it only to record their result. The one exception is PageIo::
+// write_now, a write that an in-process server does at once (a pwrite, no
+// waiting on anyone), done under mu_ so that no request of ours on the page
+// can pass it.
 //
 // Lifetimes: a Request is shared by the ticket table, its file's window and
 // page queue, and the I/O callback; an OpenFile by the descriptor table and
@@ -99,9 +102,10 @@ struct OpenFile {
   // they are. A later successful write or a truncate below them clears it.
   std::map<int64_t, Status> failed_pages;
 
-  // Counts writes requested, so a read_now that ran outside mu_ can tell
-  // whether a write of its page may have finished meanwhile.
-  uint64_t writes_requested = 0;
+  // Counts what changes pages under the pool (writes requested, truncates,
+  // drops), so a read_now that ran outside mu_ can tell whether its page
+  // may have changed meanwhile, and then leaves the pool alone.
+  uint64_t pool_changes = 0;
 };
 using OpenFilePtr = std::shared_ptr<OpenFile>;
 
@@ -411,7 +415,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       if (is_write) {
         // Under mu_, so no request of ours on the page can pass it.
         if (file->io->write_now(page, write_data)) {
-          ++file->writes_requested;
+          ++file->pool_changes;
           if (cache_) cache_->write(fd.value, page, write_data);
           file->failed_pages.erase(page);
           request = done_locked(file, page, /*is_write=*/true);
@@ -419,7 +423,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         }
       } else {
         std::shared_ptr<PageIo> io = file->io;
-        uint64_t writes_before = file->writes_requested;
+        uint64_t changes_before = file->pool_changes;
         lock.unlock();
         std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
         lock.lock();
@@ -427,8 +431,8 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
           return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
         }
         if (now && now->is_ok()) {
-          // Unless a write requested meanwhile has put its newer page there.
-          if (cache_ && **now == PageRead::kData && file->writes_requested == writes_before) {
+          // Unless the page may have changed meanwhile (pool_changes).
+          if (cache_ && **now == PageRead::kData && file->pool_changes == changes_before) {
             cache_->fill(fd.value, page, read_buffer);
           }
           request = read_done_locked(file, page, read_buffer, **now, to_dispatch);
@@ -463,7 +467,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     request->is_write = is_write;
     request->page = page;
     if (is_write) {
-      ++file->writes_requested;
+      ++file->pool_changes;
       request->write_data.assign(write_data.begin(), write_data.end());
       if (cache_) cache_->write(fd.value, page, write_data);
     } else {
@@ -685,6 +689,7 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     done_cv_.wait(lock, [&] { return !file->exclusive || file->closing; });
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
     file->exclusive = true;
+    ++file->pool_changes;  // a read_now already under way may return a page now cut off
     done_cv_.wait(lock, [&] { return file->incomplete.empty(); });
   }
   Status s = file->io->truncate(pages);
@@ -820,6 +825,7 @@ Status Client::Impl::drop_cached(Fd fd) {
   std::lock_guard lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
+  ++(*found)->pool_changes;
   if (cache_) cache_->drop_all(fd.value);
   return Status::ok();
 }

@@ -30,6 +30,10 @@ constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
 
+// Pages below this have their reservation remembered (a bit each, at most
+// 2 MiB); a page beyond it is reserved before every write.
+constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
+
 // One non-blocking byte-range lock call: true when set, false when another
 // description's lock is in the way, an error otherwise.
 Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
@@ -232,8 +236,10 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) 
   if (!reserved) {
     if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) == 0) {
       std::lock_guard lock(reserved_mu_);
-      if (index >= reserved_.size()) reserved_.resize(index + 1);
-      reserved_[index] = true;
+      if (index < kMaxRememberedReservations) {  // (beyond: a bit per page costs too much)
+        if (index >= reserved_.size()) reserved_.resize(index + 1);
+        reserved_[index] = true;
+      }
     } else if (errno != EOPNOTSUPP && errno != ENOSYS) {
       return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
     }

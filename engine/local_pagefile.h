@@ -107,8 +107,12 @@ class LocalPagefile {
   // or fails before changing a byte).
   const bool reserve_first_;
   // Pages whose blocks this object has reserved (write_page's fallocate),
-  // so an overwrite skips the call: it cannot run out of space. Forgotten
-  // past a truncate. A page written before open is reserved once more.
+  // so an overwrite skips the call: on a file system that overwrites in
+  // place it cannot run out of space (one that copies on write may need new
+  // blocks, which fallocate never promised). Forgotten past this object's
+  // truncate; a truncate through another descriptor leaves pages marked
+  // whose blocks are gone, but such a page has no old content for a failed
+  // write to tear. A page written before open is reserved once more.
   std::mutex reserved_mu_;
   std::vector<bool> reserved_;  // GUARDED_BY(reserved_mu_), by page
 };

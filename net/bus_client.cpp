@@ -134,7 +134,9 @@ class BusClient::Impl {
                                      std::span<const std::byte> data);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
   bool all_at_once() const {
-    return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0;
+    // (A pool would give global-sequential files a window, read on the pool.)
+    return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0 &&
+           options_.embedded.cache_pages == 0;
   }
 
  private:
@@ -376,6 +378,10 @@ void BusClient::Impl::housekeeping_loop() {
     }
     lock.unlock();
     for (auto& [done, server] : expired) {
+      // Given up on, the request may still reach a server in this process
+      // and run late: direct page work there must never pass it, so from
+      // now on that server's work goes the usual way, behind it.
+      if (auto it = embedded_by_name_.find(server); it != embedded_by_name_.end()) ++it->second->changing;
       done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
     }
     if (now >= next_renew) {

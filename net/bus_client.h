@@ -99,9 +99,9 @@ class BusClient {
                                      std::span<const std::byte> data);
   // Whether this bus runs servers in this process (the two above can answer).
   bool has_embedded() const;
-  // Whether it runs all its servers, and they emulate no disk: then the two
-  // above answer every read and write, unless one fails or something that
-  // changes pages is still in flight.
+  // Whether it runs all its servers, and they emulate no disk and keep no
+  // pool: then the two above answer every read and write, unless one fails
+  // or something that changes pages is still in flight.
   bool all_at_once() const;
 
   const std::string& catalog() const { return catalog_; }

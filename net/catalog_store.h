@@ -19,7 +19,9 @@
 // Records read or written are also kept in memory, so a lookup (every lock
 // request names its file) costs a hash probe rather than an SQLite query.
 // That is exact only while this object is the database's one writer: the
-// page server that owns it holds its directory (net/dir_lock.h).
+// page server that owns it holds its directory (net/dir_lock.h). Another
+// program may read the database meanwhile; a change it made would be seen
+// only once the server restarts.
 //
 // Thread-safety: not thread-safe; the catalog serialises calls.
 #pragma once

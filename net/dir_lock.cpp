@@ -37,11 +37,14 @@ Result<std::unique_ptr<DirLock>> DirLock::acquire(const std::filesystem::path& d
   while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EACCES) {
+      std::string holder = holder_of(fd);
+      std::string who = holder == std::to_string(::getpid()) ? "in this process"
+                                                             : fmt::format("(pid {})", holder);
       return Status::busy(dir.string(),
-                          fmt::format("is in use by another page server (pid {}); one directory "
+                          fmt::format("is in use by another page server {}; one directory "
                                       "serves one server at a time; to share data between "
                                       "processes, run pagefiled and give each process its --bus",
-                                      holder_of(fd)));
+                                      who));
     }
     return errno_status(errno, path.string(), "lock");
   }

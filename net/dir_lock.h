@@ -8,6 +8,7 @@
 // stale pages. So a server holds an open-file-description write lock on
 // DIR/LOCK for as long as it runs; the kernel drops it when the process
 // dies, however it dies, so there is nothing to clean up after a crash.
+// (A child forked without exec shares the lock until it exits too.)
 #pragma once
 
 #include <filesystem>

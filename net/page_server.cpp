@@ -1031,13 +1031,14 @@ std::optional<Status> PageServer::read_now(const ShareRef& share, int64_t page, 
   }
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Status> done;
-  bool global_sequential =
-      impl_->cache_.declare(share.file_id, share.page_size, share.policy) == kGlobalSequential;
+  // (Without a pool there is no window: such a file reads as any other.)
+  bool window = impl_->cache_.declare(share.file_id, share.page_size, share.policy) == kGlobalSequential &&
+                impl_->cache_.enabled();
   if (impl_->cache_.read_run(share.file_id, page, 1, share.page_size, out)) {
     impl_->counters_.pages_read++;
     impl_->counters_.cache_hits++;
     done = Status::ok();
-  } else if (!global_sequential && impl_->options_.disk_latency.count() == 0) {
+  } else if (!window && impl_->options_.disk_latency.count() == 0) {
     // (The window, and the emulated arm's queue, live on the pool.)
     done = impl_->read_pages(share, page, 1, out, std::nullopt);
   }

@@ -172,37 +172,36 @@ void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span
   write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
 }
 
-void RemotePageIo::note_dirty(size_t server) {
+void RemotePageIo::note_written(int64_t page, size_t server) {
+  int64_t size = size_.load();
+  while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
+  }
+  // Once written, not before: a sync that swapped the set while the write
+  // was on its way would otherwise take it as synced and the next sync
+  // would skip that server. (Client::sync waits for the writes before it,
+  // so each has been noted by the time sync looks.)
   std::lock_guard lock(dirty_mu_);
   dirty_servers_.insert(server);
 }
 
-void RemotePageIo::note_written(int64_t page) {
-  int64_t size = size_.load();
-  while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
-  }
-}
-
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
   size_t server = placement_.server_for(page);
-  note_dirty(server);
   bus_->call(
       record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data); },
-      [this, page, done = std::move(done)](Result<ReplyPtr> reply) {
+      [this, page, server, done = std::move(done)](Result<ReplyPtr> reply) {
         if (!reply) return done(reply.status().with_context(fmt::format("{}: write page {}", record_.name, page)));
-        note_written(page);
+        note_written(page, server);
         done(Status::ok());
       });
 }
 
 bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
-  note_dirty(server);
   std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data);
   // A failure goes the usual way, which reports it (writing a page twice
   // is harmless).
   if (!done || !*done) return false;
-  note_written(page);
+  note_written(page, server);
   return true;
 }
 

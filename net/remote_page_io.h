@@ -84,10 +84,9 @@ class RemotePageIo final : public PageIo {
   // Fills in a read of `page`, for read_async and read_now; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
   void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
-  // A write of `page` is on its way to `server`: sync must reach it.
-  void note_dirty(size_t server);
-  // A write of `page` succeeded: the file reaches at least that far.
-  void note_written(int64_t page);
+  // A write of `page` to `server` succeeded: the file reaches at least that
+  // far, and sync must reach that server.
+  void note_written(int64_t page, size_t server);
   // The outcome of a read of `page` from its reply, into `out`.
   Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
   // The outcome of a read of `page` whose bytes are in `out`: beyond the
