@@ -14,7 +14,10 @@
 # usage: bench/sqlite_vfs.sh [--build DIR] [--parts "workloads speedtest1"]
 #          [--levels "1 4 12"] [--servers 6] [--latency-ms 10] [--cache-pages 64]
 #          [--rows 2000] [--reads 5000] [--txns 2] [--txn-rows 1000]
-#          [--size 100] [--csv OUT] [--tmp DIR]
+#          [--size 100] [--local-runs 5] [--csv OUT] [--tmp DIR]
+# unix and embedded run --local-runs times each, alternating on fresh
+# databases (they take milliseconds; one run is mostly noise): the tables
+# show medians, the CSV every run.
 # It uses the built pagefile.so and pagefiled of --build (default build) and
 # builds speedtest1 with the TCL test harness (tests/sqlite/build-harness,
 # cached under BUILD/sqlite-harness). Every database passes integrity_check.
@@ -32,6 +35,7 @@ reads=5000
 txns=2
 txn_rows=1000
 size=100
+local_runs=5
 csv=""
 tmp=${TMPDIR:-/tmp}
 
@@ -49,9 +53,10 @@ while [ $# -gt 0 ]; do
     --txns) txns=$2; shift 2 ;;
     --txn-rows) txn_rows=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
+    --local-runs) local_runs=$2; shift 2 ;;
     --csv) csv=$2; shift 2 ;;
     --tmp) tmp=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -73,7 +78,8 @@ trap 'stop_cluster; rm -rf "$work"' EXIT
 declare -A seconds  # seconds[config/workload]
 configs=()
 
-# workload CONFIG DB [ENV...]: runs the four workloads on DB, records times.
+# workload CONFIG DB [ENV...]: runs the workloads on DB, records times
+# (appended to seconds[CONFIG/WORKLOAD], space-separated, one per run).
 workload() {
   local config=$1 db=$2 name secs ops
   shift 2
@@ -82,10 +88,15 @@ workload() {
       --rows "$rows" --reads "$reads" --txns "$txns" --txn-rows "$txn_rows" > "$work/$config.out" ||
     die "$config failed: $(cat "$work/$config.out")"
   while read -r name secs ops; do
-    seconds[$config/$name]=$secs
+    seconds[$config/$name]="${seconds[$config/$name]:-}${seconds[$config/$name]:+ }$secs"
     [ -z "$csv" ] || echo "$config,$name,$secs,$ops" >> "$csv"
   done < "$work/$config.out"
-  configs+=("$config")
+  [[ " ${configs[*]} " == *" $config "* ]] || configs+=("$config")
+}
+# median CONFIG WORKLOAD: the median of its runs.
+median() {
+  tr ' ' '\n' <<< "${seconds[$1/$2]}" | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -94,8 +105,13 @@ echo "tmp: $work ($(stat -f -c %T "$work"))"
 
 if [[ " $parts " == *" workloads "* ]]; then
   echo "== workloads: $rows rows of ~3000 B (4 KiB pages), $reads point reads, full scan, $txns transactions of $txn_rows random rows =="
-  workload unix "$work/unix.db"
-  workload embedded "file:$work/embedded.db?vfs=pagefile" -u PAGEFILE_BUS PAGEFILE_HOME="$work/home"
+  # Local runs take milliseconds on a shared machine: --local-runs pairs,
+  # unix and embedded alternating, each on a fresh database; medians shown.
+  for ((run = 0; run < local_runs; run++)); do
+    rm -rf "$work/unix.db" "$work/home"
+    workload unix "$work/unix.db"
+    workload embedded "file:$work/embedded.db?vfs=pagefile" -u PAGEFILE_BUS PAGEFILE_HOME="$work/home"
+  done
   start_cluster "$pagefiled" "$work" "$servers" --disk-latency "$latency_ms" --cache-pages "$cache_pages" ||
     die "cannot start $servers pagefiled"
   echo "servers: $servers x pagefiled --disk-latency $latency_ms --cache-pages $cache_pages (EMULATED disk latency)"
@@ -109,13 +125,13 @@ if [[ " $parts " == *" workloads "* ]]; then
   echo
   for config in "${configs[@]}"; do
     printf '%-12s' "$config"
-    for w in insert reads scan txn txn-cold; do printf '%12.3f' "${seconds[$config/$w]}"; done
+    for w in insert reads scan txn txn-cold; do printf '%12.4f' "$(median "$config" "$w")"; done
     echo
   done
   ratio_row() {  # ratio_row LABEL NUMERATOR_CONFIG DENOMINATOR_CONFIG
     printf '%-24s' "$1"
     for w in insert reads scan txn txn-cold; do
-      awk -v a="${seconds[$2/$w]}" -v b="${seconds[$3/$w]}" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
+      awk -v a="$(median "$2" "$w")" -v b="$(median "$3" "$w")" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
     done
     echo
   }
