@@ -168,8 +168,8 @@ Status BusClient::Impl::start() {
     auto server = PageServer::start(server_options, address, &hub_);
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
     if (address.text() == config_.servers[config_.catalog].text()) embedded_catalog_ = server->get();
-    embedded_by_name_[address.text()] = std::make_unique<Direct>();
-    embedded_by_name_[address.text()]->server = server->get();
+    auto& direct = embedded_by_name_[address.text()] = std::make_unique<Direct>();
+    direct->server = server->get();
     embedded_.push_back(std::move(*server));
   }
   catalog_name_ = config_.servers[config_.catalog].text();
@@ -232,12 +232,9 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     // In this process: answered here, on this thread, with no hand-over.
     // (Still encoded and decoded, so it is the same request and answer as
     // on the wire.)
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) {
-        done(Status::disconnected("bus", "client is stopping"));
-        return;
-      }
+    if (stopping_now_) {
+      done(Status::disconnected("bus", "client is stopping"));
+      return;
     }
     done(checked(server, embedded_catalog_->answer_catalog(to_frame(message))));
     return;

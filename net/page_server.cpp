@@ -60,6 +60,18 @@ ShareRef share_ref(wire::Share::Reader share) {
   return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr())};
 }
 
+// A read of `count` pages of `page_size` bytes from `first` on, as any
+// server must refuse it (the pool's answer says why; the paths that answer
+// without the pool leave a refused read to it).
+Status check_read(uint32_t page_size, int64_t first, uint32_t count) {
+  if (Status s = check_page_size(page_size); !s) return s;
+  if (count == 0 || count > kMaxFrameBytes / 2 / page_size) {
+    return Status::invalid_argument("read", fmt::format("run of {} pages", count));
+  }
+  if (Status s = check_page_number(first, "read"); !s) return s;
+  return check_page_number(first + count - 1, "read");
+}
+
 // The answer to request `id` that carries `why`.
 Frame error_frame(uint64_t id, const Status& why) {
   capnp::MallocMessageBuilder message;
@@ -399,11 +411,7 @@ std::optional<Frame> PageServer::Impl::read_cached(wire::Request::Reader request
     uint32_t page_size = req.getShare().getPageSize();
     uint32_t count = req.getCount();
     // Anything unusual goes to the pool, which answers it with the error.
-    if (options_.cache_pages == 0 || !check_page_size(page_size) || count == 0 ||
-        count > kMaxFrameBytes / 2 / page_size || !check_page_number(req.getPage(), "read") ||
-        !check_page_number(req.getPage() + count - 1, "read")) {
-      return std::nullopt;
-    }
+    if (options_.cache_pages == 0 || !check_read(page_size, req.getPage(), count)) return std::nullopt;
     {
       std::lock_guard lock(sessions_mu_);
       if (stopping_) return std::nullopt;
@@ -895,13 +903,7 @@ void PageServer::Impl::execute(wire::Request::Reader request,
     case wire::Request::READ: {
       auto req = request.getRead();
       uint32_t page_size = req.getShare().getPageSize();
-      if (s = check_page_size(page_size); !s) break;
-      if (req.getCount() == 0 || req.getCount() > kMaxFrameBytes / 2 / page_size) {
-        s = Status::invalid_argument("read", fmt::format("run of {} pages", req.getCount()));
-        break;
-      }
-      if (s = check_page_number(req.getPage(), "read"); !s) break;
-      if (s = check_page_number(req.getPage() + req.getCount() - 1, "read"); !s) break;
+      if (s = check_read(page_size, req.getPage(), req.getCount()); !s) break;
       auto data = response.initPages(req.getCount() * page_size);
       s = read_pages(share_ref(req.getShare()), req.getPage(), req.getCount(),
                      std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()), req.getShare());
@@ -1026,7 +1028,7 @@ Frame PageServer::answer_catalog(const Frame& request) {
 }
 
 std::optional<Status> PageServer::read_now(const ShareRef& share, int64_t page, std::span<std::byte> out) {
-  if (!check_page_size(share.page_size) || out.size() != share.page_size || !check_page_number(page, "read")) {
+  if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
   if (!impl_->enter_direct()) return std::nullopt;
