@@ -44,16 +44,14 @@ std::unique_ptr<Client> start(const std::filesystem::path& dir) {
   return std::move(*c);
 }
 
-}  // namespace
-
-TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusable") {
-  SmallDisk disk(256 * 1024);
-  auto client = start(disk.path());
-  Fd fd = *client->open("f", {.page_size = 4096, .create = true});
+// Writes 4 KiB pages 0, 1, 2, ... until the disk is full (at most 1000),
+// checks that the write that failed says kNoSpace and names its page, and
+// returns how many were written.
+int64_t fill_until_full(Client& client, Fd fd) {
   int64_t written = 0;
   Status failure;
-  for (int64_t p = 0; p < 1000; ++p) {  // the disk holds at most ~60 pages
-    failure = client->write(fd, p, page_pattern(4096, p));
+  for (int64_t p = 0; p < 1000; ++p) {
+    failure = client.write(fd, p, page_pattern(4096, p));
     if (!failure) break;
     ++written;
   }
@@ -61,6 +59,16 @@ TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusa
   CHECK(failure.is(Code::kNoSpace));
   CHECK(failure.message().find("page " + std::to_string(written)) != std::string::npos);
   CHECK(written > 10);
+  return written;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusable") {
+  SmallDisk disk(256 * 1024);
+  auto client = start(disk.path());
+  Fd fd = *client->open("f", {.page_size = 4096, .create = true});
+  int64_t written = fill_until_full(*client, fd);  // the disk holds at most ~60 pages
 
   // Nothing acknowledged was lost, and the failed page is not half there.
   CHECK(client->status(fd)->pages == written);
@@ -126,17 +134,7 @@ TEST_CASE("a full disk under the embedded bus: writes done on the caller's threa
   auto opened = client->open("f", {.location = Location::kRemote, .page_size = 4096, .create = true});
   REQUIRE_OK(opened);
   Fd fd = *opened;
-  int64_t written = 0;
-  Status failure;
-  for (int64_t p = 0; p < 1000; ++p) {  // the disk holds at most ~250 pages
-    failure = client->write(fd, p, page_pattern(4096, p));
-    if (!failure) break;
-    ++written;
-  }
-  REQUIRE_FALSE(failure.is_ok());
-  CHECK(failure.is(Code::kNoSpace));
-  CHECK(failure.message().find("page " + std::to_string(written)) != std::string::npos);
-  CHECK(written > 10);
+  int64_t written = fill_until_full(*client, fd);  // the disk holds at most ~250 pages
   std::vector<std::byte> buf(4096);
   for (int64_t p = 0; p < written; ++p) {
     REQUIRE(*client->read(fd, p, buf) == PageRead::kData);

@@ -41,6 +41,16 @@ OpenOptions remote(Placement placement, uint32_t stripe_pages = 1, uint32_t page
           .stripe_pages = stripe_pages};
 }
 
+// Two descriptors of the remote file `name`: the first creates it (striped),
+// the second opens it as it is.
+std::pair<Fd, Fd> two_descriptors(Client& client, const std::string& name) {
+  auto first = client.open(name, remote(Placement::kStripe));
+  auto second = client.open(name, {.location = Location::kRemote});
+  REQUIRE_OK(first);
+  REQUIRE_OK(second);
+  return {*first, *second};
+}
+
 // Writes pages [0, pages) pipelined, syncs.
 void write_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
   std::vector<Ticket> tickets;
@@ -304,33 +314,27 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
 TEST_CASE("remote locks are per descriptor, like local ones") {
   TempDir dir;
   auto client = start_client("inproc:2", dir);
-  auto a = client->open("f", remote(Placement::kStripe));
-  auto b = client->open("f", {.location = Location::kRemote});
-  REQUIRE_OK(a);
-  REQUIRE_OK(b);
-  CHECK_OK(client->lock(*a, LockMode::kExclusive));
-  CHECK_CODE(client->lock(*b, LockMode::kShared), Code::kBusy);
-  CHECK_CODE(client->lock(*b, LockMode::kExclusive), Code::kBusy);
-  CHECK_OK(client->unlock(*b));  // holds nothing: harmless, and a's lock stays
-  CHECK_CODE(client->lock(*b, LockMode::kShared), Code::kBusy);
-  CHECK_OK(client->lock(*a, LockMode::kShared));  // downgrade
-  CHECK_OK(client->lock(*b, LockMode::kShared));
-  CHECK_CODE(client->lock(*a, LockMode::kExclusive), Code::kBusy);
-  CHECK_OK(client->close(*b));  // releases b's lock
-  CHECK_OK(client->lock(*a, LockMode::kExclusive));
+  auto [a, b] = two_descriptors(*client, "f");
+  CHECK_OK(client->lock(a, LockMode::kExclusive));
+  CHECK_CODE(client->lock(b, LockMode::kShared), Code::kBusy);
+  CHECK_CODE(client->lock(b, LockMode::kExclusive), Code::kBusy);
+  CHECK_OK(client->unlock(b));  // holds nothing: harmless, and a's lock stays
+  CHECK_CODE(client->lock(b, LockMode::kShared), Code::kBusy);
+  CHECK_OK(client->lock(a, LockMode::kShared));  // downgrade
+  CHECK_OK(client->lock(b, LockMode::kShared));
+  CHECK_CODE(client->lock(a, LockMode::kExclusive), Code::kBusy);
+  CHECK_OK(client->close(b));  // releases b's lock
+  CHECK_OK(client->lock(a, LockMode::kExclusive));
 }
 
 TEST_CASE("a descriptor with an older view of the size never shrinks the file") {
   TempDir dir;
   auto client = start_client("inproc:2", dir);
-  auto a = client->open("f", remote(Placement::kStripe));
-  auto b = client->open("f", {.location = Location::kRemote});
-  REQUIRE_OK(a);
-  REQUIRE_OK(b);
-  write_all(*client, *a, 10, 4096, 5);
-  CHECK_OK(client->write(*b, 0, page_pattern(4096, 0, 5)));
-  CHECK_OK(client->close(*b));  // b saw size 0, then 1; it must not record 1
-  CHECK(client->status(*a)->pages == 10);
+  auto [a, b] = two_descriptors(*client, "f");
+  write_all(*client, a, 10, 4096, 5);
+  CHECK_OK(client->write(b, 0, page_pattern(4096, 0, 5)));
+  CHECK_OK(client->close(b));  // b saw size 0, then 1; it must not record 1
+  CHECK(client->status(a)->pages == 10);
   auto c = client->open("f", {.location = Location::kRemote});
   REQUIRE_OK(c);
   check_all(*client, *c, 10, 4096, 5);
@@ -338,7 +342,7 @@ TEST_CASE("a descriptor with an older view of the size never shrinks the file") 
   auto d = client->open("f", {.location = Location::kRemote});
   CHECK(client->status(*d)->pages == 10);
   // A truncate shrinks for everyone; a read past the new end is zeros.
-  CHECK_OK(client->truncate(*a, 3));
+  CHECK_OK(client->truncate(a, 3));
   CHECK(client->status(*d)->pages == 3);
   std::vector<std::byte> buf(4096, std::byte{7});
   CHECK(*client->read(*d, 5, buf) == PageRead::kBeyondEnd);
@@ -457,12 +461,9 @@ TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a write
   SUBCASE("two descriptors of one client, embedded catalog (direct calls)") {
     TempDir dir;
     auto client = start_client("inproc:2", dir);
-    auto r = client->open("v", remote(Placement::kStripe));
-    auto w = client->open("v", {.location = Location::kRemote});
-    REQUIRE_OK(r);
-    REQUIRE_OK(w);
-    write_all(*client, *w, 4, 4096, 3);
-    check_unchanged_since_unlock(*client, *r, *client, *w);
+    auto [r, w] = two_descriptors(*client, "v");
+    write_all(*client, w, 4, 4096, 3);
+    check_unchanged_since_unlock(*client, r, *client, w);
   }
   SUBCASE("two clients of pagefiled over tcp") {
     TempDir dir;
@@ -503,33 +504,30 @@ TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a write
 TEST_CASE("embedded bus: a read answered from a server's cache on the caller's thread never overtakes a write") {
   TempDir dir;
   auto client = start_client("inproc:2", dir, /*concurrency=*/16);
-  auto a = client->open("direct", remote(Placement::kStripe));
-  auto b = client->open("direct", {.location = Location::kRemote});
-  REQUIRE_OK(a);
-  REQUIRE_OK(b);
-  write_all(*client, *a, 8, 4096, 1);  // every page now in the servers' caches
-  REQUIRE(client->status(*b)->pages == 8);  // b learns the size (a read past what it knows is zeros)
+  auto [a, b] = two_descriptors(*client, "direct");
+  write_all(*client, a, 8, 4096, 1);  // every page now in the servers' caches
+  REQUIRE(client->status(b)->pages == 8);  // b learns the size (a read past what it knows is zeros)
   std::vector<std::byte> page(4096);
   for (uint64_t round = 2; round < 40; ++round) {
     int64_t p = static_cast<int64_t>(round % 8);
     // Unconfirmed writes, then reads of the same pages through this
     // descriptor and through another one (whose own queue is empty).
-    auto w = client->write_request(*a, p, page_pattern(4096, p, round));
+    auto w = client->write_request(a, p, page_pattern(4096, p, round));
     REQUIRE_OK(w);
-    auto w2 = client->write_request(*a, (p + 1) % 8, page_pattern(4096, (p + 1) % 8, round));
+    auto w2 = client->write_request(a, (p + 1) % 8, page_pattern(4096, (p + 1) % 8, round));
     REQUIRE_OK(w2);
-    auto r = client->read_request(*b, p, page);
+    auto r = client->read_request(b, p, page);
     REQUIRE_OK(r);
     REQUIRE_OK(client->read_confirm(*r));
     // b's read may come before or after a's unconfirmed write, never
     // from a mix.
     CHECK((page == page_pattern(4096, p, round) || page == page_pattern(4096, p, round - 1) ||
            page == page_pattern(4096, p, 1)));
-    REQUIRE_OK(client->read(*a, p, page));
+    REQUIRE_OK(client->read(a, p, page));
     CHECK(page == page_pattern(4096, p, round));  // a's own read comes after its write
     REQUIRE_OK(client->write_confirm(*w));
     REQUIRE_OK(client->write_confirm(*w2));
-    REQUIRE_OK(client->read(*b, p, page));
+    REQUIRE_OK(client->read(b, p, page));
     CHECK(page == page_pattern(4096, p, round));  // confirmed: everyone sees it
   }
 }
