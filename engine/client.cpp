@@ -26,6 +26,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -161,6 +162,16 @@ class Client::Impl {
   // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
   // while the window has room; appends those to dispatch to `out`.
   void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
+  // REQUIRES: `lock` holds mu_. Waits until `ready()`. While the request
+  // it waits for (`awaited`, else the oldest of `file` still in flight) is
+  // unfinished, a remote file's answers are read on this thread meanwhile
+  // (PageIo::wait_for_progress), which saves handing each one over from
+  // another thread; otherwise it waits on done_cv_.
+  template <class Ready>
+  void wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited, Ready ready);
+  // Wakes every waiter to look again: those on done_cv_ and those reading
+  // a bus's answers meanwhile (wait_locked).
+  void notify_waiters();
   // A request of `page` that finished as it was asked for (a pool hit, a
   // read_now or write_now): its ticket, done and outside the window.
   RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write);
@@ -184,6 +195,9 @@ class Client::Impl {
 
   std::mutex bus_mu_;  // held while the bus starts, which may take a while
   std::shared_ptr<net::BusClient> bus_;  // GUARDED_BY(bus_mu_)
+  // bus_, for notify_waiters() to reach its waiters without bus_mu_; null
+  // again before the bus stops.
+  std::atomic<net::BusClient*> waking_bus_{nullptr};
 };
 
 namespace {
@@ -311,8 +325,8 @@ Status Client::Impl::close(Fd fd) {
     if (!found) return found.status();
     file = *found;
     file->closing = true;
-    done_cv_.notify_all();  // requests waiting for window room give up
-    done_cv_.wait(lock, [&] { return file->incomplete.empty() && !file->exclusive; });
+    notify_waiters();  // requests waiting for window room give up
+    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty() && !file->exclusive; });
     // Unconfirmed tickets die with the file; their errors must not.
     for (auto it = tickets_.begin(); it != tickets_.end();) {
       if (it->second->file == file) {
@@ -358,6 +372,7 @@ Status Client::Impl::stop() {
   }
   pool_.join();
   std::lock_guard lock(bus_mu_);
+  waking_bus_ = nullptr;
   bus_.reset();
   return first_error;
 }
@@ -372,6 +387,7 @@ Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
   auto started = net::BusClient::start(*config, bus_options);
   if (!started) return started.status();
   bus_ = std::move(*started);
+  waking_bus_ = bus_.get();
   return bus_;
 }
 
@@ -454,7 +470,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       prune_window(*file);
       if (file->in_window < file->concurrency) break;
       RequestPtr oldest = file->window.front();
-      done_cv_.wait(lock, [&] {
+      wait_locked(lock, file, oldest, [&] {
         return oldest->done || !oldest->in_window || file->closing || stopped_ ||
                file->in_window < file->concurrency;
       });
@@ -486,9 +502,40 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     }
     if (!is_write && cache_) read_ahead_locked(file, page, to_dispatch);
   }
-  if (!to_dispatch.empty()) done_cv_.notify_all();  // a hit may have freed the window
+  if (!to_dispatch.empty()) notify_waiters();  // a hit may have freed the window
   for (const RequestPtr& r : to_dispatch) dispatch(r);
   return Ticket{request->ticket};
+}
+
+template <class Ready>
+void Client::Impl::wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited,
+                               Ready ready) {
+  while (!ready()) {
+    if (!awaited || awaited->done) {
+      awaited = nullptr;
+      for (const RequestPtr& r : file->window) {
+        if (!r->done) {
+          awaited = r;
+          break;
+        }
+      }
+    }
+    if (awaited) {
+      std::shared_ptr<PageIo> io = file->io;
+      const int64_t page = awaited->page;
+      lock.unlock();
+      const bool waited = io->wait_for_progress(page, net::BusClient::kPumpSlice);
+      lock.lock();
+      if (waited) continue;
+      if (ready()) return;  // (it may have come while mu_ was free)
+    }
+    done_cv_.wait(lock);
+  }
+}
+
+void Client::Impl::notify_waiters() {
+  done_cv_.notify_all();
+  if (net::BusClient* bus = waking_bus_.load()) bus->wake_waiters();
 }
 
 RequestPtr Client::Impl::done_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
@@ -642,10 +689,10 @@ Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
   }
   if (request->confirming) return Status::invalid_argument(what(), "is already being confirmed");
   request->confirming = true;
-  done_cv_.wait(lock, [&] { return request->done; });
+  wait_locked(lock, request->file, request, [&] { return request->done; });
   tickets_.erase(request->ticket);
   leave_window(*request->file, *request);
-  done_cv_.notify_all();  // room in the window
+  notify_waiters();  // room in the window
   return request;
 }
 
@@ -658,7 +705,7 @@ Status Client::Impl::sync(Fd fd) {
     if (!found) return found.status();
     file = *found;
     uint64_t sync_point = next_ticket_;
-    done_cv_.wait(lock, [&] {
+    wait_locked(lock, file, nullptr, [&] {
       return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
     });
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
@@ -690,7 +737,7 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
     file->exclusive = true;
     ++file->pool_changes;  // a read_now already under way may return a page now cut off
-    done_cv_.wait(lock, [&] { return file->incomplete.empty(); });
+    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty(); });
   }
   Status s = file->io->truncate(pages);
   {
@@ -700,7 +747,7 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     if (cache_) cache_->truncate(file->fd.value, s ? pages : 0);
     file->exclusive = false;
   }
-  done_cv_.notify_all();
+  notify_waiters();
   return s;
 }
 
@@ -737,7 +784,7 @@ Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
     return Status::invalid_argument((*found)->name, "concurrency level must be at least 1");
   }
   (*found)->concurrency = concurrency;
-  done_cv_.notify_all();
+  notify_waiters();
   return Status::ok();
 }
 

@@ -3,6 +3,7 @@
 // sits on this interface and never learns where a page lives.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,19 @@ class PageIo {
   virtual bool may_act_now() const { return false; }
   // Whether they always answer, errors aside (FileStatus::done_at_once).
   virtual bool done_at_once() const { return false; }
+
+  // Waits at most `timeout` for this file's I/O to move on, doing on this
+  // thread the work that delivers answers where it can (a remote page's
+  // answer is read by the thread that waits for it, net/transport.h), with
+  // `page` the one waited for. Completions may then run on this thread: the
+  // caller holds none of its own locks. Returns after some progress or the
+  // timeout; the caller looks again at what it waits for. False, at once,
+  // when completions come on other threads only: wait for them.
+  virtual bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
+    (void)page;
+    (void)timeout;
+    return false;
+  }
 
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {

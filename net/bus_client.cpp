@@ -25,6 +25,12 @@ namespace pagefile::net {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Set while this thread reads a connection for pump() or the sweeper,
+// which say once per batch what they delivered (note_progress).
+thread_local bool reading_here_ = false;
+}  // namespace
+
 // ---- Reply -----------------------------------------------------------------
 
 Reply::Reply(Frame frame)
@@ -91,6 +97,9 @@ class BusClient::Impl {
  private:
   void connector_loop();
   void housekeeping_loop();
+  // Reads, every millisecond or so while requests are outstanding, the
+  // answers on connections read by their waiters that nobody waits for.
+  void sweep_loop();
   void on_frame(const std::string& server, Frame frame);
   // What a caller gets for `reply` from `server`: the reply, or the error
   // it carries (or a protocol mismatch).
@@ -128,6 +137,10 @@ class BusClient::Impl {
   std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
 
  public:
+  void pump(const std::string& server, std::chrono::milliseconds timeout);
+  // Something a waiter may wait for happened: wakes the threads in pump()
+  // that follow another's reading.
+  void note_progress();
   std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
                                     std::span<std::byte> out);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
@@ -144,6 +157,7 @@ class BusClient::Impl {
   std::optional<IoThread> io_thread_;
   std::thread connector_;
   std::thread housekeeping_;
+  std::thread sweeper_;
   std::atomic<uint64_t> next_owner_{1};
   // Lock owners (one per descriptor that holds a lock) whose leases we renew,
   // and those whose renewal the catalog refused: their locks are gone.
@@ -159,6 +173,13 @@ class BusClient::Impl {
   std::map<std::string, Peer> peers_;               // GUARDED_BY(mu_)
   std::deque<std::string> to_connect_;              // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Pending> pending_;   // GUARDED_BY(mu_)
+
+  // Progress for pump(): a count of deliveries (and of anything else a
+  // waiter may wait for), and the threads waiting for it to move.
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<int> followers_{0};
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
 };
 
 Status BusClient::Impl::start() {
@@ -176,6 +197,7 @@ Status BusClient::Impl::start() {
   io_thread_.emplace(io_);
   connector_ = std::thread([this] { connector_loop(); });
   housekeeping_ = std::thread([this] { housekeeping_loop(); });
+  sweeper_ = std::thread([this] { sweep_loop(); });
   return Status::ok();
 }
 
@@ -212,6 +234,7 @@ void BusClient::Impl::stop() {
   cv_.notify_all();
   if (connector_.joinable()) connector_.join();
   if (housekeeping_.joinable()) housekeeping_.join();
+  if (sweeper_.joinable()) sweeper_.join();
   for (auto& c : connections) c->close();
   fail_server("", Status::disconnected("bus", "client is stopping"));
   if (io_thread_) io_thread_->finish();
@@ -316,7 +339,9 @@ void BusClient::Impl::connector_loop() {
     Result<std::shared_ptr<Connection>> connection = Status::invalid_argument(server, "bad address");
     auto address = parse_address(server);
     if (address) {
-      connection = connect(io_, *address, options_.connect_timeout_ms, &hub_);
+      // Answers are read by the threads that wait for them; a send may wait
+      // for room as long as a request may wait for its answer.
+      connection = connect(io_, *address, options_.connect_timeout_ms, &hub_, Connection::Reading::kByWaiter);
     } else {
       connection = address.status();
     }
@@ -336,6 +361,9 @@ void BusClient::Impl::connector_loop() {
     if (connection) {
       peer.connection = *connection;
       for (auto& [id, frame] : queued) peer.connection->send(std::move(frame));
+      lock.unlock();
+      note_progress();  // its waiters may read it now
+      lock.lock();
       continue;
     }
     // Could not connect: everything queued for it fails now.
@@ -352,6 +380,7 @@ void BusClient::Impl::connector_loop() {
                      ? connection.status()
                      : Status::disconnected(server, connection.status().to_string());
     for (auto& done : failed) done(why);
+    note_progress();
     lock.lock();
   }
 }
@@ -381,6 +410,7 @@ void BusClient::Impl::housekeeping_loop() {
       if (auto it = embedded_by_name_.find(server); it != embedded_by_name_.end()) ++it->second->changing;
       done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
     }
+    if (!expired.empty()) note_progress();
     if (now >= next_renew) {
       next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
       std::set<uint64_t> owners;
@@ -422,6 +452,8 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
     pending_.erase(it);
   }
   done(checked(server, std::move(*reply)));
+  // (On a connection read by its waiters, pump() says so once per batch.)
+  if (!reading_here_) note_progress();
 }
 
 Result<ReplyPtr> BusClient::Impl::checked(const std::string& server, ReplyPtr reply) {
@@ -468,6 +500,70 @@ void BusClient::Impl::fail_server(const std::string& server, const Status& why) 
     }
   }
   for (auto& done : failed) done(why);
+  note_progress();
+}
+
+void BusClient::Impl::pump(const std::string& server, std::chrono::milliseconds timeout) {
+  const uint64_t seen = progress_.load();
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = peers_.find(server); it != peers_.end()) connection = it->second.connection;
+  }
+  if (connection && connection->reading() == Connection::Reading::kByWaiter) {
+    reading_here_ = true;
+    Connection::ReadOutcome outcome = connection->read_frames(timeout);
+    reading_here_ = false;
+    if (outcome != Connection::ReadOutcome::kBusy) {
+      note_progress();  // what was delivered, or that the reading is free
+      return;
+    }
+  }
+  // Another thread reads it (or the io thread, or it is being connected):
+  // wait for what that delivers.
+  std::unique_lock lock(progress_mu_);
+  ++followers_;
+  progress_cv_.wait_for(lock, timeout, [&] { return progress_.load() != seen; });
+  --followers_;
+}
+
+void BusClient::Impl::note_progress() {
+  // Sequentially consistent with pump()'s follower, which counts itself
+  // before it looks at progress_: either it sees this step, or this sees it
+  // and wakes it.
+  ++progress_;
+  if (followers_.load() == 0) return;
+  { std::lock_guard lock(progress_mu_); }
+  progress_cv_.notify_all();
+}
+
+void BusClient::Impl::sweep_loop() {
+  std::unique_lock lock(mu_);
+  std::vector<std::shared_ptr<Connection>> connections;
+  while (!stopping_) {
+    // Often while answers may be waiting on those connections; seldom else.
+    const bool may_wait = !pending_.empty() && !connections.empty();
+    cv_.wait_for(lock, may_wait ? std::chrono::milliseconds(1) : std::chrono::milliseconds(20));
+    if (stopping_) return;
+    connections.clear();
+    for (auto& [name, peer] : peers_) {
+      if (peer.connection && peer.connection->reading() == Connection::Reading::kByWaiter) {
+        connections.push_back(peer.connection);
+      }
+    }
+    if (pending_.empty()) continue;
+    lock.unlock();
+    bool delivered = false;
+    reading_here_ = true;
+    for (auto& connection : connections) {
+      // Without waiting: a waiter that reads it is busy with it already.
+      Connection::ReadOutcome outcome = connection->read_frames(std::chrono::milliseconds(0));
+      delivered |= outcome == Connection::ReadOutcome::kDelivered || outcome == Connection::ReadOutcome::kEnded;
+    }
+    reading_here_ = false;
+    if (delivered) note_progress();
+    lock.lock();
+  }
 }
 
 // ---- BusClient ---------------------------------------------------------------
@@ -500,11 +596,24 @@ void BusClient::call(const std::string& server, const Build& build, Callback don
 }
 
 Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& build) {
-  std::promise<Result<ReplyPtr>> promise;
-  auto future = promise.get_future();
-  impl_->call(server, build, [&promise](Result<ReplyPtr> r) { promise.set_value(std::move(r)); });
-  return future.get();
+  // Shared with the callback, which may still be returning when the wait
+  // below sees it done.
+  struct Outcome {
+    std::optional<Result<ReplyPtr>> result;
+    std::atomic<bool> done{false};
+  };
+  auto outcome = std::make_shared<Outcome>();
+  impl_->call(server, build, [outcome](Result<ReplyPtr> r) {
+    outcome->result = std::move(r);
+    outcome->done.store(true, std::memory_order_release);
+  });
+  while (!outcome->done.load(std::memory_order_acquire)) impl_->pump(server, kPumpSlice);
+  return std::move(*outcome->result);
 }
+
+void BusClient::pump(const std::string& server, std::chrono::milliseconds timeout) { impl_->pump(server, timeout); }
+
+void BusClient::wake_waiters() { impl_->note_progress(); }
 
 std::optional<Status> BusClient::read_direct(const std::string& server, const ShareRef& share, int64_t page,
                                              std::span<std::byte> out) {

@@ -12,9 +12,18 @@
 // Locks held at the catalog live under leases this client renews in the
 // background (every third of the lease) for every owner holding a lock.
 //
-// Thread-safety: thread-safe. Callbacks run on the bus's own threads, never
-// inside call() and never under the bus's locks; they must not block for
-// long.
+// Reading: answers from tcp: and unix: servers are read by the threads that
+// wait for them (pump(), call_sync()), not handed over by an io thread
+// (net/transport.h, Reading::kByWaiter): a thread in pump() reads the
+// server's connection when no other thread is, and delivers every answer
+// that arrives, whoever asked. Answers nobody waits for are swept up every
+// millisecond or so while requests are outstanding. Answers from in-process
+// servers arrive on the bus's io thread.
+//
+// Thread-safety: thread-safe. Callbacks run never inside call() (but see
+// call() for an embedded catalog) and never under the bus's locks: on the
+// bus's own threads, or on a thread inside pump() or call_sync(). They must
+// not block for long, nor wait for another callback.
 #pragma once
 
 #include <chrono>
@@ -86,8 +95,20 @@ class BusClient {
   // on the bus's thread, or, for a catalog request to an embedded catalog
   // (answered by direct call), on this thread before call() returns.
   void call(const std::string& server, const Build& build, Callback done);
-  // call() and wait.
+  // call() and wait, reading the answer on this thread (pump()).
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
+  // Waits at most `timeout` for answers from `server`, reading its
+  // connection on this thread when no other thread is (then the callbacks of
+  // whatever arrives run here), else for another thread's progress. Returns
+  // after anything was delivered or the time ran out: the caller checks
+  // whether what it waits for is done, and pumps again if not.
+  void pump(const std::string& server, std::chrono::milliseconds timeout = kPumpSlice);
+  // Wakes the threads in pump() to look again at what they wait for (the
+  // caller changed it outside the bus).
+  void wake_waiters();
+  // How long one pump() waits by default: what a waiter may lag behind an
+  // end that no answer signals (a timeout, a stop).
+  static constexpr std::chrono::milliseconds kPumpSlice{20};
   // A page read or write done by plain call on an embedded server, on this
   // thread, when it needs no waiting (PageServer::read_now, write_now): its
   // outcome; nothing when that cannot be (not embedded, the server would

@@ -1,8 +1,8 @@
 #include "net/remote_page_io.h"
 
-#include <condition_variable>
+#include <atomic>
 #include <cstring>
-#include <future>
+#include <deque>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,28 +19,40 @@ void set_share(wire::Share::Builder share, const FileRecord& record) {
   share.setPageSize(record.page_size);
 }
 
-// Waits for one callback-style call per server; returns the first error.
+// Waits for one call per server, reading their answers on this thread
+// (BusClient::pump); returns the first error.
 class Barrier {
  public:
-  explicit Barrier(size_t count) : left_(count) {}
-  BusClient::Callback arm() {
-    return [this](Result<ReplyPtr> r) {
-      std::lock_guard lock(mu_);
-      if (!r && first_error_.is_ok()) first_error_ = r.status();
-      if (--left_ == 0) cv_.notify_all();
+  explicit Barrier(BusClient& bus) : bus_(bus) {}
+  // The callback of the call to `server`.
+  BusClient::Callback arm(const std::string& server) {
+    Call& call = calls_.emplace_back(server);
+    return [this, &call](Result<ReplyPtr> r) {
+      if (!r) {
+        std::lock_guard lock(mu_);
+        if (first_error_.is_ok()) first_error_ = r.status();
+      }
+      call.done.store(true, std::memory_order_release);  // the last touch: wait() may return now
     };
   }
   Status wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return left_ == 0; });
+    for (Call& call : calls_) {
+      while (!call.done.load(std::memory_order_acquire)) bus_.pump(call.server);
+    }
+    std::lock_guard lock(mu_);
     return first_error_;
   }
 
  private:
+  struct Call {
+    explicit Call(std::string s) : server(std::move(s)) {}
+    const std::string server;
+    std::atomic<bool> done{false};
+  };
+  BusClient& bus_;
+  std::deque<Call> calls_;  // a deque: a callback keeps its Call while more are armed
   std::mutex mu_;
-  std::condition_variable cv_;
-  size_t left_;
-  Status first_error_;
+  Status first_error_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
@@ -85,9 +97,9 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
   FileRecord record = from_wire((*reply)->root().getFile());
   // The name is gone; now free the pages. A server that is down keeps its
   // share until it is cleaned by hand: say so.
-  Barrier barrier(record.servers.size());
+  Barrier barrier(bus);
   for (const auto& server : record.servers) {
-    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm());
+    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm(server));
   }
   if (Status s = barrier.wait(); !s) {
     return s.with_context(fmt::format("{}: removed from the catalog, but a server kept its pages", name));
@@ -156,6 +168,11 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
       [this, page, out, done = std::move(done)](Result<ReplyPtr> reply) {
         done(take_read(page, std::move(reply), out));
       });
+}
+
+bool RemotePageIo::wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
+  bus_->pump(server_of(page), timeout);
+  return true;
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
@@ -254,10 +271,10 @@ Status RemotePageIo::sync() {
     std::lock_guard lock(dirty_mu_);
     dirty.swap(dirty_servers_);
   }
-  Barrier barrier(dirty.size());
+  Barrier barrier(*bus_);
   for (size_t server : dirty) {
     bus_->call(record_.servers[server], [&](wire::Request::Builder r) { set_share(r.initSync(), record_); },
-               barrier.arm());
+               barrier.arm(record_.servers[server]));
   }
   if (Status s = barrier.wait(); !s) {
     std::lock_guard lock(dirty_mu_);
@@ -270,7 +287,7 @@ Status RemotePageIo::sync() {
 Status RemotePageIo::truncate(int64_t pages) {
   if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
   std::lock_guard lock(meta_mu_);
-  Barrier barrier(record_.servers.size());
+  Barrier barrier(*bus_);
   for (const auto& server : record_.servers) {
     bus_->call(server,
                [&](wire::Request::Builder r) {
@@ -278,7 +295,7 @@ Status RemotePageIo::truncate(int64_t pages) {
                  set_share(t.initShare(), record_);
                  t.setPages(pages);
                },
-               barrier.arm());
+               barrier.arm(server));
   }
   if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {

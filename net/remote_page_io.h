@@ -57,6 +57,8 @@ class RemotePageIo final : public PageIo {
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
   bool write_now(int64_t page, std::span<const std::byte> data) override;
   bool may_act_now() const override { return bus_->has_embedded(); }
+  // Reads the answers of the page's server on this thread (BusClient::pump).
+  bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) override;
   bool done_at_once() const override { return bus_->all_at_once(); }
   Status sync() override;
   Status truncate(int64_t pages) override;

@@ -36,25 +36,15 @@
 #include <fmt/format.h>
 
 #include "engine/os_error.h"
+#include "net/frame_buffer.h"
 #include "net/transport_internal.h"
 
 namespace pagefile::net::internal {
 
-namespace {
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using Tcp = asio::ip::tcp;
-using Unix = asio::local::stream_protocol;
-using Strand = asio::strand<asio::io_context::executor_type>;
-
-template <class Protocol>
-inline constexpr bool kIsTcp = std::is_same_v<Protocol, Tcp>;
-
 // Errors that mean the other end (or the path to it) is gone: the caller's
 // remedy is to reconnect, so they all become kDisconnected.
-bool is_disconnect(const error_code& ec) {
-  if (ec == asio::error::eof) return true;
+bool is_disconnect(const boost::system::error_code& ec) {
+  if (ec == boost::asio::error::eof) return true;
   if (ec.category() != boost::system::system_category()) return false;
   switch (ec.value()) {
     case ECONNRESET:
@@ -76,12 +66,23 @@ bool is_disconnect(const error_code& ec) {
 }
 
 // The Status for a failed socket operation on the connection to `peer`.
-Status socket_status(const error_code& ec, std::string_view peer, std::string_view operation) {
-  if (ec == asio::error::eof) return Status::disconnected(peer, "closed by the peer");
+Status socket_status(const boost::system::error_code& ec, std::string_view peer, std::string_view operation) {
+  if (ec == boost::asio::error::eof) return Status::disconnected(peer, "closed by the peer");
   if (is_disconnect(ec)) return Status::disconnected(peer, fmt::format("{}: {}", operation, ec.message()));
   if (ec.category() == boost::system::system_category()) return errno_status(ec.value(), peer, operation);
   return Status::io_error(peer, fmt::format("{}: {}", operation, ec.message()));
 }
+
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Tcp = asio::ip::tcp;
+using Unix = asio::local::stream_protocol;
+using Strand = asio::strand<asio::io_context::executor_type>;
+
+template <class Protocol>
+inline constexpr bool kIsTcp = std::is_same_v<Protocol, Tcp>;
 
 // The Status for a failed connect to `target`: nothing listening there is
 // kDisconnected, whatever the way the OS says so.
@@ -109,16 +110,6 @@ std::string endpoint_text(const Tcp::endpoint& endpoint) {
   address.host = ip.to_string();
   address.port = endpoint.port();
   return address.text();
-}
-
-std::array<uint8_t, kFrameHeaderBytes> encode_length(uint32_t bytes) {
-  return {static_cast<uint8_t>(bytes), static_cast<uint8_t>(bytes >> 8), static_cast<uint8_t>(bytes >> 16),
-          static_cast<uint8_t>(bytes >> 24)};
-}
-
-uint32_t decode_length(const std::array<uint8_t, kFrameHeaderBytes>& header) {
-  return static_cast<uint32_t>(header[0]) | static_cast<uint32_t>(header[1]) << 8 |
-         static_cast<uint32_t>(header[2]) << 16 | static_cast<uint32_t>(header[3]) << 24;
 }
 
 template <class Protocol>
@@ -159,16 +150,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     if (!writing_ && !delivering_ && write_queue_.empty()) {
       // Nothing ahead of it: write it from this thread at once, without
       // waking the io thread. Only what the socket cannot take now waits.
-      auto header = encode_length(static_cast<uint32_t>(bytes));
-      iovec parts[2] = {{header.data(), header.size()}, {frame.data(), bytes}};
-      msghdr message{};
-      message.msg_iov = parts;
-      message.msg_iovlen = 2;
-      ssize_t n;
-      do {
-        n = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-      } while (n < 0 && errno == EINTR);
-      if (n == static_cast<ssize_t>(header.size() + bytes)) return;
+      ssize_t n = send_frame_now(socket_.native_handle(), frame, 0);
+      if (n == static_cast<ssize_t>(kFrameHeaderBytes + bytes)) return;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
         const error_code ec(errno, boost::system::system_category());
         asio::post(strand_, [self = this->shared_from_this(), why = socket_status(ec, peer_, "write")] {
@@ -244,7 +227,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     for (size_t i = 0; i < in_write_; ++i) {
       const Frame& frame = write_queue_[i];
       const size_t bytes = frame.size() * sizeof(capnp::word);
-      write_headers_[i] = encode_length(static_cast<uint32_t>(bytes));
+      write_headers_[i] = encode_frame_length(static_cast<uint32_t>(bytes));
       asio::const_buffer header = asio::buffer(write_headers_[i]);
       asio::const_buffer body = asio::buffer(frame.data(), bytes);  // the body is not copied
       if (i == 0) {
@@ -290,16 +273,10 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   // frames cost no system call each.
   void read_more() {
     if (!started_ || ended_ || paused_ || reading_) return;
-    if (read_begin_ == read_end_) read_begin_ = read_end_ = 0;
-    if (read_end_ == read_buffer_.size()) {
-      // Room at the end: move the partial frame to the front.
-      std::memmove(read_buffer_.data(), read_buffer_.data() + read_begin_, read_end_ - read_begin_);
-      read_end_ -= read_begin_;
-      read_begin_ = 0;
-    }
     reading_ = true;
+    std::span<uint8_t> space = read_buffer_.space();
     socket_.async_read_some(
-        asio::buffer(read_buffer_.data() + read_end_, read_buffer_.size() - read_end_),
+        asio::buffer(space.data(), space.size()),
         asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec, size_t n) {
           self->on_read(ec, n);
         }));
@@ -312,7 +289,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       end(socket_status(ec, peer_, "read"));
       return;
     }
-    read_end_ += n;
+    read_buffer_.filled(n);
     deliver_buffered();
   }
 
@@ -337,23 +314,17 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     }
     if (flush) write_front();
     if (ended_ || paused_) return;
-    if (read_buffer_.size() > kReadBufferBytes && read_begin_ == read_end_) {
-      // Back to the usual size once the large frame is gone.
-      read_buffer_ = std::vector<uint8_t>(kReadBufferBytes);
-      read_begin_ = read_end_ = 0;
-    }
+    read_buffer_.shrink_when_empty();
     read_more();
   }
 
   void deliver_frames() {
+    Frame frame;
+    std::string problem;
     while (!ended_ && !paused_) {
-      const size_t have = read_end_ - read_begin_;
-      if (have < kFrameHeaderBytes) break;
-      std::array<uint8_t, kFrameHeaderBytes> header;
-      std::memcpy(header.data(), read_buffer_.data() + read_begin_, kFrameHeaderBytes);
-      const uint32_t bytes = decode_length(header);
-      std::string problem = frame_length_problem(bytes);
-      if (!problem.empty()) {
+      FrameBuffer::Next next = read_buffer_.next(frame, problem);
+      if (next == FrameBuffer::Next::kMore) break;
+      if (next == FrameBuffer::Next::kMalformed) {
         // Nothing after this header can be trusted. Answers to the frames
         // before it (sent from their handlers, so queued on the strand
         // ahead of this) still go out, then the connection ends.
@@ -363,27 +334,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
         });
         return;
       }
-      const size_t whole = kFrameHeaderBytes + bytes;
-      if (have < whole) {
-        // A frame larger than the buffer grows it, once, to fit.
-        if (whole > read_buffer_.size()) {
-          std::vector<uint8_t> bigger(whole);
-          std::memcpy(bigger.data(), read_buffer_.data() + read_begin_, have);
-          read_buffer_ = std::move(bigger);
-          read_begin_ = 0;
-          read_end_ = have;
-        } else if (read_begin_ + whole > read_buffer_.size()) {
-          std::memmove(read_buffer_.data(), read_buffer_.data() + read_begin_, have);
-          read_begin_ = 0;
-          read_end_ = have;
-        }
-        break;
-      }
-      Frame frame;
-      frame.resize(bytes / sizeof(capnp::word));
-      std::memcpy(frame.data(), read_buffer_.data() + read_begin_ + kFrameHeaderBytes, bytes);
-      read_begin_ += whole;
       on_frame_(std::move(frame));
+      frame = Frame();
     }
   }
 
@@ -432,14 +384,10 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   bool reading_ = false;  // an async read into read_buffer_ is pending
   Status close_status_;
 
-  static constexpr size_t kReadBufferBytes = 128 * 1024;
   static constexpr size_t kMaxFramesPerWrite = 64;
 
-  // Bytes [read_begin_, read_end_) arrived and are not yet delivered; frames
-  // that arrive while paused wait there, in order.
-  std::vector<uint8_t> read_buffer_ = std::vector<uint8_t>(kReadBufferBytes);
-  size_t read_begin_ = 0;
-  size_t read_end_ = 0;
+  // Frames that arrive while paused wait here, in order.
+  FrameBuffer read_buffer_;
 
   // The write side is shared between the sending threads (which write
   // directly while nothing is queued) and the strand (which writes the
@@ -453,7 +401,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   std::deque<Frame> write_queue_;
   size_t in_write_ = 0;       // frames at the front of write_queue_ being written
   size_t front_written_ = 0;  // bytes of the front frame send() already wrote
-  std::vector<std::array<uint8_t, kFrameHeaderBytes>> write_headers_;
+  std::vector<FrameHeader> write_headers_;
   std::vector<asio::const_buffer> write_buffers_;
 };
 
@@ -661,9 +609,9 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
  public:
   using Resolver = std::conditional_t<kIsTcp<Protocol>, Tcp::resolver, std::monostate>;
 
-  ConnectAttempt(asio::io_context& io, Address address)
+  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int timeout_ms)
       : io_(io), strand_(asio::make_strand(io)), socket_(io), resolver_(make_resolver(io)),
-        address_(std::move(address)), text_(address_.text()) {}
+        address_(std::move(address)), text_(address_.text()), reading_(reading), timeout_ms_(timeout_ms) {}
 
   ConnectOutcome& outcome() { return outcome_; }
 
@@ -735,6 +683,18 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
       error_code ignored;
       socket_.set_option(Tcp::no_delay(true), ignored);
     }
+    if (reading_ == Connection::Reading::kByWaiter) {
+      // Taken out of Asio's hands (and its reactor's), so no io thread is
+      // woken when an answer arrives.
+      error_code released;
+      int fd = socket_.release(released);
+      if (released) {
+        fail(socket_status(released, text_, "connect"));
+        return;
+      }
+      outcome_.deliver(make_waiter_read_connection(fd, text_, timeout_ms_), Status::ok());
+      return;
+    }
     outcome_.deliver(std::make_shared<StreamConnection<Protocol>>(io_, std::move(socket_), text_), Status::ok());
   }
 
@@ -746,13 +706,16 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
   Resolver resolver_;
   const Address address_;
   const std::string text_;
+  const Connection::Reading reading_;
+  const int timeout_ms_;
   bool cancelled_ = false;  // on strand_
   ConnectOutcome outcome_;
 };
 
 template <class Protocol>
-Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms) {
-  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address);
+Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms,
+                                                   Connection::Reading reading) {
+  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, timeout_ms);
   attempt->start();
   Result<std::shared_ptr<Connection>> result = attempt->outcome().wait(timeout_ms, address.text());
   if (!result) attempt->cancel();  // a no-op unless the wait timed out with a step under way
@@ -852,15 +815,17 @@ Result<std::unique_ptr<Listener>> listen_unix(asio::io_context& io, const Addres
   return std::unique_ptr<Listener>(std::make_unique<StreamListener<Unix>>(std::move(loop), address, socket_file));
 }
 
-Result<std::shared_ptr<Connection>> connect_tcp(asio::io_context& io, const Address& address, int timeout_ms) {
-  return connect_stream<Tcp>(io, address, timeout_ms);
+Result<std::shared_ptr<Connection>> connect_tcp(asio::io_context& io, const Address& address, int timeout_ms,
+                                                Connection::Reading reading) {
+  return connect_stream<Tcp>(io, address, timeout_ms, reading);
 }
 
-Result<std::shared_ptr<Connection>> connect_unix(asio::io_context& io, const Address& address, int timeout_ms) {
+Result<std::shared_ptr<Connection>> connect_unix(asio::io_context& io, const Address& address, int timeout_ms,
+                                                 Connection::Reading reading) {
   if (address.path.empty() || address.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Status::invalid_argument(address.text(), "socket path is empty or too long");
   }
-  return connect_stream<Unix>(io, address, timeout_ms);
+  return connect_stream<Unix>(io, address, timeout_ms, reading);
 }
 
 }  // namespace pagefile::net::internal

@@ -37,12 +37,12 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 }
 
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address, int timeout_ms,
-                                            InprocHub* hub) {
+                                            InprocHub* hub, Connection::Reading reading) {
   switch (address.kind) {
     case Address::Kind::kTcp:
-      return internal::connect_tcp(io, address, timeout_ms);
+      return internal::connect_tcp(io, address, timeout_ms, reading);
     case Address::Kind::kUnix:
-      return internal::connect_unix(io, address, timeout_ms);
+      return internal::connect_unix(io, address, timeout_ms, reading);
     case Address::Kind::kInproc:
       if (hub == nullptr) return Status::invalid_argument(address.text(), "connecting to an inproc: address needs an InprocHub");
       return internal::connect_inproc(io, address, *hub);

@@ -10,12 +10,21 @@
 // close(), pause_reading() and resume_reading() may be called from any
 // thread, including from the connection's own handlers.
 //
+// The exception is a connection read by its waiters (Reading::kByWaiter,
+// the client's end of a tcp: or unix: connection when asked for): nothing
+// reads it until a thread calls read_frames(), and its handlers run on that
+// thread. A client whose thread waits for an answer then reads the answer
+// itself, with no io thread woken to hand it over: on a virtual machine a
+// wake-up across CPUs costs tens of microseconds, more than the rest of a
+// cached page read.
+//
 // Lifetime: a started connection stays alive until it has ended (its
 // CloseHandler has run), whether or not the caller keeps a pointer; one
 // never started goes away with its last pointer, which the peer sees as a
 // disconnect. A connection or listener must not outlive its io_context.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -72,6 +81,28 @@ class Connection {
 
   // The peer, for messages: "tcp://127.0.0.1:40412", "unix:/x", "inproc:a".
   virtual std::string peer() const = 0;
+
+  enum class Reading {
+    kOnIoThread,  // frames are delivered on the io_context as they arrive
+    kByWaiter,    // frames are delivered only inside read_frames()
+  };
+  virtual Reading reading() const { return Reading::kOnIoThread; }
+
+  enum class ReadOutcome {
+    kDelivered,  // at least one frame was delivered
+    kNothing,    // no whole frame arrived in the time given
+    kBusy,       // another thread is reading (nothing was done)
+    kEnded,      // the connection has ended (its CloseHandler has run)
+  };
+  // For Reading::kByWaiter: waits at most `timeout` for data, then delivers
+  // every whole frame that has arrived, on this thread, one thread at a
+  // time; when the connection ends, its CloseHandler runs here. A started
+  // connection that no thread reads holds its frames in the socket.
+  // Elsewhere: kBusy.
+  virtual ReadOutcome read_frames(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return ReadOutcome::kBusy;
+  }
 };
 
 class InprocHub;
@@ -99,12 +130,17 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 // Connects to `address`, waiting at most `timeout_ms`. kDisconnected when
 // nothing listens there (refused, no such socket, unknown inproc name, a
 // host name that does not resolve) or the time ran out; kInvalidArgument
-// for an inproc: address without a hub.
+// for an inproc: address without a hub. With Reading::kByWaiter, a tcp: or
+// unix: connection is read by its waiters (read_frames) and its send()
+// writes on the calling thread, waiting up to `timeout_ms` when the socket
+// is full before it ends the connection; an inproc: one reads on its
+// io_context all the same.
 // tcp: and unix: block the calling thread while `io` does the work: call
 // from a thread that is not running `io` (from io's only thread the connect
 // cannot progress and fails when the timeout runs out). inproc: never blocks.
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address,
-                                            int timeout_ms, InprocHub* hub = nullptr);
+                                            int timeout_ms, InprocHub* hub = nullptr,
+                                            Connection::Reading reading = Connection::Reading::kOnIoThread);
 
 // The in-process "network": names of inproc: listeners in one process. Owned
 // by whoever builds the bus (no global state), shared by its servers and

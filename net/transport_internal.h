@@ -4,8 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
 
 #include "net/address.h"
 #include "net/frame.h"
@@ -19,14 +22,27 @@ Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const 
                                              Listener::AcceptHandler on_accept);
 Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,
                                               Listener::AcceptHandler on_accept);
-Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms);
-Result<std::shared_ptr<Connection>> connect_unix(boost::asio::io_context& io, const Address& address, int timeout_ms);
+Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms,
+                                                Connection::Reading reading);
+Result<std::shared_ptr<Connection>> connect_unix(boost::asio::io_context& io, const Address& address, int timeout_ms,
+                                                 Connection::Reading reading);
 
 // In memory (inproc_transport.cpp): inproc:.
 Result<std::unique_ptr<Listener>> listen_inproc(boost::asio::io_context& io, const Address& address,
                                                 Listener::AcceptHandler on_accept, InprocHub& hub);
 Result<std::shared_ptr<Connection>> connect_inproc(boost::asio::io_context& io, const Address& address,
                                                    InprocHub& hub);
+
+// The client's end of a connected stream socket `fd` (made non-blocking or
+// not), read by its waiters (waiter_connection.cpp, Connection::Reading::
+// kByWaiter); it owns `fd`. A send waits at most `send_timeout_ms` for room.
+std::shared_ptr<Connection> make_waiter_read_connection(int fd, std::string peer, int send_timeout_ms);
+
+// Whether a socket error means the other end (or the path to it) is gone.
+bool is_disconnect(const boost::system::error_code& ec);
+// The Status for a failed socket `operation` on the connection to `peer`:
+// kDisconnected when the peer is gone, the OS error otherwise.
+Status socket_status(const boost::system::error_code& ec, std::string_view peer, std::string_view operation);
 
 // Why a frame of `bytes` may not cross a connection, or empty when it may:
 // a length of 0, not a multiple of 8 or above kMaxFrameBytes is malformed.
