@@ -341,7 +341,8 @@ void BusClient::Impl::connector_loop() {
     if (address) {
       // Answers are read by the threads that wait for them; a send may wait
       // for room as long as a request may wait for its answer.
-      connection = connect(io_, *address, options_.connect_timeout_ms, &hub_, Connection::Reading::kByWaiter);
+      connection = connect(io_, *address, options_.connect_timeout_ms, &hub_, Connection::Reading::kByWaiter,
+                           options_.request_timeout_ms);
     } else {
       connection = address.status();
     }

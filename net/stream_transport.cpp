@@ -609,9 +609,9 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
  public:
   using Resolver = std::conditional_t<kIsTcp<Protocol>, Tcp::resolver, std::monostate>;
 
-  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int timeout_ms)
+  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int send_timeout_ms)
       : io_(io), strand_(asio::make_strand(io)), socket_(io), resolver_(make_resolver(io)),
-        address_(std::move(address)), text_(address_.text()), reading_(reading), timeout_ms_(timeout_ms) {}
+        address_(std::move(address)), text_(address_.text()), reading_(reading), send_timeout_ms_(send_timeout_ms) {}
 
   ConnectOutcome& outcome() { return outcome_; }
 
@@ -692,7 +692,7 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
         fail(socket_status(released, text_, "connect"));
         return;
       }
-      outcome_.deliver(make_waiter_read_connection(fd, text_, timeout_ms_), Status::ok());
+      outcome_.deliver(make_waiter_read_connection(fd, text_, send_timeout_ms_), Status::ok());
       return;
     }
     outcome_.deliver(std::make_shared<StreamConnection<Protocol>>(io_, std::move(socket_), text_), Status::ok());
@@ -707,15 +707,15 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
   const Address address_;
   const std::string text_;
   const Connection::Reading reading_;
-  const int timeout_ms_;
+  const int send_timeout_ms_;
   bool cancelled_ = false;  // on strand_
   ConnectOutcome outcome_;
 };
 
 template <class Protocol>
 Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms,
-                                                   Connection::Reading reading) {
-  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, timeout_ms);
+                                                   Connection::Reading reading, int send_timeout_ms) {
+  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms);
   attempt->start();
   Result<std::shared_ptr<Connection>> result = attempt->outcome().wait(timeout_ms, address.text());
   if (!result) attempt->cancel();  // a no-op unless the wait timed out with a step under way
@@ -816,16 +816,16 @@ Result<std::unique_ptr<Listener>> listen_unix(asio::io_context& io, const Addres
 }
 
 Result<std::shared_ptr<Connection>> connect_tcp(asio::io_context& io, const Address& address, int timeout_ms,
-                                                Connection::Reading reading) {
-  return connect_stream<Tcp>(io, address, timeout_ms, reading);
+                                                Connection::Reading reading, int send_timeout_ms) {
+  return connect_stream<Tcp>(io, address, timeout_ms, reading, send_timeout_ms);
 }
 
 Result<std::shared_ptr<Connection>> connect_unix(asio::io_context& io, const Address& address, int timeout_ms,
-                                                 Connection::Reading reading) {
+                                                 Connection::Reading reading, int send_timeout_ms) {
   if (address.path.empty() || address.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Status::invalid_argument(address.text(), "socket path is empty or too long");
   }
-  return connect_stream<Unix>(io, address, timeout_ms, reading);
+  return connect_stream<Unix>(io, address, timeout_ms, reading, send_timeout_ms);
 }
 
 }  // namespace pagefile::net::internal

@@ -37,12 +37,13 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 }
 
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address, int timeout_ms,
-                                            InprocHub* hub, Connection::Reading reading) {
+                                            InprocHub* hub, Connection::Reading reading, int send_timeout_ms) {
+  if (send_timeout_ms <= 0) send_timeout_ms = timeout_ms;
   switch (address.kind) {
     case Address::Kind::kTcp:
-      return internal::connect_tcp(io, address, timeout_ms, reading);
+      return internal::connect_tcp(io, address, timeout_ms, reading, send_timeout_ms);
     case Address::Kind::kUnix:
-      return internal::connect_unix(io, address, timeout_ms, reading);
+      return internal::connect_unix(io, address, timeout_ms, reading, send_timeout_ms);
     case Address::Kind::kInproc:
       if (hub == nullptr) return Status::invalid_argument(address.text(), "connecting to an inproc: address needs an InprocHub");
       return internal::connect_inproc(io, address, *hub);

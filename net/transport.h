@@ -132,15 +132,16 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 // host name that does not resolve) or the time ran out; kInvalidArgument
 // for an inproc: address without a hub. With Reading::kByWaiter, a tcp: or
 // unix: connection is read by its waiters (read_frames) and its send()
-// writes on the calling thread, waiting up to `timeout_ms` when the socket
-// is full before it ends the connection; an inproc: one reads on its
-// io_context all the same.
+// writes on the calling thread, waiting up to `send_timeout_ms` (0: as
+// long as the connect may) when the socket is full before it ends the
+// connection; an inproc: one reads on its io_context all the same.
 // tcp: and unix: block the calling thread while `io` does the work: call
 // from a thread that is not running `io` (from io's only thread the connect
 // cannot progress and fails when the timeout runs out). inproc: never blocks.
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address,
                                             int timeout_ms, InprocHub* hub = nullptr,
-                                            Connection::Reading reading = Connection::Reading::kOnIoThread);
+                                            Connection::Reading reading = Connection::Reading::kOnIoThread,
+                                            int send_timeout_ms = 0);
 
 // The in-process "network": names of inproc: listeners in one process. Owned
 // by whoever builds the bus (no global state), shared by its servers and

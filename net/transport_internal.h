@@ -22,10 +22,11 @@ Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const 
                                              Listener::AcceptHandler on_accept);
 Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,
                                               Listener::AcceptHandler on_accept);
+// (`send_timeout_ms` is for Reading::kByWaiter, net/transport.h.)
 Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms,
-                                                Connection::Reading reading);
+                                                Connection::Reading reading, int send_timeout_ms);
 Result<std::shared_ptr<Connection>> connect_unix(boost::asio::io_context& io, const Address& address, int timeout_ms,
-                                                 Connection::Reading reading);
+                                                 Connection::Reading reading, int send_timeout_ms);
 
 // In memory (inproc_transport.cpp): inproc:.
 Result<std::unique_ptr<Listener>> listen_inproc(boost::asio::io_context& io, const Address& address,

@@ -963,7 +963,8 @@ TEST_CASE("a send to a server that never reads gives up after the timeout with k
   IoThreads client_io;
   Inbox inbox;
   constexpr int kSendTimeoutMs = 300;
-  auto client = connect(client_io.io(), server.address(), kSendTimeoutMs, nullptr, Connection::Reading::kByWaiter);
+  auto client = connect(client_io.io(), server.address(), kConnectTimeoutMs, nullptr, Connection::Reading::kByWaiter,
+                        kSendTimeoutMs);
   REQUIRE_OK(client);
   (*client)->start(inbox.frame_handler(), inbox.close_handler());
   asio::ip::tcp::socket raw = server.acceptor.accept();  // accepted, never read
