@@ -9,6 +9,11 @@
 // waiting on anyone), done under mu_ so that no request of ours on the page
 // can pass it.
 //
+// Waiting: a thread that waits for a remote request (a confirm, room in the
+// window, sync, close) drops mu_ and reads the answers of that request's
+// server itself (PageIo::wait_for_progress, wait_locked), so completions
+// may run on any waiting thread; they take mu_ like any other.
+//
 // Lifetimes: a Request is shared by the ticket table, its file's window and
 // page queue, and the I/O callback; an OpenFile by the descriptor table and
 // any thread waiting on it. close() waits until no request of the file is
