@@ -79,7 +79,7 @@ Status register_builtin_policies(PolicyRegistry& registry) {
   if (Status s = registry.add(access_type_name(AccessType::kLooping), maker<LoopingPolicy>()); !s) return s;
   // global-sequential: a file several clients scan together, each reading
   // its own pages; the servers read ahead for all of them (TOPs 2.2,
-  // net/server_pool.h). A client's own read-ahead would fetch the pages of
+  // server/server_pool.h). A client's own read-ahead would fetch the pages of
   // the others, so on the client it is LRU without read-ahead, as random.
   return registry.add("global-sequential", maker<RandomPolicy>());
 }

@@ -9,7 +9,7 @@
 //                              [--stripe-pages N] [--concurrency N]
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
 //
-// BUS as in net/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
+// BUS as in bus/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
 // default. Exit status 0 on success, 1 on an error (printed), and CLI11's
 // non-zero usage codes for a bad command line.
 #include <fcntl.h>
@@ -23,9 +23,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "net/bus_client.h"
-#include "net/lease_table.h"
-#include "net/wire_convert.h"
+#include "bus/bus_client.h"
+#include "server/lease_table.h"
+#include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
 
@@ -44,10 +44,10 @@ Result<std::unique_ptr<net::BusClient>> connect_bus(const std::string& bus) {
   return net::BusClient::start(*config);
 }
 
-void print_record(const net::FileRecord& r) {
+void print_record(const FileRecord& r) {
   fmt::print("{}\n  id {}\n  page size {} B\n  size {} pages ({} bytes)\n  placement {}{}\n  servers {}\n  policy {} (min {}, max {})\n",
              r.name, r.id, r.page_size, r.size_pages, r.size_pages * r.page_size, placement_name(r.placement),
-             r.placement == net::PlacementKind::kStripe || r.stripe_pages > 1 ? fmt::format(", {} pages per unit", r.stripe_pages) : "",
+             r.placement == Placement::kStripe || r.stripe_pages > 1 ? fmt::format(", {} pages per unit", r.stripe_pages) : "",
              fmt::join(r.servers, " "), policy_name(r.policy), r.policy.min_pages, r.policy.max_pages);
 }
 
@@ -96,7 +96,7 @@ int cmd_ls(net::BusClient& bus) {
 int cmd_stat(net::BusClient& bus, const std::string& name) {
   auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) { r.setStat(name); });
   if (!reply) return fail(reply.status());
-  net::FileRecord record = net::from_wire((*reply)->root().getFile());
+  FileRecord record = net::from_wire((*reply)->root().getFile());
   print_record(record);
   // What each server's pool did for it (since the file took its policy
   // there); a server that is down says so.

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "net/page_server.h"
+#include "server/page_server.h"
 
 int main(int argc, char** argv) {
   using namespace pagefile;

@@ -20,7 +20,7 @@ namespace pagefile::vfs {
 
 struct DbOptions {
   Location location = Location::kRemote;  // location=remote|local
-  std::string bus;                        // bus=... (net/bus_config.h syntax)
+  std::string bus;                        // bus=... (bus/bus_config.h syntax)
   uint32_t concurrency = 8;               // concurrency=N (1..1024)
   uint32_t page_size = 0;                 // page_size=N: for a new database file
   Placement placement = Placement::kStripe;  // placement=stripe|hash

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "net/bus_config.h"
+#include "bus/bus_config.h"
 
 namespace pagefile::vfs {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "vfs/pagefile_vfs.h"
+#include "pagefile/pagefile_vfs.h"
 #include "vfs/vfs_internal.h"
 
 #ifdef PAGEFILE_VFS_LOADABLE

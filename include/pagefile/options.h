@@ -137,7 +137,7 @@ struct ClientOptions {
   // a queue, so a level above it gains nothing for local files.
   uint32_t io_threads = 16;
 
-  // The bus for remote files (syntax in net/bus_config.h). Empty: the
+  // The bus for remote files (syntax in bus/bus_config.h). Empty: the
   // environment's PAGEFILE_BUS, else the embedded default of 4 in-process
   // servers. The bus starts when the first remote file is opened.
   std::string bus;

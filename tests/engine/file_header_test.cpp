@@ -1,4 +1,4 @@
-#include "engine/file_header.h"
+#include "store/file_header.h"
 
 #include <doctest/doctest.h>
 

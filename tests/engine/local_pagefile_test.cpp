@@ -1,5 +1,5 @@
 // PFLI: one Pagefile in one local file, as the client and every server use it.
-#include "engine/local_pagefile.h"
+#include "store/local_pagefile.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

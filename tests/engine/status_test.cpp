@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "engine/os_error.h"
+#include "core/os_error.h"
 #include "pagefile/options.h"
 
 using namespace pagefile;

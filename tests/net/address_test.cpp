@@ -2,7 +2,7 @@
 // is refused with kInvalidArgument and a message naming what is wrong.
 #include <string>
 
-#include "net/address.h"
+#include "wire/address.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "net/bus_client.h"
+#include "bus/bus_client.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,4 +1,4 @@
-#include "net/bus_config.h"
+#include "bus/bus_config.h"
 
 #include <doctest/doctest.h>
 

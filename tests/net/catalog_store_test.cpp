@@ -1,4 +1,4 @@
-#include "net/catalog_store.h"
+#include "server/catalog_store.h"
 
 #include <sqlite3.h>
 
@@ -19,7 +19,7 @@ FileRecord sample(std::string name) {
   r.name = std::move(name);
   r.page_size = 8192;
   r.size_pages = 12345;
-  r.placement = PlacementKind::kHash;
+  r.placement = Placement::kHash;
   r.stripe_pages = 16;
   r.servers = {"10.0.0.1:7000", "10.0.0.2:7000", "[::1]:7001"};
   r.policy = BufferPolicy{AccessType::kLooping, 4, 64};
@@ -48,10 +48,10 @@ void run_sql(const std::filesystem::path& path, const char* sql) {
 }  // namespace
 
 TEST_CASE("placement names") {
-  CHECK(pagefile::placement_name(PlacementKind::kStripe) == "stripe");
-  CHECK(pagefile::placement_name(PlacementKind::kHash) == "hash");
-  CHECK(*pagefile::parse_placement("stripe") == PlacementKind::kStripe);
-  CHECK(*pagefile::parse_placement("hash") == PlacementKind::kHash);
+  CHECK(pagefile::placement_name(Placement::kStripe) == "stripe");
+  CHECK(pagefile::placement_name(Placement::kHash) == "hash");
+  CHECK(*pagefile::parse_placement("stripe") == Placement::kStripe);
+  CHECK(*pagefile::parse_placement("hash") == Placement::kHash);
   for (const char* bad : {"", "Stripe", "hashed", "stripe "}) {
     CAPTURE(bad);
     CHECK_CODE(pagefile::parse_placement(bad), Code::kInvalidArgument);
@@ -90,7 +90,7 @@ TEST_CASE("create assigns id and time; lookup returns every field") {
   auto back = store->lookup("plain");
   REQUIRE_OK(back);
   CHECK(back->page_size == kDefaultPageSize);
-  CHECK(back->placement == PlacementKind::kStripe);
+  CHECK(back->placement == Placement::kStripe);
   CHECK(back->stripe_pages == 1);
   CHECK(back->servers == std::vector<std::string>{"host:1"});
   CHECK(back->policy == BufferPolicy{});
@@ -149,7 +149,7 @@ TEST_CASE("bad records are refused before anything is stored") {
   CHECK_CODE(refused([](FileRecord& r) { r.size_pages = -1; }), Code::kInvalidArgument);
   CHECK_CODE(refused([](FileRecord& r) { r.policy = {AccessType::kRandom, 10, 5}; }),
              Code::kInvalidArgument);
-  CHECK_CODE(refused([](FileRecord& r) { r.placement = static_cast<PlacementKind>(7); }),
+  CHECK_CODE(refused([](FileRecord& r) { r.placement = static_cast<Placement>(7); }),
              Code::kInvalidArgument);
   CHECK_CODE(refused([](FileRecord& r) { r.policy.access = static_cast<AccessType>(9); }),
              Code::kInvalidArgument);

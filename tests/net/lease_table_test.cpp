@@ -1,4 +1,4 @@
-#include "net/lease_table.h"
+#include "server/lease_table.h"
 
 #include <doctest/doctest.h>
 

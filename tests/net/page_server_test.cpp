@@ -2,7 +2,7 @@
 // over real loopback connections: malformed messages, unknown requests,
 // other protocol versions, bad page numbers, unknown files, clients that
 // vanish with writes in flight, and flow control.
-#include "net/page_server.h"
+#include "server/page_server.h"
 
 #include <unistd.h>
 
@@ -18,11 +18,11 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/local_pagefile.h"
-#include "net/bus_client.h"
-#include "net/pagefile.capnp.h"
-#include "net/transport.h"
-#include "net/wire_convert.h"
+#include "store/local_pagefile.h"
+#include "bus/bus_client.h"
+#include "wire/pagefile.capnp.h"
+#include "wire/transport.h"
+#include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
 #include "tests/support/temp_dir.h"
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "net/address.h"
-#include "net/page_server.h"
+#include "wire/address.h"
+#include "server/page_server.h"
 #include "pagefile/pagefile.h"
 #include "tests/support/temp_dir.h"
 

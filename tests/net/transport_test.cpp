@@ -21,7 +21,7 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
-#include "net/transport.h"
+#include "wire/transport.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/buffer_pool.h"
+#include "policies/buffer_pool.h"
 #include "pagefile/policy.h"
 #include "tests/policies/clock_policy.h"
 #include "tests/support/temp_dir.h"

@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr int64_t kHeaderBytes = 4096;  // engine/file_header.h: pages start after it
+constexpr int64_t kHeaderBytes = 4096;  // store/file_header.h: pages start after it
 constexpr int64_t kPageSize = 8192;
 
 using pagefile::test::Outcome;

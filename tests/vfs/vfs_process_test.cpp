@@ -19,7 +19,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/sqlite_db.h"
-#include "vfs/pagefile_vfs.h"
+#include "pagefile/pagefile_vfs.h"
 
 using namespace pagefile::test;
 

@@ -14,7 +14,7 @@
 
 #include "tests/support/temp_dir.h"
 #include "tests/vfs/sqlite_db.h"
-#include "vfs/pagefile_vfs.h"
+#include "pagefile/pagefile_vfs.h"
 
 using pagefile::test::SqliteDb;
 using pagefile::test::TempDir;

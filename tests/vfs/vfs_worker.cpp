@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "vfs/pagefile_vfs.h"
+#include "pagefile/pagefile_vfs.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "net/bus_config.h"
+#include "bus/bus_config.h"
 #include "pagefile/options.h"
 #include "pagefile/status.h"
 #include "tools/pf_replay/generate.h"

@@ -10,7 +10,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "engine/little_endian.h"
+#include "core/little_endian.h"
 
 namespace pf_replay {
 

@@ -1,0 +1,100 @@
+#include "bus/bus_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace pagefile::net {
+
+namespace {
+
+std::vector<std::string> split_entries(std::string_view text) {
+  std::vector<std::string> out;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) out.push_back(word);
+  }
+  return out;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+}  // namespace
+
+Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home) {
+  std::string text(spec);
+  if (!spec.empty() && spec.front() == '@') {
+    std::ifstream in{std::string(spec.substr(1))};
+    if (!in) return Status::not_found(spec.substr(1), "cannot read bus file");
+    std::ostringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  BusConfig config;
+  config.home = home;
+  bool catalog_named = false;
+  for (std::string entry : split_entries(text)) {
+    bool is_catalog = false;
+    if (entry.rfind("catalog=", 0) == 0) {
+      if (catalog_named) return Status::invalid_argument("bus", "names two catalogs");
+      entry = entry.substr(8);
+      is_catalog = catalog_named = true;
+    }
+    if (entry.rfind("inproc:", 0) == 0 && all_digits(entry.substr(7))) {
+      int n = std::atoi(entry.c_str() + 7);
+      if (n < 1 || n > 64) {
+        return Status::invalid_argument(entry, "in-process server count must be 1 to 64");
+      }
+      for (int i = 0; i < n; ++i) {
+        Address a;
+        a.kind = Address::Kind::kInproc;
+        a.path = fmt::format("server-{}", config.embedded.size());
+        if (is_catalog && i == 0) config.catalog = config.servers.size();
+        config.servers.push_back(a);
+        config.embedded.push_back(a);
+      }
+      continue;
+    }
+    auto address = parse_address(entry);
+    if (!address) return address.status().with_context("bus");
+    if (is_catalog) config.catalog = config.servers.size();
+    config.servers.push_back(*address);
+  }
+  if (config.servers.empty()) return Status::invalid_argument("bus", "names no servers");
+  for (size_t i = 0; i < config.servers.size(); ++i) {
+    for (size_t j = i + 1; j < config.servers.size(); ++j) {
+      if (config.servers[i] == config.servers[j]) {
+        return Status::invalid_argument("bus", fmt::format("names {} twice", config.servers[i].text()));
+      }
+    }
+  }
+  return config;
+}
+
+Result<BusConfig> resolve_bus(std::string_view spec, const std::filesystem::path& home) {
+  std::filesystem::path root = home;
+  if (root.empty()) {
+    const char* env = std::getenv("PAGEFILE_HOME");
+    root = env && *env ? std::filesystem::path(env) : std::filesystem::path("pagefile-home");
+  }
+  if (!spec.empty()) return parse_bus(spec, root);
+  if (const char* env = std::getenv("PAGEFILE_BUS"); env && *env) {
+    auto config = parse_bus(env, root);
+    if (!config) return config.status().with_context("PAGEFILE_BUS");
+    return config;
+  }
+  return parse_bus(kDefaultBus, root);
+}
+
+}  // namespace pagefile::net

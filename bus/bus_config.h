@@ -1,0 +1,44 @@
+// The bus topology: which servers exist, how to reach each, which one is
+// the catalog. Configuration, never code: it comes from a string, a file or
+// the environment, and changing it needs no rebuild.
+//
+// The string form: addresses separated by commas (or white space, or new
+// lines in a file); `#` starts a comment in a file.
+//   tcp://10.0.0.1:7001,tcp://10.0.0.2:7001   two servers, the first the catalog
+//   tcp://a:1,catalog=tcp://b:1               b is the catalog (and a server)
+//   unix:/run/pf0.sock                        one server on a Unix socket
+//   inproc:4                                  4 servers inside this process
+//   @/etc/pagefile.bus                        read the list from a file
+// With nothing configured (no string, no PAGEFILE_BUS) the bus is the
+// embedded default: inproc:4, with data under PAGEFILE_HOME.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/address.h"
+#include "pagefile/status.h"
+
+namespace pagefile::net {
+
+inline constexpr std::string_view kDefaultBus = "inproc:4";
+
+struct BusConfig {
+  std::vector<Address> servers;
+  size_t catalog = 0;  // index into servers
+  // Servers this process must run itself (from inproc:N), in `servers` too.
+  std::vector<Address> embedded;
+  std::filesystem::path home;  // where embedded servers keep their data
+};
+
+// Parses the string form. kInvalidArgument for an empty list, a bad address,
+// two catalogs, or the same address twice; the file's error for @path.
+Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home);
+
+// `spec` when it is non-empty, else $PAGEFILE_BUS, else kDefaultBus; home
+// from `home` when non-empty, else $PAGEFILE_HOME, else ./pagefile-home.
+Result<BusConfig> resolve_bus(std::string_view spec, const std::filesystem::path& home = {});
+
+}  // namespace pagefile::net

@@ -1,0 +1,416 @@
+#include "bus/remote_page_io.h"
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/page_bounds.h"
+#include "wire/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace {
+
+void set_share(wire::Share::Builder share, const FileRecord& record) {
+  share.setFileId(record.id);
+  share.setPageSize(record.page_size);
+}
+
+// Waits for one call per server, reading their answers on this thread
+// (BusClient::pump); returns the first error.
+class Barrier {
+ public:
+  explicit Barrier(BusClient& bus) : bus_(bus) {}
+  // The callback of the call to `server`.
+  BusClient::Callback arm(const std::string& server) {
+    Call& call = calls_.emplace_back(server);
+    return [this, &call](Result<ReplyPtr> r) {
+      if (!r) {
+        std::lock_guard lock(mu_);
+        if (first_error_.is_ok()) first_error_ = r.status();
+      }
+      call.done.store(true, std::memory_order_release);  // the last touch: wait() may return now
+    };
+  }
+  Status wait() {
+    for (Call& call : calls_) {
+      while (!call.done.load(std::memory_order_acquire)) bus_.pump(call.server);
+    }
+    std::lock_guard lock(mu_);
+    return first_error_;
+  }
+
+ private:
+  struct Call {
+    explicit Call(std::string s) : server(std::move(s)) {}
+    const std::string server;
+    std::atomic<bool> done{false};
+  };
+  BusClient& bus_;
+  std::deque<Call> calls_;  // a deque: a callback keeps its Call while more are armed
+  std::mutex mu_;
+  Status first_error_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClient> bus,
+                                                         std::string_view name,
+                                                         const OpenOptions& options) {
+  if (options.stripe_pages == 0) return Status::invalid_argument(name, "stripe_pages must be at least 1");
+  if (options.servers > bus->servers().size()) {
+    return Status::invalid_argument(
+        name, fmt::format("asks for {} servers; the bus has {}", options.servers, bus->servers().size()));
+  }
+  size_t server_count = options.servers == 0 ? bus->servers().size() : options.servers;
+  auto reply = bus->call_sync(bus->catalog(), [&](wire::Request::Builder r) {
+    auto open = r.initOpen();
+    open.setName(std::string(name));
+    open.setCreate(options.create);
+    open.setExclusive(options.exclusive);
+    open.setPageSize(options.page_size);
+    open.setPlacement(static_cast<uint8_t>(options.placement));
+    open.setStripePages(options.stripe_pages);
+    auto servers = open.initServers(static_cast<unsigned>(server_count));
+    for (unsigned i = 0; i < server_count; ++i) servers.set(i, bus->servers()[i]);
+    to_wire(options.policy.value_or(BufferPolicy{}), open.initPolicy());
+  });
+  if (!reply) return reply.status();
+  if (!(*reply)->root().isFile()) return Status::corruption(name, "catalog answered open without a record");
+  FileRecord record = from_wire((*reply)->root().getFile());
+  if (record.servers.empty() || check_page_size(record.page_size).code() != Code::kOk) {
+    return Status::corruption(name, "catalog record is unusable (no servers or bad page size)");
+  }
+  // The servers' pools run the policy this descriptor runs: the one given at
+  // open, else the one the file was created with.
+  std::string policy(policy_name(options.policy.value_or(record.policy)));
+  return std::unique_ptr<RemotePageIo>(
+      new RemotePageIo(std::move(bus), std::move(record), std::move(policy), options.read_only));
+}
+
+Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
+  auto reply = bus.call_sync(bus.catalog(), [&](wire::Request::Builder r) { r.setUnlink(std::string(name)); });
+  if (!reply) return reply.status();
+  FileRecord record = from_wire((*reply)->root().getFile());
+  // The name is gone; now free the pages. A server that is down keeps its
+  // share until it is cleaned by hand: say so.
+  Barrier barrier(bus);
+  for (const auto& server : record.servers) {
+    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm(server));
+  }
+  if (Status s = barrier.wait(); !s) {
+    return s.with_context(fmt::format("{}: removed from the catalog, but a server kept its pages", name));
+  }
+  return Status::ok();
+}
+
+RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy,
+                           bool read_only)
+    : bus_(std::move(bus)),
+      record_(std::move(record)),
+      policy_(std::move(policy)),
+      placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
+      read_only_(read_only),
+      owner_(bus_->new_owner()),
+      size_(record_.size_pages),
+      catalog_size_(record_.size_pages) {}
+
+RemotePageIo::~RemotePageIo() { (void)close(); }
+
+void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) const {
+  set_share(share, record_);
+  share.setPolicy(policy_);
+  // A server reading ahead for global-sequential keeps to its own pages,
+  // which it can tell only under placement stripe.
+  if (record_.placement == Placement::kStripe) {
+    share.setStripePages(record_.stripe_pages);
+    share.setServerCount(static_cast<uint32_t>(record_.servers.size()));
+    share.setServerIndex(static_cast<uint32_t>(placement_.server_for(page)));
+  }
+}
+
+const std::string& RemotePageIo::server_of(int64_t page) const {
+  return record_.servers[placement_.server_for(page)];
+}
+
+void RemotePageIo::build_read(wire::Request::Builder r, int64_t page) const {
+  auto read = r.initRead();
+  set_page_share(read.initShare(), page);
+  read.setPage(page);
+  read.setCount(1);
+}
+
+Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const {
+  uint32_t page_size = record_.page_size;
+  if (!reply) return reply.status().with_context(fmt::format("{}: read page {}", record_.name, page));
+  auto root = (*reply)->root();
+  if (!root.isPages() || root.getPages().size() != page_size) {
+    return Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page));
+  }
+  std::memcpy(out.data(), root.getPages().begin(), page_size);
+  return finish_read(page, out);
+}
+
+PageRead RemotePageIo::finish_read(int64_t page, std::span<std::byte> out) const {
+  if (page < size_.load()) return PageRead::kData;
+  // Past the end as this client knows it: zeros, whatever a server still
+  // holds there.
+  std::memset(out.data(), 0, out.size());
+  return PageRead::kBeyondEnd;
+}
+
+void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
+  bus_->call(
+      server_of(page), [&](wire::Request::Builder r) { build_read(r, page); },
+      [this, page, out, done = std::move(done)](Result<ReplyPtr> reply) {
+        done(take_read(page, std::move(reply), out));
+      });
+}
+
+bool RemotePageIo::wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
+  bus_->pump(server_of(page), timeout);
+  return true;
+}
+
+std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
+  std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
+  if (!done) return std::nullopt;
+  if (!*done) return done->with_context(fmt::format("{}: read page {}", record_.name, page));
+  return finish_read(page, out);
+}
+
+void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const {
+  auto write = r.initWrite();
+  set_page_share(write.initShare(), page);
+  write.setPage(page);
+  write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+}
+
+void RemotePageIo::note_written(int64_t page, size_t server) {
+  int64_t size = size_.load();
+  while (page >= size && !size_.compare_exchange_weak(size, page + 1)) {
+  }
+  // Once written, not before: a sync that swapped the set while the write
+  // was on its way would otherwise take it as synced and the next sync
+  // would skip that server. (Client::sync waits for the writes before it,
+  // so each has been noted by the time sync looks.)
+  std::lock_guard lock(dirty_mu_);
+  dirty_servers_.insert(server);
+}
+
+void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
+  size_t server = placement_.server_for(page);
+  bus_->call(
+      record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data); },
+      [this, page, server, done = std::move(done)](Result<ReplyPtr> reply) {
+        if (!reply) return done(reply.status().with_context(fmt::format("{}: write page {}", record_.name, page)));
+        note_written(page, server);
+        done(Status::ok());
+      });
+}
+
+bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
+  size_t server = placement_.server_for(page);
+  std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data);
+  // A failure goes the usual way, which reports it (writing a page twice
+  // is harmless).
+  if (!done || !*done) return false;
+  note_written(page, server);
+  return true;
+}
+
+Status RemotePageIo::record_size() {
+  int64_t size = size_.load();
+  if (size <= catalog_size_) return Status::ok();
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto set = r.initSetSize();
+    set.setFileId(record_.id);
+    set.setPages(size);
+    set.setGrowOnly(true);
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
+  catalog_size_ = size;
+  return Status::ok();
+}
+
+int64_t RemotePageIo::adopt_catalog_size(int64_t recorded) {
+  int64_t local = size_.load();
+  int64_t size = local > catalog_size_ ? std::max(local, recorded) : recorded;
+  catalog_size_ = recorded;
+  size_ = size;
+  return size;
+}
+
+Result<int64_t> RemotePageIo::size_pages() {
+  std::lock_guard lock(meta_mu_);
+  // A lock's grant carried the size, and no other owner changes it while
+  // the lock is held (writers need kReserved and more, which a lock held
+  // here keeps them from, or they ended before the grant).
+  if (level_ != LockLevel::kNone && size_from_grant_) return size_.load();
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
+  if (!reply) return reply.status().with_context(fmt::format("{}: size", record_.name));
+  auto record = (*reply)->root().getFile();
+  if (record.getId() != record_.id) {
+    return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
+  }
+  return adopt_catalog_size(record.getSizePages());
+}
+
+bool RemotePageIo::unchanged_since_unlock() const {
+  std::lock_guard lock(meta_mu_);
+  return level_ != LockLevel::kNone && unchanged_;
+}
+
+Status RemotePageIo::sync() {
+  std::lock_guard meta(meta_mu_);
+  std::set<size_t> dirty;
+  {
+    std::lock_guard lock(dirty_mu_);
+    dirty.swap(dirty_servers_);
+  }
+  Barrier barrier(*bus_);
+  for (size_t server : dirty) {
+    bus_->call(record_.servers[server], [&](wire::Request::Builder r) { set_share(r.initSync(), record_); },
+               barrier.arm(record_.servers[server]));
+  }
+  if (Status s = barrier.wait(); !s) {
+    std::lock_guard lock(dirty_mu_);
+    dirty_servers_.insert(dirty.begin(), dirty.end());  // not durable: the next sync tries again
+    return s.with_context(fmt::format("{}: sync", record_.name));
+  }
+  return record_size();
+}
+
+Status RemotePageIo::truncate(int64_t pages) {
+  if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
+  std::lock_guard lock(meta_mu_);
+  Barrier barrier(*bus_);
+  for (const auto& server : record_.servers) {
+    bus_->call(server,
+               [&](wire::Request::Builder r) {
+                 auto t = r.initTruncate();
+                 set_share(t.initShare(), record_);
+                 t.setPages(pages);
+               },
+               barrier.arm(server));
+  }
+  if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto set = r.initSetSize();
+    set.setFileId(record_.id);
+    set.setPages(pages);
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: truncate", record_.name));
+  size_ = pages;
+  catalog_size_ = pages;
+  return Status::ok();
+}
+
+LockLevel RemotePageIo::level_held() const {
+  std::lock_guard lock(meta_mu_);
+  return level_;
+}
+
+Status RemotePageIo::set_lock_level(LockLevel level) {
+  std::lock_guard lock(meta_mu_);
+  return set_lock_level_locked(level);
+}
+
+Status RemotePageIo::set_lock_level_locked(LockLevel level) {
+  if (level_ != LockLevel::kNone && bus_->lease_lost(owner_)) {
+    // The catalog let our locks go while we thought we held them: say so
+    // rather than carry on as if protected.
+    level_ = LockLevel::kNone;
+    version_at_unlock_ = 0;  // a writer may have come and gone
+    bus_->set_holds_locks(owner_, false);
+    return Status::busy(record_.name, "lock lost: its lease ran out before it was renewed");
+  }
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    auto lock = r.initLock();
+    lock.setFileId(record_.id);
+    lock.setOwner(owner_);
+    lock.setLevel(static_cast<uint8_t>(level));
+  });
+  LockLevel before = level_;
+  if (reply && (*reply)->root().isLockState()) {
+    auto state = (*reply)->root().getLockState();
+    level_ = static_cast<LockLevel>(state.getLevel());
+    reserved_by_other_ = state.getReservedByOther();
+    bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
+    if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
+      unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
+      size_from_grant_ = state.getVersion() != 0;  // an older catalog sends neither (0)
+      if (size_from_grant_) adopt_catalog_size(state.getSizePages());
+    } else if (before != LockLevel::kNone && level_ == LockLevel::kNone) {
+      version_at_unlock_ = state.getVersion();
+    }
+  } else if (!reply && before != LockLevel::kNone && level == LockLevel::kNone) {
+    version_at_unlock_ = 0;  // whether the catalog let go is unknown
+  }
+  if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
+      before >= LockLevel::kShared) {
+    level_ = LockLevel::kPending;  // the catalog keeps the pending step (lease_table.h)
+  }
+  if ((before == LockLevel::kNone) != (level_ == LockLevel::kNone)) {
+    bus_->set_holds_locks(owner_, level_ != LockLevel::kNone);
+  }
+  if (!reply) return reply.status();
+  return Status::ok();
+}
+
+Result<bool> RemotePageIo::reserved_elsewhere() {
+  std::lock_guard lock(meta_mu_);
+  // Asking for the level held changes nothing at the catalog and answers
+  // with what the other owners hold.
+  if (Status s = set_lock_level_locked(level_); !s) return s;
+  return reserved_by_other_;
+}
+
+Status RemotePageIo::lock(LockMode mode, LockWait wait) {
+  if (mode == LockMode::kExclusive && read_only_) {
+    return Status::read_only(record_.name, "exclusive lock: file was opened read-only");
+  }
+  // Bounded only by the caller's choice of kBlock; each try is prompt.
+  for (;;) {
+    Status s;
+    {
+      std::lock_guard lock(meta_mu_);
+      LockLevel start = level_;
+      if (mode == LockMode::kShared) {
+        s = set_lock_level_locked(LockLevel::kShared);
+      } else {
+        if (level_ < LockLevel::kShared) s = set_lock_level_locked(LockLevel::kShared);
+        if (s) s = set_lock_level_locked(LockLevel::kExclusive);
+      }
+      if (s || !s.is(Code::kBusy) || wait == LockWait::kTry) {
+        if (!s && level_ != start && start != LockLevel::kPending) {
+          (void)set_lock_level_locked(start);  // leave as we found it
+        }
+        return s;
+      }
+      if (level_ != start) (void)set_lock_level_locked(start);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Status RemotePageIo::unlock() {
+  std::lock_guard lock(meta_mu_);
+  if (level_ == LockLevel::kNone) return Status::ok();
+  return set_lock_level_locked(LockLevel::kNone);
+}
+
+Status RemotePageIo::close() {
+  std::lock_guard lock(meta_mu_);
+  Status first = read_only_ ? Status::ok() : record_size();
+  if (level_ != LockLevel::kNone) {
+    Status s = set_lock_level_locked(LockLevel::kNone);
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace pagefile::net

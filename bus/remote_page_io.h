@@ -1,0 +1,136 @@
+// PFRI: a remote Pagefile, as a PageIo the client's request/confirm
+// machinery drives exactly as it drives a local one.
+//
+// Opening asks the catalog for the file's record (creating it when asked);
+// after that, page reads and writes go straight to the server that holds
+// each page (bus/placement.h) and the catalog is not touched again until
+// sync, truncate, close, or a lock.
+//
+// Size: the client keeps the file's size as the catalog gave it, raised by
+// each write past the end, and tells the catalog at sync and close when it
+// changed. A read of a page at or past that size returns kBeyondEnd.
+//
+// Durability: sync() sends sync to every server that took a write since the
+// last sync and returns when all have flushed; then it records the size.
+//
+// Thread-safety: as PageIo: the client orders the calls.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/page_io.h"
+#include "bus/bus_client.h"
+#include "server/catalog_store.h"
+#include "server/lease_table.h"
+#include "wire/pagefile.capnp.h"
+#include "bus/placement.h"
+#include "pagefile/options.h"
+
+namespace pagefile::net {
+
+class RemotePageIo final : public PageIo {
+ public:
+  // Opens `name` through the catalog. Errors as Client::open, and
+  // kDisconnected when the catalog cannot be reached.
+  static Result<std::unique_ptr<RemotePageIo>> open(std::shared_ptr<BusClient> bus,
+                                                    std::string_view name,
+                                                    const OpenOptions& options);
+
+  // Removes `name` from the catalog, then its share on every server.
+  static Status unlink(BusClient& bus, std::string_view name);
+
+  ~RemotePageIo() override;
+
+  const std::string& name() const override { return record_.name; }
+  uint32_t page_size() const override { return record_.page_size; }
+  BufferPolicy recorded_policy() const override { return record_.policy; }
+  bool read_only() const override { return read_only_; }
+  const FileRecord& record() const { return record_; }
+
+  void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
+  std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) override;
+  void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
+  bool write_now(int64_t page, std::span<const std::byte> data) override;
+  bool may_act_now() const override { return bus_->has_embedded(); }
+  // Reads the answers of the page's server on this thread (BusClient::pump).
+  bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) override;
+  bool done_at_once() const override { return bus_->all_at_once(); }
+  Status sync() override;
+  Status truncate(int64_t pages) override;
+  // Asks the catalog, so another client's writes and truncates show;
+  // while a lock is held, the size its grant brought (plus this
+  // descriptor's own writes) is the answer without asking.
+  Result<int64_t> size_pages() override;
+  bool unchanged_since_unlock() const override;
+  Status lock(LockMode mode, LockWait wait) override;
+  Status unlock() override;
+  Status close() override;
+
+  // Moves this client's lock to `level` (SQLite's levels). kBusy when the
+  // catalog refuses; the level held then is level_held().
+  Status set_lock_level(LockLevel level) override;
+  uint32_t server_index(int64_t page) const override { return static_cast<uint32_t>(placement_.server_for(page)); }
+  LockLevel level_held() const;
+  // Asks the catalog (renewing nothing it would not renew anyway) whether
+  // another owner holds kReserved or above.
+  Result<bool> reserved_elsewhere() override;
+
+ private:
+  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
+  const std::string& server_of(int64_t page) const;
+  // Fills in a read of `page`, for read_async and read_now; a write.
+  void build_read(wire::Request::Builder r, int64_t page) const;
+  void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
+  // A write of `page` to `server` succeeded: the file reaches at least that
+  // far, and sync must reach that server.
+  void note_written(int64_t page, size_t server);
+  // The outcome of a read of `page` from its reply, into `out`.
+  Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
+  // The outcome of a read of `page` whose bytes are in `out`: beyond the
+  // end as this client knows it, zeros.
+  PageRead finish_read(int64_t page, std::span<std::byte> out) const;
+  // This file as page work by plain call names it (BusClient::read_direct).
+  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_}; }
+  // The share of a read or write of `page`, with what the server's pool
+  // needs: the policy and where the file's pages are.
+  void set_page_share(wire::Share::Builder share, int64_t page) const;
+  // Tells the catalog the size when writes raised it since it last heard.
+  // REQUIRES: meta_mu_ held.
+  Status record_size();
+  Status set_lock_level_locked(LockLevel level);  // REQUIRES: meta_mu_ held
+  // Takes `recorded`, the catalog's size, unless this descriptor's own
+  // writes went further and are not yet recorded there. REQUIRES: meta_mu_.
+  int64_t adopt_catalog_size(int64_t recorded);
+
+  std::shared_ptr<BusClient> bus_;
+  const FileRecord record_;
+  const std::string policy_;  // the policy name the servers' pools run for this file
+  const PagePlacement placement_;
+  const bool read_only_;
+  const uint64_t owner_;  // this descriptor's identity for locks
+  std::atomic<int64_t> size_;
+
+  // Serialises sync, truncate, close and lock calls of this descriptor, so
+  // one sync cannot return while another's flush is still under way, and
+  // size reports reach the catalog in order.
+  mutable std::mutex meta_mu_;
+  int64_t catalog_size_;                // GUARDED_BY(meta_mu_): the size the catalog has
+  LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(meta_mu_)
+  bool reserved_by_other_ = false;      // GUARDED_BY(meta_mu_): the catalog's last word
+  // The file's version (lease_table.h) when this descriptor last let go of
+  // its lock, 0 when unknown; and whether the last lock taken from kNone
+  // found the same version.
+  uint64_t version_at_unlock_ = 0;  // GUARDED_BY(meta_mu_)
+  bool unchanged_ = false;          // GUARDED_BY(meta_mu_)
+  bool size_from_grant_ = false;    // GUARDED_BY(meta_mu_): the lock held brought the size
+
+  std::mutex dirty_mu_;
+  std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync
+};
+
+}  // namespace pagefile::net

@@ -1,0 +1,30 @@
+// The catalog's record of one Pagefile (TOPs file information server): what
+// is fixed at creation (name, id, page size, placement and its servers,
+// buffer policy) and its size. The catalog keeps it (server/catalog_store.h),
+// the wire carries it (wire/wire_convert.h), and a client places pages by it
+// (bus/placement.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pagefile/options.h"
+
+namespace pagefile {
+
+struct FileRecord {
+  std::string name;
+  uint64_t id = 0;  // assigned by the catalog, never reused
+  uint32_t page_size = kDefaultPageSize;
+  int64_t size_pages = 0;
+  Placement placement = Placement::kStripe;
+  uint32_t stripe_pages = 1;             // stripe: pages per stripe unit
+  std::vector<std::string> servers;      // addresses (Address::text), in placement order
+  BufferPolicy policy;
+  int64_t created_unix_ns = 0;
+
+  friend bool operator==(const FileRecord&, const FileRecord&) = default;
+};
+
+}  // namespace pagefile

@@ -1,0 +1,98 @@
+// The asynchronous page operations that local (PFLI) and remote (PFRI)
+// Pagefiles share. The client's request/confirm machinery (client/client.cpp)
+// sits on this interface and never learns where a page lives.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "pagefile/options.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/status.h"
+
+namespace pagefile {
+
+class PageIo {
+ public:
+  using ReadDone = std::function<void(Result<PageRead>)>;
+  using WriteDone = std::function<void(Status)>;
+
+  virtual ~PageIo() = default;
+
+  virtual const std::string& name() const = 0;
+  virtual uint32_t page_size() const = 0;
+  virtual BufferPolicy recorded_policy() const = 0;
+  virtual bool read_only() const = 0;
+
+  // Start one page read or write. `done` runs exactly once, on another
+  // thread, never inside the call. REQUIRES: `out` / `data` stay valid until
+  // `done` has run.
+  virtual void read_async(int64_t page, std::span<std::byte> out, ReadDone done) = 0;
+  virtual void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) = 0;
+  // A read done on the calling thread when that is cheap (a remote page in
+  // the cache of a server in this process); nothing when it is not, and the
+  // caller then uses read_async. The caller keeps it from overtaking its own
+  // requests on the page.
+  virtual std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) {
+    (void)page;
+    (void)out;
+    return std::nullopt;
+  }
+  // Likewise a write done on the calling thread when that is cheap (to a
+  // server in this process that emulates no disk): true when done; false
+  // when not, failures included, and the caller then uses write_async. The
+  // caller keeps it from overtaking its own requests on the page.
+  virtual bool write_now(int64_t page, std::span<const std::byte> data) {
+    (void)page;
+    (void)data;
+    return false;
+  }
+  // Whether read_now or write_now can ever answer, so callers skip them
+  // (and what they do around them) for files where they never do.
+  virtual bool may_act_now() const { return false; }
+  // Whether they always answer, errors aside (FileStatus::done_at_once).
+  virtual bool done_at_once() const { return false; }
+
+  // Waits at most `timeout` for this file's I/O to move on, doing on this
+  // thread the work that delivers answers where it can (a remote page's
+  // answer is read by the thread that waits for it, wire/transport.h), with
+  // `page` the one waited for. Completions may then run on this thread: the
+  // caller holds none of its own locks. Returns after some progress or the
+  // timeout; the caller looks again at what it waits for. False, at once,
+  // when completions come on other threads only: wait for them.
+  virtual bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
+    (void)page;
+    (void)timeout;
+    return false;
+  }
+
+  // The index, among the file's servers, of the one holding `page`.
+  virtual uint32_t server_index(int64_t page) const {
+    (void)page;
+    return 0;  // a local file has one home
+  }
+
+  // Blocking operations; the caller orders them against the page requests.
+  virtual Status sync() = 0;
+  virtual Status truncate(int64_t pages) = 0;
+  virtual Result<int64_t> size_pages() = 0;
+  virtual Status lock(LockMode mode, LockWait wait) = 0;
+  virtual Status unlock() = 0;
+  // SQLite's lock levels (Client::set_lock_level, reserved_elsewhere).
+  virtual Status set_lock_level(LockLevel level) = 0;
+  virtual Result<bool> reserved_elsewhere() = 0;
+  // Client::unchanged_since_unlock. False when the file cannot tell.
+  virtual bool unchanged_since_unlock() const { return false; }
+
+  // Called once by the client when the descriptor closes, after its
+  // requests finished: record what must outlive it (a remote file's size)
+  // and let go of locks.
+  virtual Status close() { return Status::ok(); }
+};
+
+}  // namespace pagefile

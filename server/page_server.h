@@ -1,0 +1,160 @@
+// The page server: serves its share of every remote Pagefile, and (when the
+// bus names it so) the catalog. pagefiled runs one; the embedded default
+// runs several inside the client's process. Same code either way.
+//
+// Concurrency (TOPs section 3): a network thread decodes requests; page
+// work runs on a pool of `threads`, so one slow request never blocks the
+// others. Requests of one connection that touch the same page of the same
+// file run in the order they arrived; sync and truncate of a file wait for
+// that connection's earlier requests on the file. Catalog requests run one
+// at a time.
+//
+// Flow control: the bytes of writes received but not yet done are bounded by
+// `max_unconfirmed_write_bytes`; past it the server stops reading from the
+// connection that pushed it over until the backlog halves.
+//
+// Emulated disk: with disk_latency > 0, every page access that misses the
+// server's cache holds the one "disk arm" for that long before it runs, so a
+// server does at most 1/disk_latency uncached accesses per second, however
+// many threads it has. A global-sequential window read (server/server_pool.h)
+// is one access: a seek, then an ascending run taken as free. Off by
+// default; reports that use it say so.
+//
+// Buffer pool: `cache_pages` pages under each file's policy, named by the
+// clients in their requests (server/server_pool.h); per-file counters in
+// file_counters() and the STATS answer.
+//
+// Thread-safety: start/stop from one thread; stats() from any.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/address.h"
+#include "wire/pagefile.capnp.h"
+#include "wire/transport.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/status.h"
+
+namespace pagefile::net {
+
+enum class SyncMode : uint8_t {
+  kFdatasync,  // sync flushes with fdatasync (the default)
+  kDsync,      // every write is O_DSYNC; sync has nothing left to do
+  kNone,       // never flush: fast and NOT durable (experiments only)
+};
+
+// The file a page request is for, as a share's server sees it: the
+// wire::Share fields page work needs.
+struct ShareRef {
+  uint64_t file_id = 0;
+  uint32_t page_size = 0;
+  std::string_view policy;  // empty: the server keeps what it has
+};
+
+struct ServerOptions {
+  std::filesystem::path dir;           // shares under dir/shares, catalog at dir/catalog.db
+  uint32_t threads = 8;                // page-work threads
+  uint64_t cache_pages = 1024;         // server buffer pool, in pages (0: no pool)
+  // The k of a global-sequential file's prefetch window: a miss beyond the
+  // window reads ahead to the page asked for plus this many (TOPs 2.2).
+  uint32_t prefetch_pages = 32;
+  std::chrono::microseconds disk_latency{0};
+  SyncMode sync = SyncMode::kFdatasync;
+  std::chrono::milliseconds lease{10'000};  // catalog lock lease
+  uint64_t max_unconfirmed_write_bytes = 64ull << 20;
+};
+
+struct ServerCounters {
+  uint64_t requests = 0;
+  uint64_t pages_read = 0;
+  uint64_t pages_written = 0;
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t disk_reads = 0;
+  uint64_t disk_writes = 0;
+  uint64_t syncs = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint32_t connections = 0;
+  uint64_t errors = 0;
+  uint64_t cache_pages = 0;
+  uint64_t unconfirmed_write_bytes = 0;
+  uint64_t peak_unconfirmed_write_bytes = 0;  // the most ever held at once
+};
+
+// The server pool's counters for one file's share, since the file took its
+// current policy (see server/server_pool.h).
+struct ServerFileCounters {
+  uint64_t file_id = 0;
+  std::string policy;
+  FileCounters cache;
+};
+
+// Whether `request` is for the catalog (open, stat, sizes, unlink, list,
+// locks and leases) rather than for a server's pages.
+bool is_catalog_request(wire::Request::Reader request);
+
+class PageServer {
+ public:
+  // Creates `options.dir` if needed and listens on `address` (inproc:
+  // addresses register with `hub`). Fails with the listener's error, or
+  // kInvalidArgument for bad options.
+  static Result<std::unique_ptr<PageServer>> start(const ServerOptions& options,
+                                                   const Address& address,
+                                                   InprocHub* hub = nullptr);
+  ~PageServer();  // stop()
+  PageServer(const PageServer&) = delete;
+  PageServer& operator=(const PageServer&) = delete;
+
+  // The address it listens on (the real port for tcp port 0).
+  Address address() const;
+
+  // Stops accepting, answers requests already received (new ones on open
+  // connections are refused with kDisconnected), finishes page work in
+  // flight, and closes every connection. Idempotent.
+  void stop();
+
+  // Answers `request`, a catalog request (is_catalog_request), on the
+  // calling thread, as the same request from a connection is answered but
+  // with no connection: for a client in this server's own process (the
+  // embedded default), whose lock and size questions would otherwise cost
+  // two thread hand-overs each way for a few microseconds of work. Catalog
+  // requests run one at a time whichever way they come. After stop() the
+  // answer is kDisconnected.
+  Frame answer_catalog(const Frame& request);
+  // Page work that needs no waiting, done on the calling thread by plain
+  // call, with the effects of a READ or WRITE request of one page (a page
+  // would otherwise be copied into a message and out again for nothing).
+  // A read needs no waiting when the page is in this server's cache, or
+  // when the server emulates no disk latency, a miss then being one pread,
+  // as the unix VFS would do; a write, when the server emulates no disk
+  // latency. The outcome, or nothing: send the request (an emulated disk,
+  // whose arm's queue lives on the pool; a global-sequential window; a
+  // request the usual way must refuse; stopping). The caller keeps it from
+  // overtaking its own requests on the page still in flight.
+  std::optional<Status> read_now(const ShareRef& share, int64_t page, std::span<std::byte> out);
+  std::optional<Status> write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data);
+
+  ServerCounters counters() const;
+  std::vector<ServerFileCounters> file_counters() const;
+
+  // For tests: the pages this server read from its disk, in order, as
+  // (file id, page). Bounded to the last 1 << 20 accesses.
+  std::vector<std::pair<uint64_t, int64_t>> disk_read_log() const;
+
+  class Impl;
+
+ private:
+  explicit PageServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagefile::net

@@ -1,0 +1,99 @@
+// A page server's buffer pool: the client's BufferPool (policies/buffer_pool.h)
+// with one policy per file share, chosen by the policy name the file's
+// clients send with their reads and writes (wire Share.policy), bounded by
+// the server's --cache-pages.
+//
+// Which policy runs. A file takes the policy named by the first request
+// that names one; a request naming another policy replaces it (the file's
+// cached pages and counters start again), so clients of one file should
+// agree, which they do when they open it with its recorded policy. The
+// names are those of the built-in registry; "global-sequential" runs
+// GlobalSequentialPolicy below; a name the server does not know (a client's
+// custom policy) runs "random". Limits: a server does not apply a client's
+// min_pages and max_pages, which count the client's pool; every file may
+// use the whole server pool.
+//
+// global-sequential (TOPs section 2.2). Used pages are tossed at once (a
+// global scan does not come back) and pages fetched ahead are pinned until
+// read, so a reader that lags behind the window still finds its page.
+// The server's read path decides what to fetch (PageServer, read_pages);
+// this class only keeps the pages.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policies/buffer_pool.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/policy.h"
+
+namespace pagefile::net {
+
+// The policy name that gets the server's sliding prefetch window.
+inline constexpr std::string_view kGlobalSequential = "global-sequential";
+
+struct FilePoolStats {
+  uint64_t file_id = 0;
+  std::string policy;
+  FileCounters counters;
+};
+
+class ServerPool {
+ public:
+  // capacity 0: no pool, every call a no-op and every lookup a miss.
+  // `prefetch_pages` is the global-sequential window's k, handed to policies
+  // as their read_ahead.
+  ServerPool(uint64_t capacity, uint32_t prefetch_pages);
+
+  bool enabled() const { return pool_ != nullptr; }
+  uint64_t capacity() const { return capacity_; }
+
+  // Makes sure the file is in the pool under `policy` (empty: keep the one
+  // it has, "random" for a new file). Returns the policy it runs.
+  std::string declare(uint64_t file, uint32_t page_size, std::string_view policy);
+  // The file's policy name; empty for a file not in the pool.
+  std::string policy_of(uint64_t file) const;
+
+  // A read of one page: true (and `out` filled) on a hit. Counts a hit or
+  // a miss unless `count` is false.
+  bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
+  // Pages [first, first + count): all copied and counted as hits, or (when
+  // one is missing) none copied and nothing counted. A page evicted while
+  // the run is copied ends the run as a miss with the pages before it
+  // counted; the caller then reads the run again through the disk path.
+  bool read_run(uint64_t file, int64_t first, uint32_t count, size_t page_size, std::span<std::byte> out);
+  bool contains(uint64_t file, int64_t page) const;
+
+  void fill(uint64_t file, int64_t page, std::span<const std::byte> data);
+  // Keeps a page read ahead of its reader; false when the pool did not keep
+  // it (no room that the policies would give up).
+  bool fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
+  void write(uint64_t file, int64_t page, std::span<const std::byte> data);
+  // Forgets pages of `file` at and beyond `from` (0: the whole file, which
+  // also leaves the pool).
+  void drop(uint64_t file, int64_t from);
+
+  // Pages held for `file` now.
+  uint32_t pages_of(uint64_t file) const;
+  uint64_t size() const;
+  std::vector<FilePoolStats> stats() const;
+
+ private:
+  const uint64_t capacity_;
+  const uint32_t prefetch_pages_;
+  const std::shared_ptr<PolicyRegistry> policies_;
+  std::unique_ptr<BufferPool> pool_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::string> files_;  // GUARDED_BY(mu_): file -> policy name
+};
+
+}  // namespace pagefile::net

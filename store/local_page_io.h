@@ -1,0 +1,40 @@
+// PageIo over a LocalPagefile: each page read or write runs on a thread of
+// the client's I/O pool, so a slow disk serves many requests at once.
+#pragma once
+
+#include <memory>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "store/local_pagefile.h"
+#include "core/page_io.h"
+
+namespace pagefile {
+
+class LocalPageIo final : public PageIo {
+ public:
+  // REQUIRES: `pool` outlives this object and every callback it starts.
+  LocalPageIo(std::unique_ptr<LocalPagefile> file, boost::asio::thread_pool& pool);
+
+  const std::string& name() const override { return file_->name(); }
+  uint32_t page_size() const override { return file_->page_size(); }
+  BufferPolicy recorded_policy() const override { return file_->recorded_policy(); }
+  bool read_only() const override { return file_->read_only(); }
+
+  void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
+  void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
+
+  Status sync() override { return file_->sync(); }
+  Status truncate(int64_t pages) override { return file_->truncate(pages); }
+  Result<int64_t> size_pages() override { return file_->size_pages(); }
+  Status lock(LockMode mode, LockWait wait) override { return file_->lock(mode, wait); }
+  Status unlock() override { return file_->unlock(); }
+  Status set_lock_level(LockLevel level) override { return file_->set_lock_level(level); }
+  Result<bool> reserved_elsewhere() override { return file_->reserved_elsewhere(); }
+
+ private:
+  std::unique_ptr<LocalPagefile> file_;
+  boost::asio::thread_pool& pool_;
+};
+
+}  // namespace pagefile

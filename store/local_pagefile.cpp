@@ -1,0 +1,398 @@
+#include "store/local_pagefile.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/os_error.h"
+#include "core/page_bounds.h"
+
+namespace pagefile {
+
+namespace {
+
+// The byte of the header that Client::lock locks. It lies in the header, so
+// locking it never conflicts with page I/O.
+constexpr off_t kLockByte = 1024;
+
+// The bytes of the header that set_lock_level locks, after os_unix.c's
+// PENDING_BYTE, RESERVED_BYTE and SHARED range (one byte is enough for
+// open-file-description locks).
+constexpr off_t kPendingByte = 2048;
+constexpr off_t kReservedByte = 2049;
+constexpr off_t kSharedByte = 2050;
+
+// Pages below this have their reservation remembered (a bit each, at most
+// 2 MiB); a page beyond it is reserved before every write.
+constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
+
+// One non-blocking byte-range lock call: true when set, false when another
+// description's lock is in the way, an error otherwise.
+Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = start;
+  fl.l_len = len;
+  while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES) return false;
+    return errno_status(errno, what, "lock");
+  }
+  return true;
+}
+
+off_t page_offset(int64_t page, uint32_t page_size) {
+  return static_cast<off_t>(kHeaderSize) + static_cast<off_t>(page) * page_size;
+}
+
+// pread until `out` is full or the file ends; returns the bytes read.
+Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, offset + static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status(errno, what, fmt::format("read at byte {}", offset));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+Status pwrite_full(int fd, std::span<const std::byte> data, off_t offset, std::string_view what) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n =
+        ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status(errno, what, fmt::format("write at byte {}", offset));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+Status fsync_dir(const std::filesystem::path& dir) {
+  std::string dir_name = dir.empty() ? std::string(".") : dir.string();
+  int fd = ::open(dir_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, dir_name, "open directory");
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some file systems cannot fsync a directory; the link is then as durable
+  // as they make it.
+  if (rc != 0 && err != EINVAL) return errno_status(err, dir_name, "fsync directory");
+  return Status::ok();
+}
+
+// Writes a new header into a temporary file beside `path` and links it into
+// place. kAlreadyExists when `path` appeared meanwhile.
+Status create_file(const std::filesystem::path& path, const FileHeader& header) {
+  static std::atomic<uint64_t> counter{0};
+  std::filesystem::path tmp = path;
+  tmp.replace_filename(fmt::format(".{}.creating.{}.{}", path.filename().string(), ::getpid(),
+                                   counter.fetch_add(1)));
+  std::string name = path.string();
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status(errno, name, "create");
+  auto bytes = encode_header(header);
+  Status s = pwrite_full(fd, bytes, 0, name);
+  if (s && ::fdatasync(fd) != 0) s = errno_status(errno, name, "fdatasync");
+  ::close(fd);
+  if (s && ::link(tmp.c_str(), path.c_str()) != 0) s = errno_status(errno, name, "create");
+  ::unlink(tmp.c_str());
+  if (!s) return s;
+  return fsync_dir(path.parent_path());
+}
+
+}  // namespace
+
+LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
+                             bool reserve_first)
+    : fd_(fd), name_(std::move(name)), header_(header), read_only_(read_only), reserve_first_(reserve_first) {}
+
+LocalPagefile::~LocalPagefile() { ::close(fd_); }
+
+Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
+                                                           const OpenSpec& spec) {
+  std::string name = path.string();
+  if (spec.page_size != 0) {
+    if (Status s = check_page_size(spec.page_size); !s) return s;
+  }
+  if (Status s = check_buffer_policy(spec.policy); !s) return s;
+  if (spec.create && spec.read_only) {
+    return Status::invalid_argument(name, "create and read_only together");
+  }
+  int flags = (spec.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (spec.dsync ? O_DSYNC : 0);
+
+  int fd = -1;
+  // Two rounds at most: when create finds the file appeared meanwhile, open it.
+  for (int round = 0; fd < 0 && round < 2; ++round) {
+    if (!(spec.create && spec.exclusive)) {
+      fd = ::open(path.c_str(), flags);
+      if (fd >= 0) break;
+      if (errno != ENOENT || !spec.create) {
+        Status s = errno_status(errno, name, "open");
+        if (s.is(Code::kNotFound)) return Status::not_found(name, "does not exist (create is false)");
+        return s;
+      }
+    }
+    FileHeader header;
+    header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
+    header.policy = spec.policy;
+    header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    Status s = create_file(path, header);
+    if (s.is(Code::kAlreadyExists) && !spec.exclusive) continue;
+    if (s.is(Code::kAlreadyExists)) return Status::already_exists(name, "exists (create is exclusive)");
+    if (!s) return s;
+    fd = ::open(path.c_str(), flags);
+    if (fd < 0) return errno_status(errno, name, "open");
+  }
+  if (fd < 0) return Status::io_error(name, "open: file kept appearing and vanishing");
+
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Status s = errno_status(errno, name, "stat");
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::invalid_argument(name, "is not a regular file");
+  }
+  std::array<std::byte, kHeaderSize> bytes{};
+  Result<size_t> got = pread_full(fd, bytes, 0, name);
+  if (!got) {
+    ::close(fd);
+    return got.status();
+  }
+  Result<FileHeader> header = decode_header(std::span(bytes).first(*got), name);
+  if (!header) {
+    ::close(fd);
+    return header.status();
+  }
+  if (spec.page_size != 0 && spec.page_size != header->page_size) {
+    ::close(fd);
+    return Status::invalid_argument(
+        name, fmt::format("has page size {}, opened with page size {}", header->page_size,
+                          spec.page_size));
+  }
+  // A page of at most 4 KiB starts at a multiple of its size (after the
+  // 4 KiB header), so if the file system's block is no smaller, the page
+  // lies inside one block. (A larger page may straddle two.)
+  struct statvfs fs {};
+  bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
+                       fs.f_frsize < header->page_size;
+  return std::unique_ptr<LocalPagefile>(new LocalPagefile(fd, name, *header, spec.read_only, reserve_first));
+}
+
+Status LocalPagefile::unlink(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) != 0) return errno_status(errno, path.string(), "unlink");
+  return fsync_dir(path.parent_path());
+}
+
+Status LocalPagefile::check_writable(std::string_view operation) const {
+  if (read_only_) return Status::read_only(name_, fmt::format("{}: file was opened read-only", operation));
+  return Status::ok();
+}
+
+Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out) const {
+  if (Status s = check_page_access(page, out.size(), page_size(), name_); !s) return s;
+  Result<size_t> got = pread_full(fd_, out, page_offset(page, page_size()), name_);
+  if (!got) return got.status();
+  if (*got < out.size()) {
+    // Only whole pages exist: a tail cut short by a crash is not a page.
+    std::memset(out.data(), 0, out.size());
+    return PageRead::kBeyondEnd;
+  }
+  return PageRead::kData;
+}
+
+Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) {
+  if (Status s = check_writable("write"); !s) return s;
+  if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
+  off_t offset = page_offset(page, page_size());
+  auto index = static_cast<size_t>(page);
+  bool reserved = !reserve_first_;
+  if (!reserved) {
+    std::lock_guard lock(reserved_mu_);
+    reserved = index < reserved_.size() && reserved_[index];
+  }
+  // Reserve the blocks first: when the disk is full this fails before a
+  // byte of the page is written, so no page is left half old, half new.
+  if (!reserved) {
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) == 0) {
+      std::lock_guard lock(reserved_mu_);
+      if (index < kMaxRememberedReservations) {  // (beyond: a bit per page costs too much)
+        if (index >= reserved_.size()) reserved_.resize(index + 1);
+        reserved_[index] = true;
+      }
+    } else if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
+    }
+  }
+  return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+}
+
+Status LocalPagefile::sync() {
+  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync");
+  return Status::ok();
+}
+
+Status LocalPagefile::truncate(int64_t pages) {
+  if (Status s = check_writable("truncate"); !s) return s;
+  if (pages != 0) {
+    if (Status s = check_page_number(pages - 1, name_); !s) return s;
+  }
+  {
+    // (Callers order a truncate against writes of the same object: the
+    // client and the server both do.)
+    std::lock_guard lock(reserved_mu_);
+    if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
+  }
+  if (::ftruncate(fd_, page_offset(pages, page_size())) != 0) {
+    return errno_status(errno, name_, fmt::format("truncate to {} pages", pages));
+  }
+  return Status::ok();
+}
+
+Result<int64_t> LocalPagefile::size_pages() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
+  if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
+  return static_cast<int64_t>((st.st_size - static_cast<off_t>(kHeaderSize)) / page_size());
+}
+
+Status LocalPagefile::lock(LockMode mode, LockWait wait) {
+  if (mode == LockMode::kExclusive) {
+    if (Status s = check_writable("exclusive lock"); !s) return s;
+  }
+  struct flock fl {};
+  fl.l_type = mode == LockMode::kShared ? F_RDLCK : F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kLockByte;
+  fl.l_len = 1;
+  int cmd = wait == LockWait::kBlock ? F_OFD_SETLKW : F_OFD_SETLK;
+  while (::fcntl(fd_, cmd, &fl) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES) {
+      return Status::busy(name_, fmt::format("{} lock is held by another descriptor or process",
+                                             mode == LockMode::kShared ? "a conflicting" : "a"));
+    }
+    return errno_status(errno, name_, "lock");
+  }
+  return Status::ok();
+}
+
+Status LocalPagefile::unlock() {
+  struct flock fl {};
+  fl.l_type = F_UNLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kLockByte;
+  fl.l_len = 1;
+  if (::fcntl(fd_, F_OFD_SETLK, &fl) != 0) return errno_status(errno, name_, "unlock");
+  return Status::ok();
+}
+
+Status LocalPagefile::set_lock_level(LockLevel level) {
+  std::lock_guard guard(level_mu_);
+  const LockLevel held = level_;
+  if (level == held) return Status::ok();
+  auto invalid = [&](std::string_view why) {
+    return Status::invalid_argument(
+        name_, fmt::format("lock level {} from {}: {}", static_cast<int>(level), static_cast<int>(held), why));
+  };
+  auto busy = [&](std::string_view why) { return Status::busy(name_, why); };
+  auto set = [&](short type, off_t start, off_t len) { return try_range_lock(fd_, type, start, len, name_); };
+
+  if (level < held) {
+    if (level == LockLevel::kShared) {
+      // Turning the write lock on SHARED into a read lock is atomic.
+      auto got = set(F_RDLCK, kSharedByte, 1);
+      if (!got) return got.status();
+      if (!*got) return Status::io_error(name_, "lock: downgrade to SHARED refused");
+      auto freed = set(F_UNLCK, kPendingByte, 2);
+      if (!freed) return freed.status();
+    } else if (level == LockLevel::kNone) {
+      auto freed = set(F_UNLCK, kPendingByte, 3);
+      if (!freed) return freed.status();
+    } else {
+      return invalid("lowering goes to SHARED or NONE only");
+    }
+    level_ = level;
+    return Status::ok();
+  }
+
+  if (level == LockLevel::kPending) return invalid("PENDING is never asked for");
+  if (held == LockLevel::kNone && level != LockLevel::kShared) return invalid("SHARED must be held first");
+  if (level == LockLevel::kReserved && held != LockLevel::kShared) return invalid("SHARED must be held first");
+  if (level > LockLevel::kShared && read_only_) return Status::read_only(name_, "lock: file was opened read-only");
+
+  if (level == LockLevel::kShared) {
+    // A writer at PENDING holds its byte: no new readers until it is done.
+    auto pending = set(F_RDLCK, kPendingByte, 1);
+    if (!pending) return pending.status();
+    if (!*pending) return busy("SHARED: a writer is waiting for readers to leave (PENDING)");
+    auto shared = set(F_RDLCK, kSharedByte, 1);
+    auto freed = set(F_UNLCK, kPendingByte, 1);
+    if (!shared) return shared.status();
+    if (!freed) return freed.status();
+    if (!*shared) return busy("SHARED: another descriptor holds EXCLUSIVE");
+    level_ = LockLevel::kShared;
+    return Status::ok();
+  }
+
+  // RESERVED, or EXCLUSIVE (which takes RESERVED on its way).
+  bool took_reserved = false;
+  if (held < LockLevel::kReserved) {
+    auto reserved = set(F_WRLCK, kReservedByte, 1);
+    if (!reserved) return reserved.status();
+    if (!*reserved) return busy("another descriptor holds RESERVED or above");
+    took_reserved = true;
+  }
+  if (level == LockLevel::kReserved) {
+    level_ = LockLevel::kReserved;
+    return Status::ok();
+  }
+  if (held < LockLevel::kPending) {
+    auto pending = set(F_WRLCK, kPendingByte, 1);
+    if (!pending || !*pending) {
+      if (took_reserved) (void)set(F_UNLCK, kReservedByte, 1);
+      if (!pending) return pending.status();
+      return busy("EXCLUSIVE: a reader is taking SHARED");
+    }
+    level_ = LockLevel::kPending;
+  }
+  auto exclusive = set(F_WRLCK, kSharedByte, 1);
+  if (!exclusive) return exclusive.status();
+  if (!*exclusive) return busy("EXCLUSIVE: other descriptors hold SHARED; left at PENDING");
+  level_ = LockLevel::kExclusive;
+  return Status::ok();
+}
+
+Result<bool> LocalPagefile::reserved_elsewhere() const {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kReservedByte;
+  fl.l_len = 1;
+  while (::fcntl(fd_, F_OFD_GETLK, &fl) != 0) {
+    if (errno != EINTR) return errno_status(errno, name_, "check lock");
+  }
+  return fl.l_type != F_UNLCK;
+}
+
+}  // namespace pagefile

@@ -1,0 +1,191 @@
+# The Pagefile wire protocol: every message between clients and servers
+# (doc/wire_protocol.md). One Request or Response per frame (wire/frame.h).
+#
+# Every request carries an id that its response carries back, so many
+# requests share one connection and their responses may arrive in any order.
+# Every message carries the protocol version; a peer that speaks another
+# version answers (or is answered) with an error and nothing else happens.
+@0xeb1a2828833c0447;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("pagefile::net::wire");
+
+const protocolVersion :UInt16 = 1;
+
+# pagefile::Code, by number (include/pagefile/status.h).
+struct Error {
+  code @0 :UInt16;
+  message @1 :Text;
+}
+
+struct Policy {
+  access @0 :UInt8;       # pagefile::AccessType
+  minPages @1 :UInt32;
+  maxPages @2 :UInt32;
+  name @3 :Text;          # the policy's registered name; empty: the built-in named by access
+}
+
+# The catalog's record of one Pagefile.
+struct FileRecord {
+  name @0 :Text;
+  id @1 :UInt64;
+  pageSize @2 :UInt32;
+  sizePages @3 :Int64;
+  placement @4 :UInt8;     # 0 stripe, 1 hash
+  stripePages @5 :UInt32;
+  servers @6 :List(Text);  # addresses, in placement order
+  policy @7 :Policy;
+  createdUnixNs @8 :Int64;
+}
+
+# A file's share on one page server: the pages of the file that live there.
+struct Share {
+  fileId @0 :UInt64;
+  pageSize @1 :UInt32;
+  # The file's buffer policy as the sender opened it, for the server's pool
+  # (reads carry it; empty: the server keeps what it has, else "random").
+  policy @2 :Text;
+  # Where the file's pages are, for a server reading ahead over its own
+  # pages only (placement stripe): the file's stripe unit, how many servers
+  # hold it and which of them this one is. 0 stripe pages: not known.
+  stripePages @3 :UInt32;
+  serverCount @4 :UInt32;
+  serverIndex @5 :UInt32;
+}
+
+struct ReadPages {
+  share @0 :Share;
+  page @1 :Int64;
+  count @2 :UInt32;        # a run of pages [page, page + count)
+}
+
+struct WritePages {
+  share @0 :Share;
+  page @1 :Int64;
+  data @2 :Data;           # a whole number of pages, written from `page` on
+}
+
+struct TruncateShare {
+  share @0 :Share;
+  pages @1 :Int64;         # pages at and beyond this number are dropped
+}
+
+struct OpenFile {
+  name @0 :Text;
+  create @1 :Bool;
+  exclusive @2 :Bool;
+  pageSize @3 :UInt32;     # 0: the recorded size (or the default on create)
+  placement @4 :UInt8;
+  stripePages @5 :UInt32;
+  servers @6 :List(Text);  # the server set for a new file
+  policy @7 :Policy;
+}
+
+struct SetSize {
+  fileId @0 :UInt64;
+  pages @1 :Int64;
+  growOnly @2 :Bool;       # writes extended the file: never shrink it (truncate shrinks)
+}
+
+struct Lock {
+  fileId @0 :UInt64;
+  owner @1 :UInt64;        # one client; its lease covers all its locks
+  level @2 :UInt8;         # net::LockLevel
+}
+
+struct LockState {
+  level @0 :UInt8;             # the level the owner holds now
+  reservedByOther @1 :Bool;    # another owner holds RESERVED or more
+  leaseMs @2 :UInt32;          # the lease: renew at least this often
+  sizePages @3 :Int64;         # the file's size as the catalog records it
+  version @4 :UInt64;          # moves whenever the file may have changed (lease_table.h)
+}
+
+struct LockInfo {
+  fileId @0 :UInt64;
+  owner @1 :UInt64;
+  level @2 :UInt8;
+  expiresInMs @3 :Int64;
+}
+
+struct ServerStats {
+  requests @0 :UInt64;
+  pagesRead @1 :UInt64;
+  pagesWritten @2 :UInt64;
+  cacheHits @3 :UInt64;
+  cacheMisses @4 :UInt64;
+  diskReads @5 :UInt64;
+  diskWrites @6 :UInt64;
+  syncs @7 :UInt64;
+  bytesIn @8 :UInt64;
+  bytesOut @9 :UInt64;
+  connections @10 :UInt32;
+  errors @11 :UInt64;
+  cachePages @12 :UInt64;        # pages the cache holds now
+  diskLatencyUs @13 :UInt32;     # emulated latency per uncached access, 0 when off
+  unconfirmedWriteBytes @14 :UInt64;
+  files @15 :List(FileCacheStats);  # the server pool's counters, per file
+  cacheCapacity @16 :UInt64;        # --cache-pages
+  prefetchPages @17 :UInt32;        # global-sequential window (k)
+}
+
+struct DiskRead {
+  fileId @0 :UInt64;
+  page @1 :Int64;
+}
+
+# What the server's buffer pool did for one file's share since it took its
+# current policy.
+struct FileCacheStats {
+  fileId @0 :UInt64;
+  policy @1 :Text;
+  hits @2 :UInt64;
+  misses @3 :UInt64;
+  prefetchUsed @4 :UInt64;
+  prefetchWasted @5 :UInt64;
+  evictions @6 :UInt64;
+  pages @7 :UInt32;              # pages held now
+}
+
+struct Request {
+  id @0 :UInt64;
+  version @1 :UInt16;
+  union {
+    # Any server.
+    ping @2 :Void;
+    read @3 :ReadPages;
+    write @4 :WritePages;
+    sync @5 :Share;            # every earlier write to the share is durable
+    truncate @6 :TruncateShare;
+    dropShare @7 :Share;       # the file was removed: delete the share
+    stats @8 :Void;
+    # The catalog.
+    open @9 :OpenFile;
+    stat @10 :Text;            # by name
+    setSize @11 :SetSize;
+    unlink @12 :Text;          # by name; answers with the removed record
+    list @13 :Void;
+    lock @14 :Lock;
+    renewLease @15 :UInt64;    # owner
+    locks @16 :Void;
+    releaseOwner @17 :UInt64;  # owner is going away
+    # Any server, for tests and diagnosis.
+    diskReadLog @18 :Void;     # the pages this server read from its disk, in order
+  }
+}
+
+struct Response {
+  id @0 :UInt64;
+  version @1 :UInt16;
+  union {
+    error @2 :Error;
+    ok @3 :Void;
+    pages @4 :Data;            # read: count pages, zeros where never written
+    file @5 :FileRecord;       # open, stat, unlink
+    files @6 :List(FileRecord);
+    stats @7 :ServerStats;
+    lockState @8 :LockState;
+    locks @9 :List(LockInfo);
+    diskReadLog @10 :List(DiskRead);
+  }
+}

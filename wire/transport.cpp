@@ -1,0 +1,54 @@
+// listen() and connect(): pick the transport by the kind of address.
+#include "wire/transport.h"
+
+#include <fmt/format.h>
+
+#include "wire/transport_internal.h"
+
+namespace pagefile::net {
+
+namespace internal {
+
+std::string frame_length_problem(uint64_t bytes) {
+  if (bytes == 0) return "malformed frame: length 0 (a frame holds at least one word)";
+  if (bytes % sizeof(capnp::word) != 0) {
+    return fmt::format("malformed frame: length {} is not a multiple of {}", bytes, sizeof(capnp::word));
+  }
+  if (bytes > kMaxFrameBytes) {
+    return fmt::format("malformed frame: length {} is above the limit of {} bytes", bytes, kMaxFrameBytes);
+  }
+  return {};
+}
+
+}  // namespace internal
+
+Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Address& address,
+                                         Listener::AcceptHandler on_accept, InprocHub* hub) {
+  switch (address.kind) {
+    case Address::Kind::kTcp:
+      return internal::listen_tcp(io, address, std::move(on_accept));
+    case Address::Kind::kUnix:
+      return internal::listen_unix(io, address, std::move(on_accept));
+    case Address::Kind::kInproc:
+      if (hub == nullptr) return Status::invalid_argument(address.text(), "listening on an inproc: address needs an InprocHub");
+      return internal::listen_inproc(io, address, std::move(on_accept), *hub);
+  }
+  return Status::invalid_argument(address.text(), "unknown kind of address");
+}
+
+Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address, int timeout_ms,
+                                            InprocHub* hub, Connection::Reading reading, int send_timeout_ms) {
+  if (send_timeout_ms <= 0) send_timeout_ms = timeout_ms;
+  switch (address.kind) {
+    case Address::Kind::kTcp:
+      return internal::connect_tcp(io, address, timeout_ms, reading, send_timeout_ms);
+    case Address::Kind::kUnix:
+      return internal::connect_unix(io, address, timeout_ms, reading, send_timeout_ms);
+    case Address::Kind::kInproc:
+      if (hub == nullptr) return Status::invalid_argument(address.text(), "connecting to an inproc: address needs an InprocHub");
+      return internal::connect_inproc(io, address, *hub);
+  }
+  return Status::invalid_argument(address.text(), "unknown kind of address");
+}
+
+}  // namespace pagefile::net

@@ -1,0 +1,269 @@
+// The client's end of a stream connection read by its waiters
+// (Connection::Reading::kByWaiter): no io_context touches it. send() writes
+// on the calling thread; read_frames() reads on the calling thread, one
+// thread at a time, and delivers what arrived there. The end is seen by
+// whichever of them meets it, and reported by a reader.
+//
+// The descriptor is shut down, never closed, while the connection lives, so
+// a thread still in poll() or sendmsg() on it never touches a descriptor
+// number that another open has reused; the destructor closes it.
+//
+// A reader polls the socket for a while before it sleeps, when answers have
+// lately come that soon: on a virtual machine a sleeping thread's CPU halts,
+// and waking it again costs tens of microseconds (an exit to the host),
+// more than a cached page read takes the server. The spin is skipped while
+// answers take far longer than it (a server whose disk is slow), so it costs
+// CPU mostly where it saves time.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "wire/frame_buffer.h"
+#include "wire/transport_internal.h"
+
+namespace pagefile::net::internal {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status errno_socket_status(int err, std::string_view peer, std::string_view operation) {
+  return socket_status(boost::system::error_code(err, boost::system::system_category()), peer, operation);
+}
+
+// Milliseconds for poll() until `deadline`, rounded up so a wait never
+// ends just short of it.
+int poll_ms(Clock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+class WaiterReadConnection final : public Connection, public std::enable_shared_from_this<WaiterReadConnection> {
+ public:
+  WaiterReadConnection(int fd, std::string peer, int send_timeout_ms)
+      : fd_(fd), peer_(std::move(peer)), send_timeout_(std::chrono::milliseconds(send_timeout_ms)) {}
+  ~WaiterReadConnection() override { ::close(fd_); }
+
+  // REQUIRES: before the first read_frames().
+  void start(FrameHandler on_frame, CloseHandler on_close) override {
+    if (started_) return;
+    on_frame_ = std::move(on_frame);
+    on_close_ = std::move(on_close);
+    started_ = true;
+  }
+
+  void send(Frame frame) override {
+    const size_t bytes = frame.size() * sizeof(capnp::word);
+    std::string problem = frame_length_problem(bytes);
+    if (!problem.empty()) {
+      fail(Status::invalid_argument(peer_, fmt::format("cannot send: {}", problem)));
+      return;
+    }
+    // One frame at a time, whole: frames from several threads never mix.
+    std::lock_guard lock(write_mu_);
+    const size_t whole = kFrameHeaderBytes + bytes;
+    size_t written = 0;
+    const auto deadline = Clock::now() + send_timeout_;
+    while (!ending_) {
+      ssize_t n = send_frame_now(fd_, frame, written);
+      if (n > 0) {
+        written += static_cast<size_t>(n);
+        if (written == whole) return;
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        fail(errno_socket_status(errno, peer_, "write"));
+        return;
+      }
+      // The socket is full: the server reads slowly. Wait for room, a while.
+      pollfd want{fd_, POLLOUT, 0};
+      if (Clock::now() >= deadline || (::poll(&want, 1, poll_ms(deadline)) == 0 && Clock::now() >= deadline)) {
+        fail(Status::disconnected(peer_, fmt::format("could not send for {} ms (the server does not read)",
+                                                     send_timeout_.count())));
+        return;
+      }
+    }
+  }
+
+  void close() override {
+    auto self = shared_from_this();
+    fail(Status::ok());
+    // Reported here unless a reader is at work (then it reports, having
+    // delivered nothing more: it checks for the end before each frame).
+    if (reading_.exchange(true, std::memory_order_acquire)) return;
+    if (!reported_) report(Status::ok());
+    reading_.store(false, std::memory_order_release);
+  }
+
+  // Every frame sent has been written when send() returned.
+  void close_after_sending() override { close(); }
+
+  // Only the threads that read pace this connection; a pause holds them off.
+  void pause_reading() override { paused_ = true; }
+  void resume_reading() override { paused_ = false; }
+
+  std::string peer() const override { return peer_; }
+
+  Reading reading() const override { return Reading::kByWaiter; }
+
+  ReadOutcome read_frames(std::chrono::milliseconds timeout) override {
+    if (paused_ || reading_.exchange(true, std::memory_order_acquire)) return ReadOutcome::kBusy;
+    auto self = shared_from_this();  // a CloseHandler may drop the last other pointer
+    ReadOutcome outcome = read_locked(Clock::now() + timeout);
+    reading_.store(false, std::memory_order_release);
+    return outcome;
+  }
+
+ private:
+  // REQUIRES: reading_ is ours.
+  ReadOutcome read_locked(Clock::time_point deadline) {
+    if (reported_) return ReadOutcome::kEnded;
+    if (!started_) return ReadOutcome::kNothing;
+    std::optional<Clock::time_point> waiting_since;  // set once this call found nothing to read
+    bool spun = false;
+    for (;;) {
+      std::span<uint8_t> space = buffer_.space();
+      ssize_t n = ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        if (waiting_since) {
+          // The wait an answer takes, smoothed over the last few.
+          typical_wait_ += ((Clock::now() - *waiting_since) - typical_wait_) / 8;
+          waiting_since.reset();
+        }
+        buffer_.filled(static_cast<size_t>(n));
+        bool delivered = deliver();
+        if (reported_) return ReadOutcome::kEnded;
+        if (delivered) return ReadOutcome::kDelivered;
+        continue;  // the start of a frame: wait for the rest
+      }
+      if (n == 0) {
+        report(Status::disconnected(peer_, "closed by the peer"));
+        return ReadOutcome::kEnded;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        report(errno_socket_status(errno, peer_, "read"));
+        return ReadOutcome::kEnded;
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return ReadOutcome::kNothing;
+      if (!waiting_since) waiting_since = now;
+      if (!spun && typical_wait_ < kSpinWhileWaitsUnder) {
+        spun = true;
+        if (spin_for_data(std::min(now + kSpin, deadline))) continue;
+      }
+      pollfd want{fd_, POLLIN, 0};
+      int ready = ::poll(&want, 1, poll_ms(deadline));
+      if (ready < 0 && errno != EINTR) {
+        report(errno_socket_status(errno, peer_, "poll"));
+        return ReadOutcome::kEnded;
+      }
+      if (ready == 0) return ReadOutcome::kNothing;
+    }
+  }
+
+  // Polls the socket, without sleeping, until data arrives (true) or
+  // `until`.
+  bool spin_for_data(Clock::time_point until) {
+    pollfd want{fd_, POLLIN, 0};
+    do {
+      if (::poll(&want, 1, 0) != 0) return true;  // data, an end or an error: recv() will tell
+    } while (Clock::now() < until);
+    return false;
+  }
+
+  // Delivers the whole frames buffered; whether it delivered any. Stops at
+  // the end (close() from a handler) or a pause.
+  bool deliver() {
+    bool any = false;
+    Frame frame;
+    std::string problem;
+    while (!ending_ && !paused_) {
+      FrameBuffer::Next next = buffer_.next(frame, problem);
+      if (next == FrameBuffer::Next::kMore) break;
+      if (next == FrameBuffer::Next::kMalformed) {
+        report(Status::corruption(peer_, problem));
+        return any;
+      }
+      any = true;
+      on_frame_(std::move(frame));
+      frame = Frame();
+    }
+    buffer_.shrink_when_empty();
+    if (ending_) report(Status::ok());
+    return any;
+  }
+
+  // Records the first reason the connection ends and shuts the socket, so
+  // that the reader, now or next, meets the end and reports it.
+  void fail(Status why) {
+    {
+      std::lock_guard lock(end_mu_);
+      if (ending_) return;
+      end_status_ = std::move(why);
+      ending_ = true;
+    }
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+
+  // REQUIRES: reading_ is ours. Ends the connection (with the first reason
+  // given, else `seen`) and runs the CloseHandler, once.
+  void report(Status seen) {
+    if (reported_) return;
+    fail(std::move(seen));
+    Status why;
+    {
+      std::lock_guard lock(end_mu_);
+      why = end_status_;
+    }
+    reported_ = true;
+    CloseHandler on_close = std::move(on_close_);
+    on_close_ = nullptr;
+    on_frame_ = nullptr;
+    if (on_close) on_close(why);
+  }
+
+  const int fd_;
+  const std::string peer_;
+  const std::chrono::milliseconds send_timeout_;
+
+  std::atomic<bool> reading_{false};  // a thread is in read_frames() (or close() reports)
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> ending_{false};   // set once, under end_mu_
+  std::mutex end_mu_;
+  Status end_status_;  // GUARDED_BY(end_mu_)
+
+  // How long a reader polls before it sleeps (see the top of this file):
+  // about what a cached page read over loopback takes, end to end.
+  // It spins while answers typically come within a few spins' time (a wait
+  // that ended in sleep counts the wake-up too, so the bound is loose
+  // enough to come back to spinning after a slow spell).
+  static constexpr std::chrono::microseconds kSpin{50};
+  static constexpr std::chrono::microseconds kSpinWhileWaitsUnder{4 * kSpin};
+
+  // Owned by whoever holds reading_.
+  Clock::duration typical_wait_{0};  // for an answer, once a reader found none waiting
+  bool started_ = false;
+  bool reported_ = false;
+  FrameBuffer buffer_;
+  FrameHandler on_frame_;
+  CloseHandler on_close_;
+
+  std::mutex write_mu_;  // one send() at a time
+};
+
+}  // namespace
+
+std::shared_ptr<Connection> make_waiter_read_connection(int fd, std::string peer, int send_timeout_ms) {
+  return std::make_shared<WaiterReadConnection>(fd, std::move(peer), send_timeout_ms);
+}
+
+}  // namespace pagefile::net::internal
