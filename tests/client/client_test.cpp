@@ -204,7 +204,7 @@ TEST_CASE("open: missing file, exclusive create, page sizes, bad names, remote")
   CHECK_CODE(fx.client->open(std::string("a\0b", 3), {.create = true}), Code::kInvalidArgument);
   CHECK_CODE(fx.client->open("h", {.create = true, .policy = BufferPolicy{AccessType::kRandom, 9, 3}}),
              Code::kInvalidArgument);
-  // Remote files exist apart from local ones (tests/net covers them).
+  // Remote files exist apart from local ones (tests/bus covers them).
   CHECK_CODE(fx.client->open("f", {.location = Location::kRemote}), Code::kNotFound);
   auto bad_bus = Client::start({.local_dir = fx.dir.path(), .bus = "tcp://nowhere"});
   REQUIRE_OK(bad_bus);
