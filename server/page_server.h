@@ -2,9 +2,9 @@
 // bus names it so) the catalog. pagefiled runs one; the embedded default
 // runs several inside the client's process. Same code either way.
 //
-// Concurrency (TOPs section 3): a network thread decodes requests; page
-// work runs on a pool of `threads`, so one slow request never blocks the
-// others. Requests of one connection that touch the same page of the same
+// Concurrency (TOPs section 3): the runtime's network thread decodes
+// requests; page work runs on its work pool (core/io_runtime.h), so one
+// slow request never blocks the others. Requests of one connection that touch the same page of the same
 // file run in the order they arrived; sync and truncate of a file wait for
 // that connection's earlier requests on the file. Catalog requests run one
 // at a time.
@@ -16,9 +16,10 @@
 // Emulated disk: with disk_latency > 0, every page access that misses the
 // server's cache holds the one "disk arm" for that long before it runs, so a
 // server does at most 1/disk_latency uncached accesses per second, however
-// many threads it has. A global-sequential window read (server/server_pool.h)
-// is one access: a seek, then an ascending run taken as free. Off by
-// default; reports that use it say so.
+// many threads it has (server/share_store.h). A global-sequential window
+// read (server/server_pool.h) is one access: a seek, then an ascending run
+// taken as free. Off by default; reports that use it say so. Without it
+// there is no arm: page accesses run in parallel.
 //
 // Buffer pool: `cache_pages` pages under each file's policy, named by the
 // clients in their requests (server/server_pool.h); per-file counters in
@@ -37,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/io_runtime.h"
 #include "wire/address.h"
 #include "wire/pagefile.capnp.h"
 #include "wire/transport.h"
@@ -105,11 +107,15 @@ bool is_catalog_request(wire::Request::Reader request);
 class PageServer {
  public:
   // Creates `options.dir` if needed and listens on `address` (inproc:
-  // addresses register with `hub`). Fails with the listener's error, or
-  // kInvalidArgument for bad options.
+  // addresses register with `hub`), on `runtime`'s threads: a process's
+  // shared runtime for an embedded server (its work pool then serves, and
+  // options.threads is not used), or null for a runtime of the server's own
+  // with options.threads work threads (pagefiled). Fails with the
+  // listener's error, or kInvalidArgument for bad options.
   static Result<std::unique_ptr<PageServer>> start(const ServerOptions& options,
                                                    const Address& address,
-                                                   InprocHub* hub = nullptr);
+                                                   InprocHub* hub = nullptr,
+                                                   std::shared_ptr<IoRuntime> runtime = nullptr);
   ~PageServer();  // stop()
   PageServer(const PageServer&) = delete;
   PageServer& operator=(const PageServer&) = delete;
@@ -153,8 +159,9 @@ class PageServer {
   class Impl;
 
  private:
-  explicit PageServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  PageServer(std::shared_ptr<Impl> impl, std::shared_ptr<IoRuntime> runtime);
+  std::shared_ptr<IoRuntime> runtime_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace pagefile::net

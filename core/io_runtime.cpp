@@ -1,0 +1,45 @@
+#include "core/io_runtime.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace pagefile {
+
+IoRuntime::IoRuntime(uint32_t work_threads)
+    : work_threads_(std::max<uint32_t>(1, work_threads)),
+      keep_running_(boost::asio::make_work_guard(io_)),
+      io_thread_([this] { io_.run(); }),
+      work_(work_threads_) {}
+
+std::shared_ptr<IoRuntime> IoRuntime::start(uint32_t work_threads) {
+  return std::shared_ptr<IoRuntime>(new IoRuntime(work_threads));
+}
+
+std::shared_ptr<IoRuntime> IoRuntime::shared() {
+  // A weak reference: the process's runtime lives exactly while someone
+  // uses it, so a process that stops its last client has no threads left
+  // (and a library unloaded after that leaves none behind).
+  static std::mutex mu;
+  static std::weak_ptr<IoRuntime> current;
+  std::lock_guard lock(mu);
+  if (auto runtime = current.lock()) return runtime;
+  auto runtime = start(kSharedWorkThreads);
+  current = runtime;
+  return runtime;
+}
+
+IoRuntime::~IoRuntime() {
+  // Work already queued finishes: connections ending, their last handlers,
+  // so nothing a handler holds is left behind. Past the grace the network
+  // thread stops outright and what is still queued is destroyed unrun.
+  work_.join();
+  keep_running_.reset();
+  auto deadline = std::chrono::steady_clock::now() + kFinishGrace;
+  while (!io_.stopped() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  io_.stop();
+  io_thread_.join();
+}
+
+}  // namespace pagefile

@@ -1,0 +1,149 @@
+#include "server/catalog_service.h"
+
+#include <fmt/format.h>
+
+#include "wire/wire_convert.h"
+
+namespace pagefile::net {
+
+bool is_catalog_request(wire::Request::Reader request) {
+  switch (request.which()) {
+    case wire::Request::OPEN:
+    case wire::Request::STAT:
+    case wire::Request::SET_SIZE:
+    case wire::Request::UNLINK:
+    case wire::Request::LIST:
+    case wire::Request::LOCK:
+    case wire::Request::RENEW_LEASE:
+    case wire::Request::RELEASE_OWNER:
+    case wire::Request::LOCKS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+CatalogService::CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease)
+    : dir_(std::move(dir)), lease_(lease) {}
+
+Status CatalogService::open() {
+  if (store_) return Status::ok();
+  if (closed_) return Status::disconnected("server", "is shutting down");
+  auto store = CatalogStore::open(dir_ / "catalog.db");
+  if (!store) return store.status();
+  store_ = std::move(*store);
+  leases_ = std::make_unique<LeaseTable>(lease_);
+  return Status::ok();
+}
+
+void CatalogService::close() {
+  std::lock_guard lock(mu_);
+  store_.reset();
+  leases_.reset();
+  closed_ = true;
+}
+
+Status CatalogService::answer(wire::Request::Reader request, wire::Response::Builder response) {
+  std::lock_guard lock(mu_);
+  if (Status s = open(); !s) return s;
+  switch (request.which()) {
+    case wire::Request::OPEN: return open_file(request.getOpen(), response);
+    case wire::Request::STAT: {
+      auto found = store_->lookup(std::string(request.getStat()));
+      if (!found) return found.status();
+      to_wire(*found, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::SET_SIZE: {
+      auto req = request.getSetSize();
+      Status s = store_->set_size(req.getFileId(), req.getPages(), req.getGrowOnly());
+      if (s) leases_->note_change(req.getFileId());
+      return s;
+    }
+    case wire::Request::UNLINK: {
+      auto removed = store_->remove(std::string(request.getUnlink()));
+      if (!removed) return removed.status();
+      leases_->release_file(removed->id);
+      to_wire(*removed, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::LIST: {
+      auto all = store_->list();
+      if (!all) return all.status();
+      auto files = response.initFiles(static_cast<unsigned>(all->size()));
+      for (unsigned i = 0; i < all->size(); ++i) to_wire((*all)[i], files[i]);
+      return Status::ok();
+    }
+    case wire::Request::LOCK: return set_lock(request.getLock(), response);
+    case wire::Request::RENEW_LEASE: return leases_->renew(request.getRenewLease());
+    case wire::Request::RELEASE_OWNER:
+      leases_->release_owner(request.getReleaseOwner());
+      return Status::ok();
+    case wire::Request::LOCKS: {
+      auto all = leases_->list();
+      auto locks = response.initLocks(static_cast<unsigned>(all.size()));
+      for (unsigned i = 0; i < all.size(); ++i) {
+        locks[i].setFileId(all[i].file_id);
+        locks[i].setOwner(all[i].owner);
+        locks[i].setLevel(static_cast<uint8_t>(all[i].level));
+        locks[i].setExpiresInMs(all[i].expires_in.count());
+      }
+      return Status::ok();
+    }
+    default:
+      return Status::not_supported("request", fmt::format("unknown request type {}",
+                                                          static_cast<int>(request.which())));
+  }
+}
+
+Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Builder response) {
+  std::string name = req.getName();
+  auto found = store_->lookup(name);
+  if (found) {
+    if (req.getCreate() && req.getExclusive()) {
+      return Status::already_exists(name, "exists (create is exclusive)");
+    }
+    if (req.getPageSize() != 0 && req.getPageSize() != found->page_size) {
+      return Status::invalid_argument(
+          name, fmt::format("has page size {}, opened with page size {}", found->page_size,
+                            req.getPageSize()));
+    }
+    to_wire(*found, response.initFile());
+    return Status::ok();
+  }
+  if (!found.status().is(Code::kNotFound)) return found.status();
+  if (!req.getCreate()) return Status::not_found(name, "does not exist (create is false)");
+  FileRecord proto;
+  proto.name = name;
+  proto.page_size = req.getPageSize() != 0 ? req.getPageSize() : kDefaultPageSize;
+  if (Status s = check_page_size(proto.page_size); !s) return s.with_context(name);
+  proto.placement = req.getPlacement() == 1 ? Placement::kHash : Placement::kStripe;
+  proto.stripe_pages = req.getStripePages();
+  for (auto s : req.getServers()) proto.servers.emplace_back(s);
+  proto.policy = from_wire(req.getPolicy());
+  auto created = store_->create(proto);
+  if (!created) return created.status();
+  to_wire(*created, response.initFile());
+  return Status::ok();
+}
+
+Status CatalogService::set_lock(wire::Lock::Reader req, wire::Response::Builder response) {
+  if (req.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
+    return Status::invalid_argument("lock", fmt::format("unknown level {}", req.getLevel()));
+  }
+  auto record = store_->lookup_id(req.getFileId());
+  if (!record) {
+    return Status::not_found(fmt::format("file {}", req.getFileId()), "is not in the catalog");
+  }
+  Status s = leases_->set_level(req.getFileId(), req.getOwner(), static_cast<LockLevel>(req.getLevel()));
+  if (!s) return s;
+  auto state = response.initLockState();
+  state.setSizePages(record->size_pages);
+  state.setVersion(leases_->version(req.getFileId()));
+  state.setLevel(static_cast<uint8_t>(leases_->level(req.getFileId(), req.getOwner())));
+  state.setReservedByOther(leases_->reserved_by_other(req.getFileId(), req.getOwner()));
+  state.setLeaseMs(static_cast<uint32_t>(leases_->lease().count()));
+  return Status::ok();
+}
+
+}  // namespace pagefile::net

@@ -1,0 +1,54 @@
+// The catalog as a page server serves it (TOPs file information server):
+// the file records (server/catalog_store.h) and the leased locks
+// (server/lease_table.h) behind the catalog requests of the wire protocol
+// (open, stat, set size, unlink, list, lock, renew, release, locks).
+//
+// The records' database opens on the first catalog request, so a server
+// that is not the catalog never creates one.
+//
+// Thread-safety: thread-safe; requests run one at a time (mu_), so the
+// store and the lease table, which are not thread-safe, see one caller.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+#include "server/catalog_store.h"
+#include "server/lease_table.h"
+#include "server/page_server.h"
+#include "wire/pagefile.capnp.h"
+
+namespace pagefile::net {
+
+class CatalogService {
+ public:
+  // The records live in dir/catalog.db; locks last `lease` past their
+  // owner's last renewal.
+  CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease);
+
+  // Answers a catalog request into `response`: its answer, or the error
+  // to send. kNotSupported for a request that is not the catalog's;
+  // kDisconnected after close().
+  Status answer(wire::Request::Reader request, wire::Response::Builder response);
+
+  // Closes the database: later requests get kDisconnected, and the
+  // directory may go to another server of this process.
+  void close();
+
+ private:
+  // REQUIRES: mu_ held (these three).
+  Status open();
+  Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response);
+  Status set_lock(wire::Lock::Reader req, wire::Response::Builder response);
+
+  const std::filesystem::path dir_;
+  const std::chrono::milliseconds lease_;
+  std::mutex mu_;
+  std::unique_ptr<CatalogStore> store_;  // GUARDED_BY(mu_), opened on first use
+  std::unique_ptr<LeaseTable> leases_;   // GUARDED_BY(mu_)
+  bool closed_ = false;                  // GUARDED_BY(mu_)
+};
+
+}  // namespace pagefile::net

@@ -1,0 +1,158 @@
+#include "server/session.h"
+
+#include <algorithm>
+
+#include <capnp/serialize.h>
+#include <fmt/format.h>
+#include <kj/exception.h>
+
+#include "wire/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace {
+
+constexpr int64_t kWholeFile = INT64_MAX;
+
+}  // namespace
+
+void Session::start() {
+  auto self = shared_from_this();
+  connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
+                     [self](Status why) { self->on_close(why); });
+}
+
+void Session::reply_error(uint64_t id, const Status& status, bool then_close) {
+  server_->tally_.errors++;
+  connection_->send(error_frame(id, status));
+  if (then_close) connection_->close_after_sending();
+}
+
+Session::Span Session::span_of(wire::Request::Reader request, uint64_t& write_bytes) {
+  write_bytes = 0;
+  switch (request.which()) {
+    case wire::Request::READ: {
+      auto r = request.getRead();
+      return {r.getShare().getFileId() + 1, r.getPage(), r.getPage() + std::max<int64_t>(1, r.getCount())};
+    }
+    case wire::Request::WRITE: {
+      auto w = request.getWrite();
+      uint32_t ps = std::max<uint32_t>(1, w.getShare().getPageSize());
+      int64_t pages = std::max<int64_t>(1, static_cast<int64_t>(w.getData().size() / ps));
+      write_bytes = w.getData().size();
+      return {w.getShare().getFileId() + 1, w.getPage(), w.getPage() + pages};
+    }
+    case wire::Request::SYNC: return {request.getSync().getFileId() + 1, 0, kWholeFile};
+    case wire::Request::TRUNCATE: return {request.getTruncate().getShare().getFileId() + 1, 0, kWholeFile};
+    case wire::Request::DROP_SHARE: return {request.getDropShare().getFileId() + 1, 0, kWholeFile};
+    case wire::Request::PING:
+    case wire::Request::DISK_READ_LOG:
+    case wire::Request::STATS: return {};  // touches nothing
+    default: return {0, 0, kWholeFile};    // the catalog, one at a time
+  }
+}
+
+void Session::on_frame(Frame frame) {
+  server_->tally_.requests++;
+  server_->tally_.bytes_in += frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
+  Job job;
+  job.frame = std::make_shared<Frame>(std::move(frame));
+  uint64_t id = 0;
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::ArrayPtr<const capnp::word>(job.frame->data(), job.frame->size()),
+        frame_reader_options());
+    auto request = reader.getRoot<wire::Request>();
+    id = request.getId();
+    if (request.getVersion() != wire::PROTOCOL_VERSION) {
+      reply_error(id,
+                  Status::not_supported(
+                      "protocol", fmt::format("client speaks version {}, this server speaks {}",
+                                              request.getVersion(), wire::PROTOCOL_VERSION)),
+                  false);
+      return;
+    }
+    job.span = span_of(request, job.write_bytes);
+    if (request.isRead() && !overtakes_earlier(job.span)) {
+      if (std::optional<Frame> out = server_->answer_from_pool(request)) {
+        connection_->send(std::move(*out));
+        return;
+      }
+    }
+  } catch (const kj::Exception& e) {
+    // A frame that is not a Request: answer and hang up, since nothing
+    // after it on this stream can be trusted.
+    reply_error(id, Status::corruption("request", fmt::format("malformed message: {}", e.getDescription().cStr())),
+                true);
+    return;
+  }
+
+  if (!server_->admit(shared_from_this(), job.write_bytes)) {
+    reply_error(id, Status::disconnected("server", "is shutting down"), false);
+    return;
+  }
+  bool start_now = true;
+  {
+    std::lock_guard lock(mu_);
+    job.seq = next_seq_++;
+    for (const auto& [seq, earlier] : active_) {
+      if (earlier.span.overlaps(job.span)) {
+        start_now = false;
+        break;
+      }
+    }
+    active_.emplace(job.seq, job);
+    if (start_now) running_.insert(job.seq);
+  }
+  if (start_now) server_->post_work([self = shared_from_this(), job] { self->run(job); });
+}
+
+bool Session::overtakes_earlier(const Span& span) {
+  std::lock_guard lock(mu_);
+  for (const auto& [seq, earlier] : active_) {
+    if (earlier.span.overlaps(span)) return true;
+  }
+  return false;
+}
+
+void Session::run(const Job& job) {
+  // Once closed, the client is gone and was told its requests failed; a
+  // write it may already have sent again on a new connection must not be
+  // overtaken by this stale one.
+  if (!closed_) connection_->send(server_->respond(*job.frame));
+  finish(job);
+}
+
+void Session::finish(const Job& job) {
+  std::vector<Job> ready;
+  {
+    std::lock_guard lock(mu_);
+    active_.erase(job.seq);
+    running_.erase(job.seq);
+    // Start every waiting job that no earlier job overlaps any more.
+    for (auto it = active_.begin(); it != active_.end(); ++it) {
+      if (running_.count(it->first)) continue;
+      bool blocked = false;
+      for (auto earlier = active_.begin(); earlier != it; ++earlier) {
+        if (earlier->second.span.overlaps(it->second.span)) {
+          blocked = true;
+          break;
+        }
+      }
+      if (!blocked) {
+        running_.insert(it->first);
+        ready.push_back(it->second);
+      }
+    }
+  }
+  for (Job& next : ready) server_->post_work([self = shared_from_this(), next] { self->run(next); });
+  server_->retire(job.write_bytes);
+}
+
+void Session::on_close(const Status& why) {
+  (void)why;  // a client going away is routine
+  closed_ = true;  // requests not yet started are dropped; running ones finish
+  server_->session_ended(shared_from_this());
+}
+
+}  // namespace pagefile::net

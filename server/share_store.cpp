@@ -1,0 +1,288 @@
+#include "server/share_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/page_bounds.h"
+
+namespace pagefile::net {
+
+namespace {
+
+// How many disk reads disk_read_log() keeps, the newest.
+constexpr size_t kDiskReadLogEntries = size_t{1} << 20;
+
+std::filesystem::path share_path(const std::filesystem::path& dir, uint64_t file_id) {
+  return dir / "shares" / fmt::format("{}.pf", file_id);
+}
+
+}  // namespace
+
+ShareStore::ShareStore(const ServerOptions& options, ServerTally& tally)
+    : options_(options), tally_(tally), pool_(options.cache_pages, options.prefetch_pages) {}
+
+std::unique_lock<std::mutex> ShareStore::hold_arm() {
+  if (!emulated_disk()) return {};
+  std::unique_lock arm(arm_);
+  std::this_thread::sleep_for(options_.disk_latency);
+  return arm;
+}
+
+std::mutex& ShareStore::page_lock(uint64_t file_id, int64_t page) {
+  uint64_t h = file_id * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(page);
+  return page_locks_[h % kPageLockStripes];
+}
+
+std::vector<std::unique_lock<std::mutex>> ShareStore::lock_all_pages() {
+  std::vector<std::unique_lock<std::mutex>> all;
+  all.reserve(kPageLockStripes);
+  for (auto& m : page_locks_) all.emplace_back(m);
+  return all;
+}
+
+Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint32_t page_size, bool create) {
+  std::lock_guard lock(shares_mu_);
+  auto it = shares_.find(file_id);
+  if (it != shares_.end()) {
+    if (it->second->page_size() != page_size) {
+      return Status::invalid_argument(
+          fmt::format("file {}", file_id),
+          fmt::format("has page size {}, request says {}", it->second->page_size(), page_size));
+    }
+    return it->second;
+  }
+  LocalPagefile::OpenSpec spec;
+  spec.page_size = page_size;
+  spec.create = create;
+  spec.dsync = options_.sync == SyncMode::kDsync;
+  // (Opening under shares_mu_ keeps two first requests from opening the
+  // file twice; it happens once per file and server run.)
+  auto file = LocalPagefile::open(share_path(options_.dir, file_id), spec);
+  if (!file) return file.status();
+  std::shared_ptr<LocalPagefile> shared = std::move(*file);
+  shares_.emplace(file_id, shared);
+  return shared;
+}
+
+bool ShareStore::reads_at_once(const ShareRef& share) {
+  // (Without a pool there is no window: such a file reads as any other.)
+  bool window = pool_.declare(share.file_id, share.page_size, share.policy) == kGlobalSequential &&
+                pool_.enabled();
+  return !window && !emulated_disk();
+}
+
+bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out) {
+  if (!pool_.enabled()) return false;
+  pool_.declare(share.file_id, share.page_size, share.policy);
+  if (!pool_.read_run(share.file_id, first, count, share.page_size, out)) return false;
+  tally_.pages_read += count;
+  tally_.cache_hits += count;
+  return true;
+}
+
+Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std::span<std::byte> out,
+                        std::optional<ShareLayout> layout) {
+  uint64_t file_id = ref.file_id;
+  uint32_t page_size = ref.page_size;
+  auto file = share(file_id, page_size, /*create=*/false);
+  if (!file && !file.status().is(Code::kNotFound)) return file.status();
+  bool global_sequential = pool_.declare(file_id, page_size, ref.policy) == kGlobalSequential;
+  for (uint32_t i = 0; i < count; ++i) {
+    int64_t page = first + i;
+    auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
+    tally_.pages_read++;
+    if (pool_.read(file_id, page, buffer)) {
+      tally_.cache_hits++;
+      continue;
+    }
+    tally_.cache_misses++;
+    if (!file) {  // nothing was ever written here: zeros, and no disk access
+      std::memset(buffer.data(), 0, buffer.size());
+      continue;
+    }
+    if (global_sequential && pool_.enabled() && layout) {
+      if (Status s = read_window(**file, file_id, *layout, page, buffer); !s) return s;
+      continue;
+    }
+    auto arm = hold_arm();
+    if (Status s = read_miss(**file, file_id, page, buffer); !s) return s;
+  }
+  return Status::ok();
+}
+
+Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out) {
+  auto r = file.read_page(page, out);
+  if (!r) return r.status();
+  tally_.disk_reads++;
+  std::lock_guard log(log_mu_);
+  disk_read_log_.emplace_back(file_id, page);
+  if (disk_read_log_.size() > kDiskReadLogEntries) disk_read_log_.pop_front();
+  return Status::ok();
+}
+
+Status ShareStore::read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out) {
+  if (!pool_.enabled()) return read_from_disk(file, file_id, page, out);
+  std::lock_guard lock(page_lock(file_id, page));
+  if (Status s = read_from_disk(file, file_id, page, out); !s) return s;
+  pool_.fill(file_id, page, out);
+  return Status::ok();
+}
+
+void ShareStore::reset_window(uint64_t file_id, int64_t pages) {
+  std::shared_ptr<Window> w;
+  {
+    std::lock_guard lock(windows_mu_);
+    auto it = windows_.find(file_id);
+    if (it == windows_.end()) return;
+    w = it->second;
+  }
+  std::lock_guard fill(w->fill);
+  w->read_through = std::min(w->read_through, pages - 1);
+}
+
+std::shared_ptr<ShareStore::Window> ShareStore::window(uint64_t file_id) {
+  std::lock_guard lock(windows_mu_);
+  auto& w = windows_[file_id];
+  if (!w) w = std::make_shared<Window>();
+  return w;
+}
+
+// The window of TOPs 2.2. A miss at `page` beyond the window reads every
+// page of this server's share from the window's end up to page + k in
+// ascending order, as one disk access (one seek, then a run the emulated
+// disk takes as free), keeps the pages other readers will ask for (pinned
+// until read), and moves the window. Readers of pages inside a window being
+// read wait for it and then hit. A miss behind the window (its page was
+// evicted, or written and tossed) is an ordinary read.
+//
+// Worked example, k = 4, one server, clients A (0,3,6..), B (1,4,7..) and
+// C (2,5,8..): B's miss at 1 reads 0..5; A and C find 0 and 2 in the pool;
+// A's miss at... never comes: 3, 4 and 5 are there too; C's read of 8
+// (beyond 5) reads 6..12. The disk sees 0,1,..,12 in order, each once.
+Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const ShareLayout& layout, int64_t page,
+                               std::span<std::byte> out) {
+  auto w = window(file_id);
+  std::lock_guard fill(w->fill);
+  // It may have come in while this reader waited for the window.
+  if (pool_.read(file_id, page, out, /*count=*/false)) return Status::ok();
+  auto arm = hold_arm();
+  if (page <= w->read_through) return read_miss(file, file_id, page, out);
+  uint32_t unit = layout.stripe_pages;
+  uint32_t servers = layout.server_count;
+  bool known = unit > 0 && servers > 0 && layout.server_index < servers;
+  auto mine = [&](int64_t p) {
+    return known && static_cast<uint64_t>(p / unit) % servers == layout.server_index;
+  };
+  auto size = file.size_pages();
+  if (!size) return size.status();
+  int64_t last = known ? std::min(page + options_.prefetch_pages, *size - 1) : page;
+  // Pages fetched ahead that no reader has had yet stay pinned; a file may
+  // hold at most half the pool that way, so a reader that never comes
+  // cannot starve the other files.
+  uint64_t room = pool_.capacity() / 2;
+  std::vector<std::byte> buffer(out.size());
+  int64_t through = page;
+  for (int64_t p = std::max(w->read_through + 1, int64_t{0}); p <= last; ++p) {
+    if (p != page && !mine(p)) continue;
+    if (p > page && pool_.pages_of(file_id) >= room) break;
+    std::lock_guard lock(page_lock(file_id, p));
+    if (p == page) {
+      if (Status s = read_from_disk(file, file_id, p, out); !s) return s;
+      through = p;
+      continue;
+    }
+    if (pool_.contains(file_id, p)) {
+      through = p;
+      continue;  // written since, and still held
+    }
+    if (Status s = read_from_disk(file, file_id, p, buffer); !s) return s;
+    // The disk has passed p, kept or not (a page not kept is read again by
+    // its reader, behind the window). Behind `page`: its reader is coming;
+    // ahead: stop once the pool will not keep more.
+    through = p;
+    if (!pool_.fill_prefetched(file_id, p, buffer) && p > page) break;
+  }
+  w->read_through = std::max(w->read_through, through);
+  return Status::ok();
+}
+
+Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std::byte> data) {
+  uint32_t page_size = ref.page_size;
+  if (Status s = check_page_size(page_size); !s) return s;
+  if (data.empty() || data.size() % page_size != 0) {
+    return Status::invalid_argument(
+        fmt::format("file {}", ref.file_id),
+        fmt::format("write of {} bytes is not a whole number of {}-byte pages", data.size(), page_size));
+  }
+  size_t pages = data.size() / page_size;
+  if (Status s = check_page_number(first, "write"); !s) return s;
+  if (Status s = check_page_number(first + static_cast<int64_t>(pages) - 1, "write"); !s) return s;
+  auto file = share(ref.file_id, page_size, /*create=*/true);
+  if (!file) return file.status();
+  pool_.declare(ref.file_id, page_size, ref.policy);
+  for (size_t i = 0; i < pages; ++i) {
+    int64_t page = first + static_cast<int64_t>(i);
+    auto bytes = data.subspan(i * page_size, page_size);
+    {
+      auto arm = hold_arm();
+      std::unique_lock<std::mutex> coherent;
+      if (pool_.enabled()) coherent = std::unique_lock(page_lock(ref.file_id, page));
+      if (Status s = (*file)->write_page(page, bytes); !s) return s;
+      tally_.disk_writes++;
+      pool_.write(ref.file_id, page, bytes);
+    }
+    tally_.pages_written++;
+  }
+  return Status::ok();
+}
+
+Status ShareStore::sync(uint64_t file_id, uint32_t page_size) {
+  tally_.syncs++;
+  auto file = share(file_id, page_size, /*create=*/false);
+  if (file.status().is(Code::kNotFound)) return Status::ok();  // nothing written here
+  if (!file) return file.status();
+  if (options_.sync != SyncMode::kFdatasync) return Status::ok();
+  return (*file)->sync();
+}
+
+Status ShareStore::truncate(const ShareRef& ref, int64_t pages) {
+  auto file = share(ref.file_id, ref.page_size, /*create=*/false);
+  if (file.status().is(Code::kNotFound)) return Status::ok();
+  if (!file) return file.status();
+  {
+    auto all = lock_all_pages();
+    pool_.drop(ref.file_id, pages);
+    if (Status s = (*file)->truncate(pages); !s) return s;
+  }
+  reset_window(ref.file_id, pages);  // after the page locks: a window read takes the two the other way
+  return options_.sync == SyncMode::kFdatasync ? (*file)->sync() : Status::ok();
+}
+
+Status ShareStore::drop(uint64_t file_id) {
+  {
+    std::lock_guard lock(shares_mu_);
+    shares_.erase(file_id);
+  }
+  {
+    auto all = lock_all_pages();
+    pool_.drop(file_id, 0);
+  }
+  reset_window(file_id, 0);
+  Status s = LocalPagefile::unlink(share_path(options_.dir, file_id));
+  return s.is(Code::kNotFound) ? Status::ok() : s;
+}
+
+std::vector<std::pair<uint64_t, int64_t>> ShareStore::disk_read_log() const {
+  return disk_read_log_tail(kDiskReadLogEntries);
+}
+
+std::vector<std::pair<uint64_t, int64_t>> ShareStore::disk_read_log_tail(size_t most) const {
+  std::lock_guard lock(log_mu_);
+  size_t skip = disk_read_log_.size() > most ? disk_read_log_.size() - most : 0;
+  return {disk_read_log_.begin() + static_cast<std::ptrdiff_t>(skip), disk_read_log_.end()};
+}
+
+}  // namespace pagefile::net

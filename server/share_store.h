@@ -1,0 +1,136 @@
+// A page server's pages: its share of every file (one LocalPagefile each,
+// dir/shares/<id>.pf, opened on first use and kept open), the server's
+// buffer pool over them (server/server_pool.h), the emulated disk, and the
+// sliding windows of global-sequential files (TOPs 2.2).
+//
+// Coherence of pool and disk: a page read from disk and put in the pool,
+// and a write of that page to disk and pool, must not interleave (the pool
+// would keep what the disk no longer holds). Each pair runs under the
+// page's lock, one of kPageLockStripes mutexes chosen by (file, page); a
+// truncate or a drop takes them all. They guard the pool's agreement with
+// the disk, nothing else: reads and writes of different pages run in
+// parallel on as many threads as the server has.
+//
+// Emulated disk: with disk_latency > 0, every access that misses the pool
+// holds the one disk arm for that long before it runs, so a server does at
+// most 1/disk_latency uncached accesses per second however many threads it
+// has; a window read is one access (a seek, then a run taken as free).
+// Without an emulated disk there is no arm.
+//
+// Lock order: a window's fill, then the arm, then page locks (ascending).
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "server/page_server.h"
+#include "server/server_counters.h"
+#include "server/server_pool.h"
+#include "store/local_pagefile.h"
+
+namespace pagefile::net {
+
+// Where a share lies in its file, for a global-sequential window to read
+// ahead only this server's pages: with placement stripe, unit s over n
+// servers, page p is on server (p / s) % n. All zero: unknown (hash
+// placement), so no read-ahead.
+struct ShareLayout {
+  uint32_t stripe_pages = 0;
+  uint32_t server_count = 0;
+  uint32_t server_index = 0;
+};
+
+class ShareStore {
+ public:
+  static constexpr size_t kPageLockStripes = 64;
+
+  ShareStore(const ServerOptions& options, ServerTally& tally);
+
+  // Reads `count` pages from `first` on into `out`. With `layout`, a
+  // global-sequential file reads through its window; without, it reads as
+  // any other. Pages never written read as zeros.
+  Status read(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
+              std::optional<ShareLayout> layout);
+  // Reads from the pool alone: true when it held every page (counted as
+  // hits), false otherwise (nothing counted).
+  bool read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out);
+  // Writes whole pages from `first` on, refusing what a WRITE request's
+  // sender could get wrong (page size, partial pages, page numbers).
+  Status write(const ShareRef& share, int64_t first, std::span<const std::byte> data);
+  // Makes every write to the share durable (per the server's SyncMode).
+  Status sync(uint64_t file_id, uint32_t page_size);
+  // Cuts the share to `pages` (pages of the file, not of the share).
+  Status truncate(const ShareRef& share, int64_t pages);
+  // Removes the share and everything held of it.
+  Status drop(uint64_t file_id);
+
+  bool pool_enabled() const { return pool_.enabled(); }
+  // Whether a read of `share` may be done on the caller's thread (no window
+  // to move, no emulated arm to queue on).
+  bool reads_at_once(const ShareRef& share);
+  bool writes_at_once() const { return !emulated_disk(); }
+
+  ServerPool& pool() { return pool_; }
+  const ServerPool& pool() const { return pool_; }
+  std::vector<std::pair<uint64_t, int64_t>> disk_read_log() const;
+  // The newest `most` entries of the log.
+  std::vector<std::pair<uint64_t, int64_t>> disk_read_log_tail(size_t most) const;
+
+ private:
+  // A global-sequential file's window: pages up to read_through have been
+  // read from disk in ascending order. `fill` is held while the window
+  // moves, so one window read finishes before the next starts and the disk
+  // sees one ascending run.
+  struct Window {
+    std::mutex fill;
+    int64_t read_through = -1;  // GUARDED_BY(fill)
+  };
+
+  bool emulated_disk() const { return options_.disk_latency.count() > 0; }
+  // The arm, held for one access's latency; an empty lock without an
+  // emulated disk.
+  std::unique_lock<std::mutex> hold_arm();
+  std::mutex& page_lock(uint64_t file_id, int64_t page);
+  // Every page lock, in order (truncate, drop).
+  std::vector<std::unique_lock<std::mutex>> lock_all_pages();
+
+  Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create);
+  std::shared_ptr<Window> window(uint64_t file_id);
+  // The file's pages at and beyond `pages` are gone: a window past them
+  // moves back so that they are read again when they come back.
+  void reset_window(uint64_t file_id, int64_t pages);
+  // Reads `page` (a miss) from disk and logs it.
+  Status read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out);
+  // A miss read from disk and kept in the pool, under the page's lock.
+  Status read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out);
+  Status read_window(LocalPagefile& file, uint64_t file_id, const ShareLayout& layout, int64_t page,
+                     std::span<std::byte> out);
+
+  const ServerOptions options_;
+  ServerTally& tally_;
+  ServerPool pool_;
+
+  std::mutex arm_;  // the emulated disk: one access at a time
+  std::array<std::mutex, kPageLockStripes> page_locks_;
+
+  std::mutex shares_mu_;
+  std::map<uint64_t, std::shared_ptr<LocalPagefile>> shares_;  // GUARDED_BY(shares_mu_)
+
+  std::mutex windows_mu_;
+  std::map<uint64_t, std::shared_ptr<Window>> windows_;  // GUARDED_BY(windows_mu_)
+
+  mutable std::mutex log_mu_;
+  std::deque<std::pair<uint64_t, int64_t>> disk_read_log_;  // GUARDED_BY(log_mu_)
+};
+
+}  // namespace pagefile::net
