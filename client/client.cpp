@@ -2,12 +2,11 @@
 //
 // Locking: one mutex (mu_) guards every table and every OpenFile and Request
 // field; one condition variable (done_cv_) is notified whenever a request
-// finishes or a file's state changes. Page I/O never waits under mu_:
+// finishes or a file's state changes. Page I/O never runs under mu_:
 // requests are handed to PageIo after the lock is dropped, and completions
-// take it only to record their result. The one exception is PageIo::
-// write_now, a write that an in-process server does at once (a pwrite, no
-// waiting on anyone), done under mu_ so that no request of ours on the page
-// can pass it.
+// take it only to record their result. A write that an in-process server
+// does at once (PageIo::write_now) is registered first, at the front of its
+// page's queue, so that it keeps its place while mu_ is free.
 //
 // Waiting: a thread that waits for a remote request (a confirm, room in the
 // window, sync, close) drops mu_ and reads the answers of that request's
@@ -36,6 +35,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -121,7 +121,6 @@ class Client::Impl {
  public:
   explicit Impl(const ClientOptions& options)
       : options_(options),
-        pool_(options.io_threads),
         policies_(options.policies ? options.policies : PolicyRegistry::with_builtins()),
         cache_(options.cache_pages > 0 ? std::make_unique<BufferPool>(options.cache_pages) : nullptr) {}
 
@@ -167,6 +166,15 @@ class Client::Impl {
   // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
   // while the window has room; appends those to dispatch to `out`.
   void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
+  // REQUIRES: `lock` holds mu_. Waits until no truncate runs on `file` and
+  // its window has room; kInvalidArgument when it was closed meanwhile.
+  Status wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd);
+  // REQUIRES: mu_ held. A request of `page` with the next ticket.
+  RequestPtr new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write);
+  // REQUIRES: mu_ held; nothing queued on `page`. Registers a write of
+  // `page` about to be done by plain call (PageIo::write_now) outside mu_:
+  // ticket, page queue and incomplete writes, outside the window.
+  RequestPtr begin_direct_write_locked(const OpenFilePtr& file, int64_t page, std::span<const std::byte> data);
   // REQUIRES: `lock` holds mu_. Waits until `ready()`. While the request
   // it waits for (`awaited`, else the oldest of `file` still in flight) is
   // unfinished, a remote file's answers are read on this thread meanwhile
@@ -186,7 +194,11 @@ class Client::Impl {
                               PageRead result, std::vector<RequestPtr>& out);
 
   const ClientOptions options_;
-  boost::asio::thread_pool pool_;
+  // The threads of local Pagefiles' page I/O, started at the first local
+  // open: a client of remote files only (the VFS on a bus) runs none.
+  boost::asio::thread_pool& local_pool();
+  std::once_flag pool_started_;
+  std::optional<boost::asio::thread_pool> pool_;
   const std::shared_ptr<const PolicyRegistry> policies_;
   const std::unique_ptr<BufferPool> cache_;  // null: no pool
 
@@ -285,7 +297,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     spec.policy = options.policy.value_or(BufferPolicy{});
     auto local = LocalPagefile::open(local_path(name), spec);
     if (!local) return local.status();
-    io = std::make_shared<LocalPageIo>(std::move(*local), pool_);
+    io = std::make_shared<LocalPageIo>(std::move(*local), local_pool());
   }
 
   auto file = std::make_shared<OpenFile>();
@@ -359,6 +371,11 @@ Status Client::Impl::close(Fd fd) {
   return first_error;
 }
 
+boost::asio::thread_pool& Client::Impl::local_pool() {
+  std::call_once(pool_started_, [this] { pool_.emplace(options_.io_threads); });
+  return *pool_;
+}
+
 Status Client::Impl::stop() {
   std::vector<Fd> open_fds;
   {
@@ -375,7 +392,8 @@ Status Client::Impl::stop() {
     std::lock_guard lock(mu_);
     stopped_ = true;
   }
-  pool_.join();
+  std::call_once(pool_started_, [] {});  // no pool starts after this
+  if (pool_) pool_->join();
   std::lock_guard lock(bus_mu_);
   waking_bus_ = nullptr;
   bus_.reset();
@@ -434,14 +452,37 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     // way below.
     if (file->io->may_act_now() && !file->exclusive && !file->page_queues.contains(page)) {
       if (is_write) {
-        // Under mu_, so no request of ours on the page can pass it.
-        if (file->io->write_now(page, write_data)) {
-          ++file->pool_changes;
-          if (cache_) cache_->write(fd.value, page, write_data);
-          file->failed_pages.erase(page);
-          request = done_locked(file, page, /*is_write=*/true);
+        // Done outside mu_ as a request like any other (ticket, page
+        // queue, incomplete writes), so a later request of the page queues
+        // behind it and sync waits for it; it needs no room in the window
+        // unless the server declines it.
+        request = begin_direct_write_locked(file, page, write_data);
+        std::shared_ptr<PageIo> io = file->io;
+        lock.unlock();
+        bool done = io->write_now(page, write_data);
+        lock.lock();
+        if (done) {
+          RequestPtr next = start_locked(finish_locked(request, Status::ok(), PageRead::kData));
+          lock.unlock();
+          notify_waiters();
+          if (next) dispatch(next);
           return Ticket{request->ticket};
         }
+        // Declined (or failed): it goes the usual way, from the front of
+        // its page's queue, once the window has room.
+        if (Status s = wait_for_room_locked(lock, file, fd); !s) {
+          (void)start_locked(finish_locked(request, s, PageRead::kData));
+          lock.unlock();
+          notify_waiters();
+          return s;
+        }
+        request->write_data.assign(write_data.begin(), write_data.end());
+        request->in_window = true;
+        file->window.push_back(request);
+        ++file->in_window;
+        lock.unlock();
+        dispatch(request);
+        return Ticket{request->ticket};
       } else {
         std::shared_ptr<PageIo> io = file->io;
         uint64_t changes_before = file->pool_changes;
@@ -464,29 +505,9 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       }
     }
 
-    // Wait for truncate to finish and for room in the window. When the
-    // window is full, the oldest ticket leaves it as soon as its I/O is done;
-    // its result waits for its own confirm.
-    for (;;) {
-      done_cv_.wait(lock, [&] { return !file->exclusive || file->closing || stopped_; });
-      if (file->closing || stopped_) {
-        return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
-      }
-      prune_window(*file);
-      if (file->in_window < file->concurrency) break;
-      RequestPtr oldest = file->window.front();
-      wait_locked(lock, file, oldest, [&] {
-        return oldest->done || !oldest->in_window || file->closing || stopped_ ||
-               file->in_window < file->concurrency;
-      });
-      if (oldest->done) leave_window(*file, *oldest);
-    }
+    if (Status s = wait_for_room_locked(lock, file, fd); !s) return s;
 
-    request = std::make_shared<Request>();
-    request->ticket = next_ticket_++;
-    request->file = file;
-    request->is_write = is_write;
-    request->page = page;
+    request = new_request_locked(file, page, is_write);
     if (is_write) {
       ++file->pool_changes;
       request->write_data.assign(write_data.begin(), write_data.end());
@@ -510,6 +531,47 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
   if (!to_dispatch.empty()) notify_waiters();  // a hit may have freed the window
   for (const RequestPtr& r : to_dispatch) dispatch(r);
   return Ticket{request->ticket};
+}
+
+Status Client::Impl::wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd) {
+  // When the window is full, the oldest ticket leaves it as soon as its I/O
+  // is done; its result waits for its own confirm.
+  for (;;) {
+    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing || stopped_; });
+    if (file->closing || stopped_) {
+      return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+    }
+    prune_window(*file);
+    if (file->in_window < file->concurrency) return Status::ok();
+    RequestPtr oldest = file->window.front();
+    wait_locked(lock, file, oldest, [&] {
+      return oldest->done || !oldest->in_window || file->closing || stopped_ ||
+             file->in_window < file->concurrency;
+    });
+    if (oldest->done) leave_window(*file, *oldest);
+  }
+}
+
+RequestPtr Client::Impl::new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
+  auto request = std::make_shared<Request>();
+  request->ticket = next_ticket_++;
+  request->file = file;
+  request->is_write = is_write;
+  request->page = page;
+  return request;
+}
+
+RequestPtr Client::Impl::begin_direct_write_locked(const OpenFilePtr& file, int64_t page,
+                                                   std::span<const std::byte> data) {
+  RequestPtr request = new_request_locked(file, page, /*is_write=*/true);
+  request->in_window = false;
+  ++file->pool_changes;
+  if (cache_) cache_->write(file->fd.value, page, data);
+  tickets_.emplace(request->ticket, request);
+  file->incomplete.insert(request->ticket);
+  file->incomplete_writes.insert(request->ticket);
+  file->page_queues[page].push_back(request);
+  return request;
 }
 
 template <class Ready>
@@ -544,11 +606,7 @@ void Client::Impl::notify_waiters() {
 }
 
 RequestPtr Client::Impl::done_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
-  auto request = std::make_shared<Request>();
-  request->ticket = next_ticket_++;
-  request->file = file;
-  request->is_write = is_write;
-  request->page = page;
+  RequestPtr request = new_request_locked(file, page, is_write);
   request->done = true;
   request->in_window = false;
   tickets_.emplace(request->ticket, request);
@@ -571,10 +629,7 @@ void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,
     prune_window(*file);
     if (file->in_window >= file->concurrency) break;
     if (file->page_queues.contains(ahead)) continue;  // already being read or written
-    auto request = std::make_shared<Request>();
-    request->ticket = next_ticket_++;
-    request->file = file;
-    request->page = ahead;
+    RequestPtr request = new_request_locked(file, ahead, /*is_write=*/false);
     request->prefetch = true;
     request->prefetch_buffer.resize(file->io->page_size());
     request->read_buffer = request->prefetch_buffer;
