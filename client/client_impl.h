@@ -1,0 +1,289 @@
+// The client's private parts (client/): the descriptor and ticket tables,
+// each open file's window and page queues, and the rules that keep them.
+// requests.cpp holds the request path (window, page order, completion),
+// files.cpp the calls on whole files, client.cpp the public facade.
+//
+// PFEI: descriptors, tickets, the concurrency window and per-page order.
+//
+// Locking: one mutex (mu_) guards every table and every OpenFile and Request
+// field; one condition variable (done_cv_) is notified whenever a request
+// finishes or a file's state changes. Page I/O never runs under mu_:
+// requests are handed to PageIo after the lock is dropped, and completions
+// take it only to record their result. A write that an in-process server
+// does at once (PageIo::write_now) is registered first, at the front of its
+// page's queue, so that it keeps its place while mu_ is free.
+//
+// Waiting: a thread that waits for a remote request (a confirm, room in the
+// window, sync, close) drops mu_ and reads the answers of that request's
+// server itself (PageIo::wait_for_progress, wait_locked), so completions
+// may run on any waiting thread; they take mu_ like any other.
+//
+// Lifetimes: a Request is shared by the ticket table, its file's window and
+// page queue, and the I/O callback; an OpenFile by the descriptor table and
+// any thread waiting on it. close() waits until no request of the file is
+// incomplete, so no callback touches a file after it is gone.
+//
+// The buffer pool (cache_, policies/buffer_pool.h) is off when cache_pages is
+// 0, and then nothing below touches it. With it, lock order is mu_ then the
+// pool's own lock. A read is looked up in the pool when it reaches the front
+// of its page's queue (so it sees every earlier request of that page); a
+// write updates the pool when it is requested; a read's data is kept only
+// when no write of the page is queued behind it, so the pool never holds a
+// page older than the last write requested. Read-ahead requests are
+// requests like the others (window, page queue, incomplete set) without a
+// ticket: they leave the window when their I/O is done.
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "policies/buffer_pool.h"
+#include "store/local_page_io.h"
+#include "store/local_pagefile.h"
+#include "core/page_bounds.h"
+#include "core/page_io.h"
+#include "bus/bus_client.h"
+#include "bus/remote_page_io.h"
+#include "pagefile/pagefile.h"
+#include "pagefile/policy.h"
+
+namespace pagefile {
+
+namespace client_detail {
+
+struct OpenFile;
+
+struct Request {
+  uint64_t ticket = 0;
+  std::shared_ptr<OpenFile> file;
+  bool is_write = false;
+  int64_t page = 0;
+  std::span<std::byte> read_buffer;   // reads: the caller's buffer
+  std::vector<std::byte> write_data;  // writes: our copy of the page
+  // A read-ahead: no ticket, reads into its own buffer for the pool.
+  bool prefetch = false;
+  std::vector<std::byte> prefetch_buffer;
+  bool miss_counted = false;  // the pool was asked and its miss counted
+
+  bool done = false;       // the I/O has finished
+  bool in_window = true;   // counts against its file's concurrency window
+  bool confirming = false;  // a thread is confirming it
+  Status status;           // the I/O's error, if any
+  PageRead read_result = PageRead::kData;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+struct OpenFile {
+  Fd fd;
+  std::string name;
+  Location location = Location::kLocal;
+  // Shared so that a call running outside mu_ (sync, a blocking lock) keeps
+  // the file open even when another thread closes the descriptor meanwhile.
+  std::shared_ptr<PageIo> io;
+  BufferPolicy policy;
+  uint32_t concurrency = 1;
+
+  bool closing = false;   // close() has begun: no new requests
+  bool exclusive = false;  // truncate is running: new requests wait
+
+  // Tickets in issue order that count against the window (lazily pruned:
+  // entries whose in_window is false are skipped).
+  std::deque<RequestPtr> window;
+  uint32_t in_window = 0;
+
+  // Requests of each page in issue order; only the front one is running.
+  std::unordered_map<int64_t, std::deque<RequestPtr>> page_queues;
+
+  // Tickets whose I/O has not finished; ordered, so "everything before
+  // ticket T" is a look at the smallest.
+  std::set<uint64_t> incomplete;
+  std::set<uint64_t> incomplete_writes;
+
+  // Pages whose latest write failed: not on disk, so sync must not say
+  // they are. A later successful write or a truncate below them clears it.
+  std::map<int64_t, Status> failed_pages;
+
+  // Counts what changes pages under the pool (writes requested, truncates,
+  // drops), so a read_now that ran outside mu_ can tell whether its page
+  // may have changed meanwhile, and then leaves the pool alone.
+  uint64_t pool_changes = 0;
+};
+using OpenFilePtr = std::shared_ptr<OpenFile>;
+
+}  // namespace client_detail
+
+using client_detail::OpenFile;
+using client_detail::OpenFilePtr;
+using client_detail::Request;
+using client_detail::RequestPtr;
+
+class Client::Impl {
+ public:
+  explicit Impl(const ClientOptions& options)
+      : options_(options),
+        policies_(options.policies ? options.policies : PolicyRegistry::with_builtins()),
+        cache_(options.cache_pages > 0 ? std::make_unique<BufferPool>(options.cache_pages) : nullptr) {}
+
+  ~Impl() { (void)stop(); }
+
+  Status stop();
+  Result<Fd> open(std::string_view name, const OpenOptions& options);
+  Status close(Fd fd);
+  Result<Ticket> request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
+                         std::span<const std::byte> write_data, bool is_write);
+  Result<RequestPtr> confirm(Ticket ticket, bool is_write);
+  Status sync(Fd fd);
+  Status truncate(Fd fd, int64_t pages);
+  Result<FileStatus> status(Fd fd);
+  Status set_concurrency(Fd fd, uint32_t concurrency);
+  Status unlink(std::string_view name, Location location);
+  Status lock(Fd fd, LockMode mode, LockWait wait);
+  Status unlock(Fd fd);
+  // The file's PageIo, kept alive for a call made outside mu_.
+  Result<std::shared_ptr<PageIo>> io_of(Fd fd);
+  Status pin(Fd fd, int64_t page);
+  Status unpin(Fd fd, int64_t page);
+  Status drop_cached(Fd fd);
+  Result<FileCounters> counters(Fd fd);
+
+ private:
+  // REQUIRES: mu_ held. The open file of `fd`, or kInvalidArgument.
+  Result<OpenFilePtr> find_file(Fd fd) const;
+  Status check_running() const;
+  std::filesystem::path local_path(std::string_view name) const;
+  // The bus, started on first use.
+  Result<std::shared_ptr<net::BusClient>> bus();
+  // Hands a request to its file's PageIo. Called without mu_.
+  void dispatch(const RequestPtr& request);
+  void complete(const RequestPtr& request, Status status, PageRead read_result);
+  // REQUIRES: mu_ held. Records that `request` finished and takes it off its
+  // page's queue; returns the request now at the front, if any.
+  RequestPtr finish_locked(const RequestPtr& request, Status status, PageRead read_result);
+  // REQUIRES: mu_ held; `request` (may be null) is at the front of its page
+  // queue. Serves it, and the reads behind it, from the pool while it can;
+  // returns the request whose I/O must be dispatched, or null.
+  RequestPtr start_locked(RequestPtr request);
+  // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
+  // while the window has room; appends those to dispatch to `out`.
+  void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
+  // REQUIRES: `lock` holds mu_. Waits until no truncate runs on `file` and
+  // its window has room; kInvalidArgument when it was closed meanwhile.
+  Status wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd);
+  // REQUIRES: mu_ held. A request of `page` with the next ticket.
+  RequestPtr new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write);
+  // REQUIRES: mu_ held; nothing queued on `page`. Registers a write of
+  // `page` about to be done by plain call (PageIo::write_now) outside mu_:
+  // ticket, page queue and incomplete writes, outside the window.
+  RequestPtr begin_direct_write_locked(const OpenFilePtr& file, int64_t page, std::span<const std::byte> data);
+  // REQUIRES: `lock` holds mu_. Waits until `ready()`. While the request
+  // it waits for (`awaited`, else the oldest of `file` still in flight) is
+  // unfinished, a remote file's answers are read on this thread meanwhile
+  // (PageIo::wait_for_progress), which saves handing each one over from
+  // another thread; otherwise it waits on done_cv_.
+  template <class Ready>
+  void wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited, Ready ready);
+  // Wakes every waiter to look again: those on done_cv_ and those reading
+  // a bus's answers meanwhile (wait_locked).
+  void notify_waiters();
+  // A request of `page` that finished as it was asked for (a pool hit, a
+  // read_now or write_now): its ticket, done and outside the window.
+  RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write);
+  // done_locked for a read, with its result; with a pool, the read-ahead it
+  // calls for goes to `out`.
+  RequestPtr read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
+                              PageRead result, std::vector<RequestPtr>& out);
+
+  const ClientOptions options_;
+  // The threads of local Pagefiles' page I/O, started at the first local
+  // open: a client of remote files only (the VFS on a bus) runs none.
+  boost::asio::thread_pool& local_pool();
+  std::once_flag pool_started_;
+  std::optional<boost::asio::thread_pool> pool_;
+  const std::shared_ptr<const PolicyRegistry> policies_;
+  const std::unique_ptr<BufferPool> cache_;  // null: no pool
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool stopped_ = false;                                // GUARDED_BY(mu_)
+  uint64_t next_fd_ = 1;                                // GUARDED_BY(mu_)
+  uint64_t next_ticket_ = 1;                            // GUARDED_BY(mu_)
+  std::map<uint64_t, OpenFilePtr> files_;               // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, RequestPtr> tickets_;    // GUARDED_BY(mu_)
+
+  std::mutex bus_mu_;  // held while the bus starts, which may take a while
+  std::shared_ptr<net::BusClient> bus_;  // GUARDED_BY(bus_mu_)
+  // bus_, for notify_waiters() to reach its waiters without bus_mu_; null
+  // again before the bus stops.
+  std::atomic<net::BusClient*> waking_bus_{nullptr};
+};
+
+namespace client_detail {
+
+inline std::string fd_text(Fd fd) { return fmt::format("descriptor {}", fd.value); }
+
+// REQUIRES: mu_ held; `request` is at the front of its page's queue.
+// Whether a write of the page was requested after it.
+inline bool write_queued_behind(const Request& request) {
+  const auto& queue = request.file->page_queues.at(request.page);
+  return std::any_of(queue.begin() + 1, queue.end(), [](const RequestPtr& r) { return r->is_write; });
+}
+
+// Drops window entries that no longer count.
+inline void prune_window(OpenFile& file) {
+  while (!file.window.empty() && !file.window.front()->in_window) file.window.pop_front();
+}
+
+inline void leave_window(OpenFile& file, Request& request) {
+  if (request.in_window) {
+    request.in_window = false;
+    --file.in_window;
+  }
+  prune_window(file);
+}
+
+}  // namespace client_detail
+
+using client_detail::fd_text;
+using client_detail::leave_window;
+using client_detail::prune_window;
+using client_detail::write_queued_behind;
+
+template <class Ready>
+void Client::Impl::wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited,
+                               Ready ready) {
+  while (!ready()) {
+    if (!awaited || awaited->done) {
+      awaited = nullptr;
+      for (const RequestPtr& r : file->window) {
+        if (!r->done) {
+          awaited = r;
+          break;
+        }
+      }
+    }
+    if (awaited) {
+      std::shared_ptr<PageIo> io = file->io;
+      const int64_t page = awaited->page;
+      lock.unlock();
+      const bool waited = io->wait_for_progress(page, net::BusClient::kPumpSlice);
+      lock.lock();
+      if (waited) continue;
+      if (ready()) return;  // (it may have come while mu_ was free)
+    }
+    done_cv_.wait(lock);
+  }
+}
+
+}  // namespace pagefile

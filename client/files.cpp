@@ -1,0 +1,368 @@
+// Calls on whole files: open, close, sync, truncate, status, locks, pins,
+// and the client's start and stop.
+#include <fmt/format.h>
+
+#include "client/client_impl.h"
+
+namespace pagefile {
+
+Status Client::Impl::check_running() const {
+  if (stopped_) return Status::invalid_argument("client", "is stopped");
+  return Status::ok();
+}
+
+Result<OpenFilePtr> Client::Impl::find_file(Fd fd) const {
+  if (Status s = check_running(); !s) return s;
+  auto it = files_.find(fd.value);
+  if (it == files_.end() || it->second->closing) {
+    bool issued = fd.value != 0 && fd.value < next_fd_;
+    return Status::invalid_argument(fd_text(fd), issued ? "is closed" : "was never opened");
+  }
+  return it->second;
+}
+
+std::filesystem::path Client::Impl::local_path(std::string_view name) const {
+  return options_.local_dir / std::filesystem::path(name);
+}
+
+Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options) {
+  {
+    std::lock_guard lock(mu_);
+    if (Status s = check_running(); !s) return s;
+  }
+  if (name.empty()) return Status::invalid_argument("file name", "is empty");
+  if (name.find('\0') != std::string_view::npos) {
+    return Status::invalid_argument("file name", "contains a NUL byte");
+  }
+  if (options.page_size != 0) {
+    if (Status s = check_page_size(options.page_size); !s) return s.with_context(name);
+  }
+  if (options.policy) {
+    if (Status s = check_buffer_policy(*options.policy); !s) return s.with_context(name);
+    if (!policies_->contains(policy_name(*options.policy))) {
+      return Status::invalid_argument(
+          name, fmt::format("policy '{}' is not registered", policy_name(*options.policy)));
+    }
+  }
+  std::shared_ptr<PageIo> io;
+  if (options.location == Location::kRemote) {
+    auto bus_client = bus();
+    if (!bus_client) return bus_client.status();
+    auto remote = net::RemotePageIo::open(*bus_client, name, options);
+    if (!remote) return remote.status();
+    io = std::move(*remote);
+  } else {
+    LocalPagefile::OpenSpec spec;
+    spec.page_size = options.page_size;
+    spec.create = options.create;
+    spec.exclusive = options.exclusive;
+    spec.read_only = options.read_only;
+    spec.policy = options.policy.value_or(BufferPolicy{});
+    auto local = LocalPagefile::open(local_path(name), spec);
+    if (!local) return local.status();
+    io = std::make_shared<LocalPageIo>(std::move(*local), local_pool());
+  }
+
+  auto file = std::make_shared<OpenFile>();
+  file->name = std::string(name);
+  file->location = options.location;
+  file->policy = options.policy.value_or(io->recorded_policy());
+  // A file created with a custom policy this client does not know runs the
+  // built-in recorded beside it.
+  if (!policies_->contains(policy_name(file->policy))) file->policy.name.clear();
+  file->concurrency = options.concurrency != 0 ? options.concurrency : options_.concurrency;
+  uint32_t page_size = io->page_size();
+  file->io = std::move(io);
+
+  PolicyLimits limits{.min_pages = file->policy.min_pages,
+                      .max_pages = file->policy.max_pages,
+                      .read_ahead = file->concurrency};
+  std::unique_ptr<PagePolicy> policy;
+  if (cache_) {
+    auto made = policies_->make(policy_name(file->policy), limits);
+    if (!made) {
+      (void)file->io->close();
+      return made.status().with_context(name);
+    }
+    policy = std::move(*made);
+  }
+
+  std::lock_guard lock(mu_);
+  if (Status s = check_running(); !s) return s;
+  file->fd = Fd{next_fd_++};
+  files_.emplace(file->fd.value, file);
+  if (cache_) cache_->add_file(file->fd.value, page_size, limits, std::move(policy));
+  return file->fd;
+}
+
+Status Client::Impl::close(Fd fd) {
+  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
+  Status first_error;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    file->closing = true;
+    notify_waiters();  // requests waiting for window room give up
+    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty() && !file->exclusive; });
+    // Unconfirmed tickets die with the file; their errors must not.
+    for (auto it = tickets_.begin(); it != tickets_.end();) {
+      if (it->second->file == file) {
+        if (first_error.is_ok() && !it->second->status.is_ok()) {
+          first_error = it->second->status.with_context(
+              fmt::format("unconfirmed {} of page {}", it->second->is_write ? "write" : "read",
+                          it->second->page));
+        }
+        it = tickets_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    file->window.clear();
+    files_.erase(fd.value);
+    if (cache_) cache_->remove_file(fd.value);
+    io = std::move(file->io);
+  }
+  Status closed = io->close();
+  if (first_error.is_ok()) first_error = closed;
+  // Dropping `io` closes the local file and releases its lock, unless a sync
+  // or blocking lock call of another thread still holds it; then the last of
+  // them closes it.
+  io.reset();
+  return first_error;
+}
+
+boost::asio::thread_pool& Client::Impl::local_pool() {
+  std::call_once(pool_started_, [this] { pool_.emplace(options_.io_threads); });
+  return *pool_;
+}
+
+Status Client::Impl::stop() {
+  std::vector<Fd> open_fds;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return Status::ok();
+    for (const auto& [value, file] : files_) open_fds.push_back(file->fd);
+  }
+  Status first_error;
+  for (Fd fd : open_fds) {
+    Status s = close(fd);
+    if (first_error.is_ok() && !s.is_ok() && !s.is(Code::kInvalidArgument)) first_error = s;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+  }
+  std::call_once(pool_started_, [] {});  // no pool starts after this
+  if (pool_) pool_->join();
+  std::lock_guard lock(bus_mu_);
+  waking_bus_ = nullptr;
+  bus_.reset();
+  return first_error;
+}
+
+Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
+  std::lock_guard lock(bus_mu_);
+  if (bus_) return bus_;
+  auto config = net::resolve_bus(options_.bus, options_.home);
+  if (!config) return config.status();
+  net::BusOptions bus_options;
+  bus_options.request_timeout_ms = options_.request_timeout_ms;
+  auto started = net::BusClient::start(*config, bus_options);
+  if (!started) return started.status();
+  bus_ = std::move(*started);
+  waking_bus_ = bus_.get();
+  return bus_;
+}
+
+Status Client::Impl::sync(Fd fd) {
+  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    uint64_t sync_point = next_ticket_;
+    wait_locked(lock, file, nullptr, [&] {
+      return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
+    });
+    if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
+    if (!file->failed_pages.empty()) {
+      const auto& [page, error] = *file->failed_pages.begin();
+      return error.with_context(
+          fmt::format("{}: sync: {} page(s) failed to write, first page {}", file->name,
+                      file->failed_pages.size(), page));
+    }
+    io = file->io;
+  }
+  return io->sync();
+}
+
+Status Client::Impl::truncate(Fd fd, int64_t pages) {
+  OpenFilePtr file;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    file = *found;
+    if (pages < 0) {
+      return Status::invalid_argument(file->name, fmt::format("truncate to {} pages", pages));
+    }
+    if (pages > 0) {
+      if (Status s = check_page_number(pages - 1, file->name); !s) return s;
+    }
+    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing; });
+    if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
+    file->exclusive = true;
+    ++file->pool_changes;  // a read_now already under way may return a page now cut off
+    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty(); });
+  }
+  Status s = file->io->truncate(pages);
+  {
+    std::lock_guard lock(mu_);
+    if (s) file->failed_pages.erase(file->failed_pages.lower_bound(pages), file->failed_pages.end());
+    // After a failed truncate the size is unknown: keep nothing.
+    if (cache_) cache_->truncate(file->fd.value, s ? pages : 0);
+    file->exclusive = false;
+  }
+  notify_waiters();
+  return s;
+}
+
+Result<FileStatus> Client::Impl::status(Fd fd) {
+  FileStatus st;
+  std::shared_ptr<PageIo> io;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    const OpenFile* file = found->get();
+    io = file->io;
+    st.name = file->name;
+    st.location = file->location;
+    st.page_size = file->io->page_size();
+    st.policy = file->policy;
+    st.concurrency = file->concurrency;
+    st.in_flight = static_cast<uint32_t>(file->incomplete.size());
+    st.read_only = file->io->read_only();
+    st.done_at_once = file->io->done_at_once();
+    if (cache_) st.cache = cache_->counters(fd.value);
+  }
+  auto pages = io->size_pages();
+  if (!pages) return pages.status();
+  st.pages = *pages;
+  return st;
+}
+
+Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  if (concurrency == 0) {
+    return Status::invalid_argument((*found)->name, "concurrency level must be at least 1");
+  }
+  (*found)->concurrency = concurrency;
+  notify_waiters();
+  return Status::ok();
+}
+
+Status Client::Impl::unlink(std::string_view name, Location location) {
+  {
+    std::lock_guard lock(mu_);
+    if (Status s = check_running(); !s) return s;
+  }
+  if (name.empty()) return Status::invalid_argument("file name", "is empty");
+  if (location == Location::kRemote) {
+    auto bus_client = bus();
+    if (!bus_client) return bus_client.status();
+    return net::RemotePageIo::unlink(**bus_client, name);
+  }
+  Status s = LocalPagefile::unlink(local_path(name));
+  if (s.is(Code::kNotFound)) return Status::not_found(name, "does not exist");
+  return s;
+}
+
+Status Client::Impl::lock(Fd fd, LockMode mode, LockWait wait) {
+  std::shared_ptr<PageIo> io;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    io = (*found)->io;
+  }
+  // May block in the kernel: never under mu_. A close meanwhile drops the
+  // descriptor; the file itself (and any lock this call then gets) lasts
+  // until the call returns and lets go of `io`.
+  return io->lock(mode, wait);
+}
+
+Status Client::Impl::unlock(Fd fd) {
+  std::shared_ptr<PageIo> io;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    io = (*found)->io;
+  }
+  return io->unlock();
+}
+
+Result<std::shared_ptr<PageIo>> Client::Impl::io_of(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  return (*found)->io;
+}
+
+Status Client::Impl::pin(Fd fd, int64_t page) {
+  uint32_t page_size = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    if (!cache_) return Status::not_supported((*found)->name, "pin: the client has no buffer pool");
+    if (Status s = check_page_number(page, (*found)->name); !s) return s;
+    cache_->pin(fd.value, page);
+    if (cache_->contains(fd.value, page)) return Status::ok();
+    page_size = (*found)->io->page_size();
+  }
+  // Read it in through the ordinary path, which keeps it: it is pinned.
+  std::vector<std::byte> buffer(page_size);
+  auto ticket = request(fd, page, buffer, {}, /*is_write=*/false);
+  Status read = ticket.status();
+  if (ticket) {
+    auto done = confirm(*ticket, /*is_write=*/false);
+    read = done ? (*done)->status : done.status();
+  }
+  if (!read) (void)cache_->unpin(fd.value, page);
+  return read;
+}
+
+Status Client::Impl::unpin(Fd fd, int64_t page) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  if (!cache_) return Status::not_supported((*found)->name, "unpin: the client has no buffer pool");
+  return cache_->unpin(fd.value, page).with_context((*found)->name);
+}
+
+Status Client::Impl::drop_cached(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  ++(*found)->pool_changes;
+  if (cache_) cache_->drop_all(fd.value);
+  return Status::ok();
+}
+
+Result<FileCounters> Client::Impl::counters(Fd fd) {
+  std::lock_guard lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  return cache_ ? cache_->counters(fd.value) : FileCounters{};
+}
+
+}  // namespace pagefile

@@ -1,0 +1,325 @@
+// The request path: tickets, the concurrency window, per-page order, the
+// client's pool on the way, dispatch to the file's PageIo and completion.
+#include <fmt/format.h>
+
+#include "client/client_impl.h"
+
+namespace pagefile {
+
+Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
+                                     std::span<const std::byte> write_data, bool is_write) {
+  RequestPtr request;
+  std::vector<RequestPtr> to_dispatch;
+  {
+    std::unique_lock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    OpenFilePtr file = *found;
+    size_t size = is_write ? write_data.size() : read_buffer.size();
+    if (Status s = check_page_access(page, size, file->io->page_size(), file->name); !s) return s;
+    if (is_write && file->io->read_only()) {
+      return Status::read_only(file->name, "write: file was opened read-only");
+    }
+
+    // A hit on a page with nothing queued is complete at once and needs no
+    // room in the window.
+    bool looked_up = false;
+    if (cache_ && !is_write && !file->exclusive && !file->page_queues.contains(page)) {
+      looked_up = true;
+      if (cache_->read(fd.value, page, read_buffer)) {
+        request = read_done_locked(file, page, read_buffer, PageRead::kData, to_dispatch);
+      }
+    }
+    if (request) {
+      lock.unlock();
+      for (const RequestPtr& r : to_dispatch) dispatch(r);
+      return Ticket{request->ticket};
+    }
+
+    // Page work that a server in this process can do at once (PageIo::
+    // read_now, write_now) is done on this thread: no hand-over to the bus's
+    // threads and back, no room in the window. Not past a request of ours
+    // on the page (page_queues), nor past writes to that server in flight
+    // (the bus checks). Anything else, an error among them, goes the usual
+    // way below.
+    if (file->io->may_act_now() && !file->exclusive && !file->page_queues.contains(page)) {
+      if (is_write) {
+        // Done outside mu_ as a request like any other (ticket, page
+        // queue, incomplete writes), so a later request of the page queues
+        // behind it and sync waits for it; it needs no room in the window
+        // unless the server declines it.
+        request = begin_direct_write_locked(file, page, write_data);
+        std::shared_ptr<PageIo> io = file->io;
+        lock.unlock();
+        bool done = io->write_now(page, write_data);
+        lock.lock();
+        if (done) {
+          RequestPtr next = start_locked(finish_locked(request, Status::ok(), PageRead::kData));
+          lock.unlock();
+          notify_waiters();
+          if (next) dispatch(next);
+          return Ticket{request->ticket};
+        }
+        // Declined (or failed): it goes the usual way, from the front of
+        // its page's queue, once the window has room.
+        if (Status s = wait_for_room_locked(lock, file, fd); !s) {
+          (void)start_locked(finish_locked(request, s, PageRead::kData));
+          lock.unlock();
+          notify_waiters();
+          return s;
+        }
+        request->write_data.assign(write_data.begin(), write_data.end());
+        request->in_window = true;
+        file->window.push_back(request);
+        ++file->in_window;
+        lock.unlock();
+        dispatch(request);
+        return Ticket{request->ticket};
+      } else {
+        std::shared_ptr<PageIo> io = file->io;
+        uint64_t changes_before = file->pool_changes;
+        lock.unlock();
+        std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
+        lock.lock();
+        if (file->closing || stopped_) {
+          return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+        }
+        if (now && now->is_ok()) {
+          // Unless the page may have changed meanwhile (pool_changes).
+          if (cache_ && **now == PageRead::kData && file->pool_changes == changes_before) {
+            cache_->fill(fd.value, page, read_buffer);
+          }
+          request = read_done_locked(file, page, read_buffer, **now, to_dispatch);
+          lock.unlock();
+          for (const RequestPtr& r : to_dispatch) dispatch(r);
+          return Ticket{request->ticket};
+        }
+      }
+    }
+
+    if (Status s = wait_for_room_locked(lock, file, fd); !s) return s;
+
+    request = new_request_locked(file, page, is_write);
+    if (is_write) {
+      ++file->pool_changes;
+      request->write_data.assign(write_data.begin(), write_data.end());
+      if (cache_) cache_->write(fd.value, page, write_data);
+    } else {
+      request->read_buffer = read_buffer;
+      request->miss_counted = looked_up;
+    }
+    tickets_.emplace(request->ticket, request);
+    file->window.push_back(request);
+    ++file->in_window;
+    file->incomplete.insert(request->ticket);
+    if (is_write) file->incomplete_writes.insert(request->ticket);
+    auto& queue = file->page_queues[page];
+    queue.push_back(request);
+    if (queue.size() == 1) {
+      if (RequestPtr first = start_locked(request)) to_dispatch.push_back(first);
+    }
+    if (!is_write && cache_) read_ahead_locked(file, page, to_dispatch);
+  }
+  if (!to_dispatch.empty()) notify_waiters();  // a hit may have freed the window
+  for (const RequestPtr& r : to_dispatch) dispatch(r);
+  return Ticket{request->ticket};
+}
+
+Status Client::Impl::wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd) {
+  // When the window is full, the oldest ticket leaves it as soon as its I/O
+  // is done; its result waits for its own confirm.
+  for (;;) {
+    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing || stopped_; });
+    if (file->closing || stopped_) {
+      return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
+    }
+    prune_window(*file);
+    if (file->in_window < file->concurrency) return Status::ok();
+    RequestPtr oldest = file->window.front();
+    wait_locked(lock, file, oldest, [&] {
+      return oldest->done || !oldest->in_window || file->closing || stopped_ ||
+             file->in_window < file->concurrency;
+    });
+    if (oldest->done) leave_window(*file, *oldest);
+  }
+}
+
+RequestPtr Client::Impl::new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
+  auto request = std::make_shared<Request>();
+  request->ticket = next_ticket_++;
+  request->file = file;
+  request->is_write = is_write;
+  request->page = page;
+  return request;
+}
+
+RequestPtr Client::Impl::begin_direct_write_locked(const OpenFilePtr& file, int64_t page,
+                                                   std::span<const std::byte> data) {
+  RequestPtr request = new_request_locked(file, page, /*is_write=*/true);
+  request->in_window = false;
+  ++file->pool_changes;
+  if (cache_) cache_->write(file->fd.value, page, data);
+  tickets_.emplace(request->ticket, request);
+  file->incomplete.insert(request->ticket);
+  file->incomplete_writes.insert(request->ticket);
+  file->page_queues[page].push_back(request);
+  return request;
+}
+
+void Client::Impl::notify_waiters() {
+  done_cv_.notify_all();
+  if (net::BusClient* bus = waking_bus_.load()) bus->wake_waiters();
+}
+
+RequestPtr Client::Impl::done_locked(const OpenFilePtr& file, int64_t page, bool is_write) {
+  RequestPtr request = new_request_locked(file, page, is_write);
+  request->done = true;
+  request->in_window = false;
+  tickets_.emplace(request->ticket, request);
+  return request;
+}
+
+RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
+                                          PageRead result, std::vector<RequestPtr>& out) {
+  RequestPtr request = done_locked(file, page, /*is_write=*/false);
+  request->read_buffer = buffer;
+  request->read_result = result;
+  if (cache_) read_ahead_locked(file, page, out);
+  return request;
+}
+
+void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,
+                                     std::vector<RequestPtr>& out) {
+  if (file->closing || file->exclusive) return;
+  for (int64_t ahead : cache_->read_ahead(file->fd.value, page)) {
+    prune_window(*file);
+    if (file->in_window >= file->concurrency) break;
+    if (file->page_queues.contains(ahead)) continue;  // already being read or written
+    RequestPtr request = new_request_locked(file, ahead, /*is_write=*/false);
+    request->prefetch = true;
+    request->prefetch_buffer.resize(file->io->page_size());
+    request->read_buffer = request->prefetch_buffer;
+    file->window.push_back(request);
+    ++file->in_window;
+    file->incomplete.insert(request->ticket);
+    file->page_queues[ahead].push_back(request);
+    if (RequestPtr first = start_locked(request)) out.push_back(first);
+  }
+}
+
+RequestPtr Client::Impl::start_locked(RequestPtr request) {
+  // Each read is looked up once here: it either completes or is dispatched.
+  // The pool holds the page as of the last write requested, so a read with
+  // a write queued behind it must go to the store for the older page.
+  while (request && cache_ && !request->is_write && !write_queued_behind(*request)) {
+    uint64_t id = request->file->fd.value;
+    bool hit = request->prefetch
+                   ? cache_->contains(id, request->page)
+                   : cache_->read(id, request->page, request->read_buffer, !request->miss_counted);
+    if (!hit) break;
+    request = finish_locked(request, Status::ok(), PageRead::kData);
+  }
+  return request;
+}
+
+void Client::Impl::dispatch(const RequestPtr& request) {
+  PageIo& io = *request->file->io;
+  if (request->is_write) {
+    io.write_async(request->page, request->write_data,
+                   [this, request](Status s) { complete(request, std::move(s), PageRead::kData); });
+  } else {
+    io.read_async(request->page, request->read_buffer, [this, request](Result<PageRead> r) {
+      if (r) {
+        complete(request, Status::ok(), *r);
+      } else {
+        complete(request, r.status(), PageRead::kData);
+      }
+    });
+  }
+}
+
+void Client::Impl::complete(const RequestPtr& request, Status status, PageRead read_result) {
+  RequestPtr next;
+  {
+    std::lock_guard lock(mu_);
+    if (cache_) {
+      uint64_t id = request->file->fd.value;
+      bool write_behind = write_queued_behind(*request);
+      if (request->is_write && !status.is_ok()) {
+        cache_->drop(id, request->page);  // the store may hold the old page
+      } else if (!request->is_write && status.is_ok() && read_result == PageRead::kData && !write_behind) {
+        if (request->prefetch) {
+          cache_->fill_prefetched(id, request->page, request->read_buffer);
+        } else {
+          cache_->fill(id, request->page, request->read_buffer);
+        }
+      }
+    }
+    next = start_locked(finish_locked(request, std::move(status), read_result));
+  }
+  done_cv_.notify_all();
+  if (next) dispatch(next);
+}
+
+RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status, PageRead read_result) {
+  RequestPtr next;
+  {
+    OpenFile& file = *request->file;
+    request->done = true;
+    request->status = status;
+    request->read_result = read_result;
+    file.incomplete.erase(request->ticket);
+    if (request->is_write) {
+      // The page is written (or failed); its copy need not wait for the
+      // confirm, which may come much later (write-behind).
+      std::vector<std::byte>().swap(request->write_data);
+      file.incomplete_writes.erase(request->ticket);
+      if (status.is_ok()) {
+        file.failed_pages.erase(request->page);
+      } else {
+        file.failed_pages.insert_or_assign(request->page, status);
+      }
+    }
+    if (request->prefetch) {
+      leave_window(file, *request);
+      request->read_buffer = {};
+      std::vector<std::byte>().swap(request->prefetch_buffer);
+    }
+    auto queue = file.page_queues.find(request->page);
+    queue->second.pop_front();
+    if (queue->second.empty()) {
+      file.page_queues.erase(queue);
+    } else {
+      next = queue->second.front();
+    }
+  }
+  return next;
+}
+
+Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
+  std::unique_lock lock(mu_);
+  if (Status s = check_running(); !s) return s;
+  // (Named only when there is something to say: this runs once per page.)
+  auto what = [&] { return fmt::format("ticket {}", ticket.value); };
+  auto it = tickets_.find(ticket.value);
+  if (it == tickets_.end()) {
+    if (ticket.value == 0 || ticket.value >= next_ticket_) {
+      return Status::invalid_argument(what(), "was never issued");
+    }
+    return Status::invalid_argument(what(), "is not outstanding (already confirmed, or its file was closed)");
+  }
+  RequestPtr request = it->second;
+  if (request->is_write != is_write) {
+    return Status::invalid_argument(
+        what(), fmt::format("is a {0}; confirm it with {0}_confirm", request->is_write ? "write" : "read"));
+  }
+  if (request->confirming) return Status::invalid_argument(what(), "is already being confirmed");
+  request->confirming = true;
+  wait_locked(lock, request->file, request, [&] { return request->done; });
+  tickets_.erase(request->ticket);
+  leave_window(*request->file, *request);
+  notify_waiters();  // room in the window
+  return request;
+}
+
+}  // namespace pagefile
