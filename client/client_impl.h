@@ -49,6 +49,7 @@
 
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "policies/buffer_pool.h"
 #include "store/local_page_io.h"
 #include "store/local_pagefile.h"
@@ -159,51 +160,52 @@ class Client::Impl {
   Result<FileCounters> counters(Fd fd);
 
  private:
-  // REQUIRES: mu_ held. The open file of `fd`, or kInvalidArgument.
-  Result<OpenFilePtr> find_file(Fd fd) const;
-  Status check_running() const;
+  // The open file of `fd`, or kInvalidArgument.
+  Result<OpenFilePtr> find_file(Fd fd) const REQUIRES(mu_);
+  Status check_running() const REQUIRES(mu_);
   std::filesystem::path local_path(std::string_view name) const;
   // The bus, started on first use.
-  Result<std::shared_ptr<net::BusClient>> bus();
+  Result<std::shared_ptr<net::BusClient>> bus() EXCLUDES(bus_mu_);
   // Hands a request to its file's PageIo. Called without mu_.
-  void dispatch(const RequestPtr& request);
-  void complete(const RequestPtr& request, Status status, PageRead read_result);
-  // REQUIRES: mu_ held. Records that `request` finished and takes it off its
+  void dispatch(const RequestPtr& request) EXCLUDES(mu_);
+  void complete(const RequestPtr& request, Status status, PageRead read_result) EXCLUDES(mu_);
+  // Records that `request` finished and takes it off its
   // page's queue; returns the request now at the front, if any.
-  RequestPtr finish_locked(const RequestPtr& request, Status status, PageRead read_result);
-  // REQUIRES: mu_ held; `request` (may be null) is at the front of its page
+  RequestPtr finish_locked(const RequestPtr& request, Status status, PageRead read_result) REQUIRES(mu_);
+  // `request` (may be null) is at the front of its page
   // queue. Serves it, and the reads behind it, from the pool while it can;
   // returns the request whose I/O must be dispatched, or null.
-  RequestPtr start_locked(RequestPtr request);
-  // REQUIRES: mu_ held. Queues read-ahead requests after a read of `page`
+  RequestPtr start_locked(RequestPtr request) REQUIRES(mu_);
+  // Queues read-ahead requests after a read of `page`
   // while the window has room; appends those to dispatch to `out`.
-  void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out);
-  // REQUIRES: `lock` holds mu_. Waits until no truncate runs on `file` and
+  void read_ahead_locked(const OpenFilePtr& file, int64_t page, std::vector<RequestPtr>& out) REQUIRES(mu_);
+  // Waits until no truncate runs on `file` and
   // its window has room; kInvalidArgument when it was closed meanwhile.
-  Status wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd);
-  // REQUIRES: mu_ held. A request of `page` with the next ticket.
-  RequestPtr new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write);
-  // REQUIRES: mu_ held; nothing queued on `page`. Registers a write of
+  Status wait_for_room_locked(const OpenFilePtr& file, Fd fd) REQUIRES(mu_);
+  // A request of `page` with the next ticket.
+  RequestPtr new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write) REQUIRES(mu_);
+  // Nothing is queued on `page`. Registers a write of
   // `page` about to be done by plain call (PageIo::write_now) outside mu_:
   // ticket, page queue and incomplete writes, outside the window.
-  RequestPtr begin_direct_write_locked(const OpenFilePtr& file, int64_t page, std::span<const std::byte> data);
-  // REQUIRES: `lock` holds mu_. Waits until `ready()`. While the request
+  RequestPtr begin_direct_write_locked(const OpenFilePtr& file, int64_t page, std::span<const std::byte> data)
+      REQUIRES(mu_);
+  // Waits until `ready()` (called with mu_ held), letting go of mu_ meanwhile. While the request
   // it waits for (`awaited`, else the oldest of `file` still in flight) is
   // unfinished, a remote file's answers are read on this thread meanwhile
   // (PageIo::wait_for_progress), which saves handing each one over from
   // another thread; otherwise it waits on done_cv_.
   template <class Ready>
-  void wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited, Ready ready);
+  void wait_locked(const OpenFilePtr& file, RequestPtr awaited, Ready ready) REQUIRES(mu_);
   // Wakes every waiter to look again: those on done_cv_ and those reading
   // a bus's answers meanwhile (wait_locked).
   void notify_waiters();
   // A request of `page` that finished as it was asked for (a pool hit, a
   // read_now or write_now): its ticket, done and outside the window.
-  RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write);
+  RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write) REQUIRES(mu_);
   // done_locked for a read, with its result; with a pool, the read-ahead it
   // calls for goes to `out`.
   RequestPtr read_done_locked(const OpenFilePtr& file, int64_t page, std::span<std::byte> buffer,
-                              PageRead result, std::vector<RequestPtr>& out);
+                              PageRead result, std::vector<RequestPtr>& out) REQUIRES(mu_);
 
   const ClientOptions options_;
   // The threads of local Pagefiles' page I/O, started at the first local
@@ -214,16 +216,16 @@ class Client::Impl {
   const std::shared_ptr<const PolicyRegistry> policies_;
   const std::unique_ptr<BufferPool> cache_;  // null: no pool
 
-  mutable std::mutex mu_;
-  std::condition_variable done_cv_;
-  bool stopped_ = false;                                // GUARDED_BY(mu_)
-  uint64_t next_fd_ = 1;                                // GUARDED_BY(mu_)
-  uint64_t next_ticket_ = 1;                            // GUARDED_BY(mu_)
-  std::map<uint64_t, OpenFilePtr> files_;               // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, RequestPtr> tickets_;    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar done_cv_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  uint64_t next_fd_ GUARDED_BY(mu_) = 1;
+  uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, OpenFilePtr> files_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, RequestPtr> tickets_ GUARDED_BY(mu_);
 
-  std::mutex bus_mu_;  // held while the bus starts, which may take a while
-  std::shared_ptr<net::BusClient> bus_;  // GUARDED_BY(bus_mu_)
+  Mutex bus_mu_;  // held while the bus starts, which may take a while
+  std::shared_ptr<net::BusClient> bus_ GUARDED_BY(bus_mu_);
   // bus_, for notify_waiters() to reach its waiters without bus_mu_; null
   // again before the bus stops.
   std::atomic<net::BusClient*> waking_bus_{nullptr};
@@ -261,8 +263,7 @@ using client_detail::prune_window;
 using client_detail::write_queued_behind;
 
 template <class Ready>
-void Client::Impl::wait_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, RequestPtr awaited,
-                               Ready ready) {
+void Client::Impl::wait_locked(const OpenFilePtr& file, RequestPtr awaited, Ready ready) {
   while (!ready()) {
     if (!awaited || awaited->done) {
       awaited = nullptr;
@@ -276,13 +277,13 @@ void Client::Impl::wait_locked(std::unique_lock<std::mutex>& lock, const OpenFil
     if (awaited) {
       std::shared_ptr<PageIo> io = file->io;
       const int64_t page = awaited->page;
-      lock.unlock();
+      mu_.unlock();
       const bool waited = io->wait_for_progress(page, net::BusClient::kPumpSlice);
-      lock.lock();
+      mu_.lock();
       if (waited) continue;
       if (ready()) return;  // (it may have come while mu_ was free)
     }
-    done_cv_.wait(lock);
+    done_cv_.wait(mu_);
   }
 }
 

@@ -2,6 +2,7 @@
 // and the client's start and stop.
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "client/client_impl.h"
 
 namespace pagefile {
@@ -27,7 +28,7 @@ std::filesystem::path Client::Impl::local_path(std::string_view name) const {
 
 Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (Status s = check_running(); !s) return s;
   }
   if (name.empty()) return Status::invalid_argument("file name", "is empty");
@@ -87,7 +88,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     policy = std::move(*made);
   }
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status s = check_running(); !s) return s;
   file->fd = Fd{next_fd_++};
   files_.emplace(file->fd.value, file);
@@ -100,13 +101,13 @@ Status Client::Impl::close(Fd fd) {
   std::shared_ptr<PageIo> io;
   Status first_error;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     file = *found;
     file->closing = true;
     notify_waiters();  // requests waiting for window room give up
-    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty() && !file->exclusive; });
+    wait_locked(file, nullptr, [&] { return file->incomplete.empty() && !file->exclusive; });
     // Unconfirmed tickets die with the file; their errors must not.
     for (auto it = tickets_.begin(); it != tickets_.end();) {
       if (it->second->file == file) {
@@ -142,7 +143,7 @@ boost::asio::thread_pool& Client::Impl::local_pool() {
 Status Client::Impl::stop() {
   std::vector<Fd> open_fds;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return Status::ok();
     for (const auto& [value, file] : files_) open_fds.push_back(file->fd);
   }
@@ -152,19 +153,19 @@ Status Client::Impl::stop() {
     if (first_error.is_ok() && !s.is_ok() && !s.is(Code::kInvalidArgument)) first_error = s;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
   }
   std::call_once(pool_started_, [] {});  // no pool starts after this
   if (pool_) pool_->join();
-  std::lock_guard lock(bus_mu_);
+  MutexLock lock(bus_mu_);
   waking_bus_ = nullptr;
   bus_.reset();
   return first_error;
 }
 
 Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
-  std::lock_guard lock(bus_mu_);
+  MutexLock lock(bus_mu_);
   if (bus_) return bus_;
   auto config = net::resolve_bus(options_.bus, options_.home);
   if (!config) return config.status();
@@ -181,12 +182,12 @@ Status Client::Impl::sync(Fd fd) {
   OpenFilePtr file;
   std::shared_ptr<PageIo> io;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     file = *found;
     uint64_t sync_point = next_ticket_;
-    wait_locked(lock, file, nullptr, [&] {
+    wait_locked(file, nullptr, [&] {
       return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
     });
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
@@ -204,7 +205,7 @@ Status Client::Impl::sync(Fd fd) {
 Status Client::Impl::truncate(Fd fd, int64_t pages) {
   OpenFilePtr file;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     file = *found;
@@ -214,15 +215,15 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     if (pages > 0) {
       if (Status s = check_page_number(pages - 1, file->name); !s) return s;
     }
-    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing; });
+    while (file->exclusive && !file->closing) done_cv_.wait(mu_);
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
     file->exclusive = true;
     ++file->pool_changes;  // a read_now already under way may return a page now cut off
-    wait_locked(lock, file, nullptr, [&] { return file->incomplete.empty(); });
+    wait_locked(file, nullptr, [&] { return file->incomplete.empty(); });
   }
   Status s = file->io->truncate(pages);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (s) file->failed_pages.erase(file->failed_pages.lower_bound(pages), file->failed_pages.end());
     // After a failed truncate the size is unknown: keep nothing.
     if (cache_) cache_->truncate(file->fd.value, s ? pages : 0);
@@ -236,7 +237,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
   FileStatus st;
   std::shared_ptr<PageIo> io;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     const OpenFile* file = found->get();
@@ -258,7 +259,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
 }
 
 Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
   if (concurrency == 0) {
@@ -271,7 +272,7 @@ Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
 
 Status Client::Impl::unlink(std::string_view name, Location location) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (Status s = check_running(); !s) return s;
   }
   if (name.empty()) return Status::invalid_argument("file name", "is empty");
@@ -288,7 +289,7 @@ Status Client::Impl::unlink(std::string_view name, Location location) {
 Status Client::Impl::lock(Fd fd, LockMode mode, LockWait wait) {
   std::shared_ptr<PageIo> io;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     io = (*found)->io;
@@ -302,7 +303,7 @@ Status Client::Impl::lock(Fd fd, LockMode mode, LockWait wait) {
 Status Client::Impl::unlock(Fd fd) {
   std::shared_ptr<PageIo> io;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     io = (*found)->io;
@@ -311,7 +312,7 @@ Status Client::Impl::unlock(Fd fd) {
 }
 
 Result<std::shared_ptr<PageIo>> Client::Impl::io_of(Fd fd) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
   return (*found)->io;
@@ -320,7 +321,7 @@ Result<std::shared_ptr<PageIo>> Client::Impl::io_of(Fd fd) {
 Status Client::Impl::pin(Fd fd, int64_t page) {
   uint32_t page_size = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     if (!cache_) return Status::not_supported((*found)->name, "pin: the client has no buffer pool");
@@ -342,7 +343,7 @@ Status Client::Impl::pin(Fd fd, int64_t page) {
 }
 
 Status Client::Impl::unpin(Fd fd, int64_t page) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
   if (!cache_) return Status::not_supported((*found)->name, "unpin: the client has no buffer pool");
@@ -350,7 +351,7 @@ Status Client::Impl::unpin(Fd fd, int64_t page) {
 }
 
 Status Client::Impl::drop_cached(Fd fd) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
   ++(*found)->pool_changes;
@@ -359,7 +360,7 @@ Status Client::Impl::drop_cached(Fd fd) {
 }
 
 Result<FileCounters> Client::Impl::counters(Fd fd) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();
   return cache_ ? cache_->counters(fd.value) : FileCounters{};

@@ -2,6 +2,7 @@
 // client's pool on the way, dispatch to the file's PageIo and completion.
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "client/client_impl.h"
 
 namespace pagefile {
@@ -11,7 +12,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
   RequestPtr request;
   std::vector<RequestPtr> to_dispatch;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     OpenFilePtr file = *found;
@@ -62,7 +63,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         }
         // Declined (or failed): it goes the usual way, from the front of
         // its page's queue, once the window has room.
-        if (Status s = wait_for_room_locked(lock, file, fd); !s) {
+        if (Status s = wait_for_room_locked(file, fd); !s) {
           (void)start_locked(finish_locked(request, s, PageRead::kData));
           lock.unlock();
           notify_waiters();
@@ -97,7 +98,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       }
     }
 
-    if (Status s = wait_for_room_locked(lock, file, fd); !s) return s;
+    if (Status s = wait_for_room_locked(file, fd); !s) return s;
 
     request = new_request_locked(file, page, is_write);
     if (is_write) {
@@ -125,18 +126,18 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
   return Ticket{request->ticket};
 }
 
-Status Client::Impl::wait_for_room_locked(std::unique_lock<std::mutex>& lock, const OpenFilePtr& file, Fd fd) {
+Status Client::Impl::wait_for_room_locked(const OpenFilePtr& file, Fd fd) {
   // When the window is full, the oldest ticket leaves it as soon as its I/O
   // is done; its result waits for its own confirm.
   for (;;) {
-    done_cv_.wait(lock, [&] { return !file->exclusive || file->closing || stopped_; });
+    while (file->exclusive && !file->closing && !stopped_) done_cv_.wait(mu_);
     if (file->closing || stopped_) {
       return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
     }
     prune_window(*file);
     if (file->in_window < file->concurrency) return Status::ok();
     RequestPtr oldest = file->window.front();
-    wait_locked(lock, file, oldest, [&] {
+    wait_locked(file, oldest, [&]() REQUIRES(mu_) {
       return oldest->done || !oldest->in_window || file->closing || stopped_ ||
              file->in_window < file->concurrency;
     });
@@ -241,7 +242,7 @@ void Client::Impl::dispatch(const RequestPtr& request) {
 void Client::Impl::complete(const RequestPtr& request, Status status, PageRead read_result) {
   RequestPtr next;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (cache_) {
       uint64_t id = request->file->fd.value;
       bool write_behind = write_queued_behind(*request);
@@ -297,7 +298,7 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
 }
 
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (Status s = check_running(); !s) return s;
   // (Named only when there is something to say: this runs once per page.)
   auto what = [&] { return fmt::format("ticket {}", ticket.value); };
@@ -315,7 +316,7 @@ Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
   }
   if (request->confirming) return Status::invalid_argument(what(), "is already being confirmed");
   request->confirming = true;
-  wait_locked(lock, request->file, request, [&] { return request->done; });
+  wait_locked(request->file, request, [&] { return request->done; });
   tickets_.erase(request->ticket);
   leave_window(*request->file, *request);
   notify_waiters();  // room in the window

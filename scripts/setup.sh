@@ -16,6 +16,8 @@ packages=(
   tcl tcl-dev dpkg-dev
   # stacks of a hung test (tests/support/doctest_main.cpp)
   gdb
+  # the thread-safety build (core/mutex.h, scripts/run)
+  clang
 )
 
 missing=()

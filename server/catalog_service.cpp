@@ -37,14 +37,14 @@ Status CatalogService::open() {
 }
 
 void CatalogService::close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   store_.reset();
   leases_.reset();
   closed_ = true;
 }
 
 Status CatalogService::answer(wire::Request::Reader request, wire::Response::Builder response) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status s = open(); !s) return s;
   switch (request.which()) {
     case wire::Request::OPEN: return open_file(request.getOpen(), response);

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "server/catalog_store.h"
 #include "server/lease_table.h"
 #include "server/page_server.h"
@@ -38,17 +38,16 @@ class CatalogService {
   void close();
 
  private:
-  // REQUIRES: mu_ held (these three).
-  Status open();
-  Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response);
-  Status set_lock(wire::Lock::Reader req, wire::Response::Builder response);
+  Status open() REQUIRES(mu_);
+  Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
+  Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
 
   const std::filesystem::path dir_;
   const std::chrono::milliseconds lease_;
-  std::mutex mu_;
-  std::unique_ptr<CatalogStore> store_;  // GUARDED_BY(mu_), opened on first use
-  std::unique_ptr<LeaseTable> leases_;   // GUARDED_BY(mu_)
-  bool closed_ = false;                  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unique_ptr<CatalogStore> store_ GUARDED_BY(mu_);  // opened on first use
+  std::unique_ptr<LeaseTable> leases_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pagefile::net

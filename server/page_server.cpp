@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "server/page_server.h"
 
 #include <capnp/serialize.h>
@@ -71,7 +72,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
         }
         auto session = std::make_shared<Session>(self, std::move(connection));
         {
-          std::lock_guard lock(self->sessions_mu_);
+          MutexLock lock(self->sessions_mu_);
           if (self->stopping_) {
             session->close();
             return;
@@ -90,15 +91,15 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
 
 void PageServer::Impl::stop() {
   {
-    std::lock_guard lock(sessions_mu_);
+    MutexLock lock(sessions_mu_);
     if (stopping_) return;
     stopping_ = true;
   }
   if (listener_) listener_->close();
   std::vector<std::shared_ptr<Session>> sessions;
   {
-    std::unique_lock lock(sessions_mu_);
-    idle_cv_.wait(lock, [&] { return jobs_in_flight_ == 0; });
+    MutexLock lock(sessions_mu_);
+    while (jobs_in_flight_ != 0) idle_cv_.wait(sessions_mu_);
     sessions = sessions_;
   }
   // Hang up once the last responses are written, and wait (a while) for
@@ -107,14 +108,15 @@ void PageServer::Impl::stop() {
   for (auto& s : sessions) s->close_after_sending();
   sessions.clear();
   {
-    std::unique_lock lock(sessions_mu_);
-    if (!idle_cv_.wait_for(lock, IoRuntime::kFinishGrace, [&] { return sessions_.empty(); })) {
-      sessions = sessions_;
+    MutexLock lock(sessions_mu_);
+    auto deadline = std::chrono::steady_clock::now() + IoRuntime::kFinishGrace;
+    while (!sessions_.empty() && idle_cv_.wait_until(sessions_mu_, deadline)) {
     }
+    sessions = sessions_;
   }
   for (auto& s : sessions) s->close();  // a peer that would not read its last answers
   {
-    std::lock_guard lock(sessions_mu_);
+    MutexLock lock(sessions_mu_);
     sessions_.clear();
     paused_.clear();
   }
@@ -125,7 +127,7 @@ void PageServer::Impl::stop() {
 }
 
 bool PageServer::Impl::admit(const std::shared_ptr<Session>& session, uint64_t write_bytes) {
-  std::lock_guard lock(sessions_mu_);
+  MutexLock lock(sessions_mu_);
   if (stopping_) return false;
   ++jobs_in_flight_;  // stop() waits for it
   if (write_bytes > 0 && tally_.hold_write_bytes(write_bytes) > options_.max_unconfirmed_write_bytes) {
@@ -138,7 +140,7 @@ bool PageServer::Impl::admit(const std::shared_ptr<Session>& session, uint64_t w
 void PageServer::Impl::retire(uint64_t write_bytes) {
   std::vector<std::shared_ptr<Session>> resume;
   {
-    std::lock_guard lock(sessions_mu_);
+    MutexLock lock(sessions_mu_);
     if (write_bytes > 0) {
       uint64_t held = tally_.unconfirmed_write_bytes -= write_bytes;
       if (held <= options_.max_unconfirmed_write_bytes / 2) resume.swap(paused_);
@@ -151,7 +153,7 @@ void PageServer::Impl::retire(uint64_t write_bytes) {
 
 void PageServer::Impl::session_ended(const std::shared_ptr<Session>& session) {
   {
-    std::lock_guard lock(sessions_mu_);
+    MutexLock lock(sessions_mu_);
     tally_.connections--;
     std::erase(sessions_, session);
     std::erase(paused_, session);
@@ -169,7 +171,7 @@ std::optional<Frame> PageServer::Impl::answer_from_pool(wire::Request::Reader re
     // Anything unusual goes to the work pool, which answers it with the error.
     if (!shares_.pool_enabled() || !check_read(page_size, req.getPage(), count)) return std::nullopt;
     {
-      std::lock_guard lock(sessions_mu_);
+      MutexLock lock(sessions_mu_);
       if (stopping_) return std::nullopt;
     }
     FrameBuilder message(static_cast<size_t>(count) * page_size / sizeof(capnp::word) + 16);

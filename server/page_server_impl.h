@@ -21,6 +21,7 @@
 #include <boost/asio/post.hpp>
 #include <capnp/message.h>
 
+#include "core/mutex.h"
 #include "core/io_runtime.h"
 #include "server/catalog_service.h"
 #include "server/dir_lock.h"
@@ -84,12 +85,12 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<DirLock> dir_lock_;  // held from start to stop
 
-  std::mutex sessions_mu_;
-  std::condition_variable idle_cv_;                 // jobs_in_flight_ fell, or a session ended
-  std::vector<std::shared_ptr<Session>> sessions_;  // GUARDED_BY(sessions_mu_)
-  uint64_t jobs_in_flight_ = 0;                     // GUARDED_BY(sessions_mu_)
-  bool stopping_ = false;                           // GUARDED_BY(sessions_mu_)
-  std::vector<std::shared_ptr<Session>> paused_;    // GUARDED_BY(sessions_mu_)
+  Mutex sessions_mu_;
+  CondVar idle_cv_;                 // jobs_in_flight_ fell, or a session ended
+  std::vector<std::shared_ptr<Session>> sessions_ GUARDED_BY(sessions_mu_);
+  uint64_t jobs_in_flight_ GUARDED_BY(sessions_mu_) = 0;
+  bool stopping_ GUARDED_BY(sessions_mu_) = false;
+  std::vector<std::shared_ptr<Session>> paused_ GUARDED_BY(sessions_mu_);
 };
 
 template <class Job>

@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "server/server_pool.h"
 
 #include <algorithm>
@@ -51,7 +52,7 @@ ServerPool::ServerPool(uint64_t capacity, uint32_t prefetch_pages)
 
 std::string ServerPool::declare(uint64_t file, uint32_t page_size, std::string_view policy) {
   if (!pool_) return std::string(policy);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   if (it != files_.end() && (policy.empty() || it->second == policy)) return it->second;
   std::string name(policy.empty() ? kDefaultPolicy : policy);
@@ -72,7 +73,7 @@ std::string ServerPool::declare(uint64_t file, uint32_t page_size, std::string_v
 }
 
 std::string ServerPool::policy_of(uint64_t file) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   return it == files_.end() ? std::string() : it->second;
 }
@@ -113,7 +114,7 @@ void ServerPool::drop(uint64_t file, int64_t from) {
     pool_->truncate(file, from);
     return;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   pool_->remove_file(file);
   files_.erase(file);
 }
@@ -125,7 +126,7 @@ uint64_t ServerPool::size() const { return pool_ ? pool_->size() : 0; }
 std::vector<FilePoolStats> ServerPool::stats() const {
   std::vector<FilePoolStats> out;
   if (!pool_) return out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [file, policy] : files_) out.push_back({file, policy, pool_->counters(file)});
   return out;
 }

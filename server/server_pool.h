@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/mutex.h"
 #include "policies/buffer_pool.h"
 #include "pagefile/pagefile.h"
 #include "pagefile/policy.h"
@@ -92,8 +93,8 @@ class ServerPool {
   const uint32_t prefetch_pages_;
   const std::shared_ptr<PolicyRegistry> policies_;
   std::unique_ptr<BufferPool> pool_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, std::string> files_;  // GUARDED_BY(mu_): file -> policy name
+  mutable Mutex mu_;
+  std::map<uint64_t, std::string> files_ GUARDED_BY(mu_);  // file -> policy name
 };
 
 }  // namespace pagefile::net

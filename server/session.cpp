@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "server/session.h"
 
 #include <algorithm>
@@ -93,7 +94,7 @@ void Session::on_frame(Frame frame) {
   }
   bool start_now = true;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     job.seq = next_seq_++;
     for (const auto& [seq, earlier] : active_) {
       if (earlier.span.overlaps(job.span)) {
@@ -108,7 +109,7 @@ void Session::on_frame(Frame frame) {
 }
 
 bool Session::overtakes_earlier(const Span& span) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [seq, earlier] : active_) {
     if (earlier.span.overlaps(span)) return true;
   }
@@ -126,7 +127,7 @@ void Session::run(const Job& job) {
 void Session::finish(const Job& job) {
   std::vector<Job> ready;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     active_.erase(job.seq);
     running_.erase(job.seq);
     // Start every waiting job that no earlier job overlaps any more.

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/mutex.h"
 #include "server/page_server_impl.h"
 #include "wire/transport.h"
 
@@ -60,10 +61,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const std::shared_ptr<PageServer::Impl> server_;
   const std::shared_ptr<Connection> connection_;
-  std::mutex mu_;
-  uint64_t next_seq_ = 0;           // GUARDED_BY(mu_)
-  std::map<uint64_t, Job> active_;  // GUARDED_BY(mu_): running or waiting, by arrival
-  std::set<uint64_t> running_;      // GUARDED_BY(mu_): jobs handed to the pool
+  Mutex mu_;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Job> active_ GUARDED_BY(mu_);  // running or waiting, by arrival
+  std::set<uint64_t> running_ GUARDED_BY(mu_);  // jobs handed to the pool
   std::atomic<bool> closed_{false};
 };
 

@@ -44,7 +44,7 @@ std::vector<std::unique_lock<std::mutex>> ShareStore::lock_all_pages() {
 }
 
 Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint32_t page_size, bool create) {
-  std::lock_guard lock(shares_mu_);
+  MutexLock lock(shares_mu_);
   auto it = shares_.find(file_id);
   if (it != shares_.end()) {
     if (it->second->page_size() != page_size) {
@@ -117,7 +117,7 @@ Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t
   auto r = file.read_page(page, out);
   if (!r) return r.status();
   tally_.disk_reads++;
-  std::lock_guard log(log_mu_);
+  MutexLock log(log_mu_);
   disk_read_log_.emplace_back(file_id, page);
   if (disk_read_log_.size() > kDiskReadLogEntries) disk_read_log_.pop_front();
   return Status::ok();
@@ -134,17 +134,17 @@ Status ShareStore::read_miss(LocalPagefile& file, uint64_t file_id, int64_t page
 void ShareStore::reset_window(uint64_t file_id, int64_t pages) {
   std::shared_ptr<Window> w;
   {
-    std::lock_guard lock(windows_mu_);
+    MutexLock lock(windows_mu_);
     auto it = windows_.find(file_id);
     if (it == windows_.end()) return;
     w = it->second;
   }
-  std::lock_guard fill(w->fill);
+  MutexLock fill(w->fill);
   w->read_through = std::min(w->read_through, pages - 1);
 }
 
 std::shared_ptr<ShareStore::Window> ShareStore::window(uint64_t file_id) {
-  std::lock_guard lock(windows_mu_);
+  MutexLock lock(windows_mu_);
   auto& w = windows_[file_id];
   if (!w) w = std::make_shared<Window>();
   return w;
@@ -165,7 +165,7 @@ std::shared_ptr<ShareStore::Window> ShareStore::window(uint64_t file_id) {
 Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const ShareLayout& layout, int64_t page,
                                std::span<std::byte> out) {
   auto w = window(file_id);
-  std::lock_guard fill(w->fill);
+  MutexLock fill(w->fill);
   // It may have come in while this reader waited for the window.
   if (pool_.read(file_id, page, out, /*count=*/false)) return Status::ok();
   auto arm = hold_arm();
@@ -263,7 +263,7 @@ Status ShareStore::truncate(const ShareRef& ref, int64_t pages) {
 
 Status ShareStore::drop(uint64_t file_id) {
   {
-    std::lock_guard lock(shares_mu_);
+    MutexLock lock(shares_mu_);
     shares_.erase(file_id);
   }
   {
@@ -280,7 +280,7 @@ std::vector<std::pair<uint64_t, int64_t>> ShareStore::disk_read_log() const {
 }
 
 std::vector<std::pair<uint64_t, int64_t>> ShareStore::disk_read_log_tail(size_t most) const {
-  std::lock_guard lock(log_mu_);
+  MutexLock lock(log_mu_);
   size_t skip = disk_read_log_.size() > most ? disk_read_log_.size() - most : 0;
   return {disk_read_log_.begin() + static_cast<std::ptrdiff_t>(skip), disk_read_log_.end()};
 }

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/mutex.h"
 #include "server/page_server.h"
 #include "server/server_counters.h"
 #include "server/server_pool.h"
@@ -92,8 +93,8 @@ class ShareStore {
   // moves, so one window read finishes before the next starts and the disk
   // sees one ascending run.
   struct Window {
-    std::mutex fill;
-    int64_t read_through = -1;  // GUARDED_BY(fill)
+    Mutex fill;
+    int64_t read_through GUARDED_BY(fill) = -1;
   };
 
   bool emulated_disk() const { return options_.disk_latency.count() > 0; }
@@ -120,17 +121,20 @@ class ShareStore {
   ServerTally& tally_;
   ServerPool pool_;
 
-  std::mutex arm_;  // the emulated disk: one access at a time
+  // The emulated disk: one access at a time. (A std::mutex held by the
+  // scope of a std::unique_lock, like the page locks, whose count and
+  // choice by page the analysis cannot follow; they guard no field.)
+  std::mutex arm_;
   std::array<std::mutex, kPageLockStripes> page_locks_;
 
-  std::mutex shares_mu_;
-  std::map<uint64_t, std::shared_ptr<LocalPagefile>> shares_;  // GUARDED_BY(shares_mu_)
+  Mutex shares_mu_;
+  std::map<uint64_t, std::shared_ptr<LocalPagefile>> shares_ GUARDED_BY(shares_mu_);
 
-  std::mutex windows_mu_;
-  std::map<uint64_t, std::shared_ptr<Window>> windows_;  // GUARDED_BY(windows_mu_)
+  Mutex windows_mu_;
+  std::map<uint64_t, std::shared_ptr<Window>> windows_ GUARDED_BY(windows_mu_);
 
-  mutable std::mutex log_mu_;
-  std::deque<std::pair<uint64_t, int64_t>> disk_read_log_;  // GUARDED_BY(log_mu_)
+  mutable Mutex log_mu_;
+  std::deque<std::pair<uint64_t, int64_t>> disk_read_log_ GUARDED_BY(log_mu_);
 };
 
 }  // namespace pagefile::net

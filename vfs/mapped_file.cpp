@@ -107,7 +107,10 @@ void MappedFile::drop_ahead(int64_t page) {
 }
 
 void MappedFile::drop_all_ahead() {
-  for (auto& [page, read] : ahead_) (void)timed([&] { return client_.read_confirm(read.ticket); });
+  for (auto& entry : ahead_) {
+    Ticket ticket = entry.second.ticket;  // (a lambda may not capture a structured binding in C++20 before clang 16)
+    (void)timed([&] { return client_.read_confirm(ticket); });
+  }
   ahead_.clear();
 }
 

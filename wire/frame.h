@@ -42,7 +42,14 @@ struct UninitializedAllocator : std::allocator<T> {
   }
   template <class U, class... Args>
   void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    if constexpr (sizeof...(Args) == 1 && (std::is_same_v<std::remove_cvref_t<Args>, U> && ...)) {
+      // A word moved as the vector grows: capnp::word may not be copied
+      // (KJ_DISALLOW_COPY), but it is eight bytes and nothing else.
+      static_assert(std::is_trivially_destructible_v<U>);
+      (std::memcpy(static_cast<void*>(p), static_cast<const void*>(&args), sizeof(U)), ...);
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
   }
 };
 

@@ -1,5 +1,7 @@
 #include "wire/wire_convert.h"
 
+#include <cstring>
+
 #include <bit>
 
 #include <capnp/serialize.h>
@@ -81,7 +83,7 @@ Frame to_frame(capnp::MessageBuilder& message) {
   if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
   capnp::word* at = frame.data() + table_words;
   for (auto segment : segments) {
-    std::copy(segment.begin(), segment.end(), at);
+    std::memcpy(static_cast<void*>(at), segment.begin(), segment.size() * sizeof(capnp::word));
     at += segment.size();
   }
   return frame;
