@@ -101,10 +101,7 @@ class CondVar {
   // As wait(); false when `timeout` passed first.
   template <class Rep, class Period>
   bool wait_for(Mutex& mu, std::chrono::duration<Rep, Period> timeout) REQUIRES(mu) {
-    std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
-    bool woken = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
-    lock.release();
-    return woken;
+    return wait_until(mu, std::chrono::steady_clock::now() + timeout);
   }
   template <class Clock, class Duration>
   bool wait_until(Mutex& mu, std::chrono::time_point<Clock, Duration> deadline) REQUIRES(mu) {
