@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "store/local_pagefile.h"
 
 #include <fcntl.h>
@@ -228,14 +229,14 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) 
   auto index = static_cast<size_t>(page);
   bool reserved = !reserve_first_;
   if (!reserved) {
-    std::lock_guard lock(reserved_mu_);
+    MutexLock lock(reserved_mu_);
     reserved = index < reserved_.size() && reserved_[index];
   }
   // Reserve the blocks first: when the disk is full this fails before a
   // byte of the page is written, so no page is left half old, half new.
   if (!reserved) {
     if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) == 0) {
-      std::lock_guard lock(reserved_mu_);
+      MutexLock lock(reserved_mu_);
       if (index < kMaxRememberedReservations) {  // (beyond: a bit per page costs too much)
         if (index >= reserved_.size()) reserved_.resize(index + 1);
         reserved_[index] = true;
@@ -260,7 +261,7 @@ Status LocalPagefile::truncate(int64_t pages) {
   {
     // (Callers order a truncate against writes of the same object: the
     // client and the server both do.)
-    std::lock_guard lock(reserved_mu_);
+    MutexLock lock(reserved_mu_);
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   if (::ftruncate(fd_, page_offset(pages, page_size())) != 0) {
@@ -308,7 +309,7 @@ Status LocalPagefile::unlock() {
 }
 
 Status LocalPagefile::set_lock_level(LockLevel level) {
-  std::lock_guard guard(level_mu_);
+  MutexLock guard(level_mu_);
   const LockLevel held = level_;
   if (level == held) return Status::ok();
   auto invalid = [&](std::string_view why) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "store/file_header.h"
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
@@ -99,8 +100,8 @@ class LocalPagefile {
   const FileHeader header_;
   const bool read_only_;
 
-  std::mutex level_mu_;
-  LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(level_mu_)
+  Mutex level_mu_;
+  LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;
 
   // Whether a page's blocks are reserved before it is written: not when a
   // page fits in one block of the file system (the write allocates it whole
@@ -113,8 +114,8 @@ class LocalPagefile {
   // truncate; a truncate through another descriptor leaves pages marked
   // whose blocks are gone, but such a page has no old content for a failed
   // write to tear. A page written before open is reserved once more.
-  std::mutex reserved_mu_;
-  std::vector<bool> reserved_;  // GUARDED_BY(reserved_mu_), by page
+  Mutex reserved_mu_;
+  std::vector<bool> reserved_ GUARDED_BY(reserved_mu_);  // by page
 };
 
 }  // namespace pagefile
