@@ -60,6 +60,9 @@ class Reply {
 using ReplyPtr = std::shared_ptr<Reply>;
 
 struct BusOptions {
+  // The threads the bus and its embedded servers run on; null: the
+  // process's shared runtime (IoRuntime::shared()).
+  std::shared_ptr<IoRuntime> runtime;
   int connect_timeout_ms = 3000;
   int request_timeout_ms = 30'000;
   // How embedded (inproc:N) servers run; `dir` is set per server under home.
@@ -148,9 +151,9 @@ class BusClient {
   class Impl;
 
  private:
-  BusClient(std::unique_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
+  BusClient(std::shared_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
             uint64_t owner);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
   std::string catalog_;
   std::vector<std::string> servers_;
   uint64_t owner_;

@@ -1,0 +1,177 @@
+// The bus's private parts (bus/), one job per file:
+//   bus_client.cpp   calls: request ids, matching answers, deadlines, the
+//                    embedded servers and direct calls to them, start/stop
+//   connections.cpp  connecting to servers (on the runtime's work pool),
+//                    losing them, failing their requests
+//   leases.cpp       lock owners and the renewal of their leases
+//   waiter_reading.cpp  answers read by the threads that wait for them, and
+//                    the sweep of answers nobody waits for
+//
+// Threads: the bus adds one of its own, the service thread (sweep, expiry,
+// renewal: service_loop); connections are read by waiters, or by the
+// runtime's network thread for inproc:, and made on its work pool.
+//
+// Lifetime: the Impl is shared. Connection callbacks and connect jobs hold
+// it weakly or strongly, so none touches a freed bus; stop() ends the
+// service thread, waits for connects in flight, and fails what is pending.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/bus_client.h"
+#include "core/io_runtime.h"
+#include "core/mutex.h"
+#include "wire/transport.h"
+
+namespace pagefile::net {
+
+using Clock = std::chrono::steady_clock;
+
+class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
+ public:
+  Impl(const BusConfig& config, const BusOptions& options, uint64_t owner);
+
+  Status start();
+  void stop();
+  void call(const std::string& server, const Build& build, Callback done);
+
+  // Leases (leases.cpp).
+  void set_holds_locks(uint64_t owner, bool holds) EXCLUDES(owners_mu_);
+  bool lease_lost(uint64_t owner) EXCLUDES(owners_mu_);
+  uint64_t new_owner() { return owner_ + (next_owner_++ << 1); }
+  void note_lease(int64_t ms) { lease_ms_ = ms; }
+
+  // Waiter reading (waiter_reading.cpp).
+  void pump(const std::string& server, std::chrono::milliseconds timeout);
+  // Something a waiter may wait for happened: wakes the threads in pump()
+  // that follow another's reading.
+  void note_progress();
+
+  // Direct calls to embedded servers (bus_client.cpp).
+  std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                    std::span<std::byte> out);
+  std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
+                                     std::span<const std::byte> data);
+  bool has_embedded() const { return !embedded_by_name_.empty(); }
+  bool all_at_once() const {
+    // (A pool would give global-sequential files a window, read on the pool.)
+    return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0 &&
+           options_.embedded.cache_pages == 0;
+  }
+
+ private:
+  struct Peer {
+    std::string name;
+    Address address;
+    std::shared_ptr<Connection> connection;
+    bool connecting = false;
+    std::vector<std::pair<uint64_t, Frame>> queued;  // waiting for the connection
+  };
+  struct Pending {
+    Callback done;
+    std::string server;
+    Clock::time_point deadline;
+  };
+  // An embedded server, with the requests that change its pages (write,
+  // truncate, drop) sent and not yet answered: direct page work must not
+  // overtake them. A request given up on after its deadline still counts
+  // until its late answer comes (or its connection ends), since it may still
+  // run there.
+  struct Direct {
+    PageServer* server = nullptr;
+    std::atomic<uint64_t> changing{0};
+  };
+
+  // The bus's own thread: every millisecond while requests are outstanding
+  // it reads the answers nobody waits for (sweep); every 50 ms it fails
+  // requests past their deadline; every third of the lease it renews.
+  void service_loop();
+  // REQUIRES: `lock` holds mu_ (both let go of it and take it again).
+  void sweep(std::unique_lock<std::mutex>& lock);
+  void expire(std::unique_lock<std::mutex>& lock);
+  void renew_leases() EXCLUDES(owners_mu_);
+
+  // Connecting (connections.cpp): runs on the runtime's work pool.
+  void connect_peer(const std::string& server);
+  void on_frame(const std::string& server, Frame frame);
+  void on_close(const std::string& server, const std::shared_ptr<Connection>& connection, const Status& why);
+  // Fails every pending request of `server` (all when empty) with `why`.
+  void fail_server(const std::string& server, const Status& why);
+  // Sends what queued for `server` on its new connection, in order, until
+  // nothing more queues, then makes it the peer's connection. Not under
+  // mu_: a send may wait for room in the socket.
+  void send_queued(const std::string& server, const std::shared_ptr<Connection>& connection);
+
+  // What a caller gets for `reply` from `server`: the reply, or the error
+  // it carries (or a protocol mismatch).
+  static Result<ReplyPtr> checked(const std::string& server, ReplyPtr reply);
+  // Likewise for an answer got by direct call, not yet parsed.
+  static Result<ReplyPtr> checked(const std::string& server, Frame answer);
+  // `server` when it runs in this process and page work may go to it by
+  // direct call now: nothing that changes its pages is in flight, and the
+  // bus is not stopping. Null otherwise.
+  PageServer* direct_server(const std::string& server);
+  // A late answer to request `id` came, or can no longer come: a request to
+  // an embedded server given up on no longer holds its direct calls back.
+  // REQUIRES: mu_ held.
+  void forget_late(uint64_t id);
+
+  const BusConfig config_;
+  const BusOptions options_;
+  const uint64_t owner_;
+  std::shared_ptr<IoRuntime> runtime_;
+
+  InprocHub hub_;
+  std::vector<std::unique_ptr<PageServer>> embedded_;
+  // The catalog when it is one of embedded_: catalog requests go to it by
+  // a direct call (PageServer::answer_catalog). Null otherwise.
+  PageServer* embedded_catalog_ = nullptr;
+  std::string catalog_name_;
+  // embedded_ by address text; filled by start() and fixed from then on.
+  std::map<std::string, std::unique_ptr<Direct>> embedded_by_name_;
+  std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
+
+  std::thread service_;
+  std::atomic<uint64_t> next_owner_{1};
+  // Lock owners (one per descriptor that holds a lock) whose leases we renew,
+  // and those whose renewal the catalog refused: their locks are gone.
+  Mutex owners_mu_;
+  std::set<uint64_t> lock_owners_ GUARDED_BY(owners_mu_);
+  std::set<uint64_t> lost_owners_ GUARDED_BY(owners_mu_);
+  std::atomic<int64_t> lease_ms_{1000};  // the catalog's lease, as it last told us
+
+  // (A std::mutex: its waits hand a std::unique_lock to code that unlocks
+  // it around sends and callbacks.)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                          // guarded by mu_
+  uint64_t next_id_ = 1;                           // guarded by mu_
+  std::map<std::string, Peer> peers_;              // guarded by mu_
+  std::unordered_map<uint64_t, Pending> pending_;  // guarded by mu_
+  // Requests to embedded servers given up on, by id: their server.
+  std::unordered_map<uint64_t, std::string> late_;  // guarded by mu_
+  uint32_t connects_in_flight_ = 0;                 // guarded by mu_
+
+  // Set while this thread reads a connection for pump() or the sweep,
+  // which say once per batch what they delivered (note_progress).
+  static thread_local bool reading_here_;
+
+  // Progress for pump(): a count of deliveries (and of anything else a
+  // waiter may wait for), and the threads waiting for it to move.
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<int> followers_{0};
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+};
+
+}  // namespace pagefile::net
