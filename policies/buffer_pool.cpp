@@ -24,12 +24,12 @@ uint32_t BufferPool::size() const {
   return size_;
 }
 
-BufferPool::FileState* BufferPool::find(uint64_t file) {
+BufferPool::PoolFile* BufferPool::find(uint64_t file) {
   auto it = files_.find(file);
   return it == files_.end() ? nullptr : &it->second;
 }
 
-const BufferPool::FileState* BufferPool::find(uint64_t file) const {
+const BufferPool::PoolFile* BufferPool::find(uint64_t file) const {
   auto it = files_.find(file);
   return it == files_.end() ? nullptr : &it->second;
 }
@@ -40,7 +40,7 @@ void BufferPool::add_file(uint64_t file, uint32_t page_size, PolicyLimits limits
   if (limits.max_pages == 0 || limits.max_pages > capacity_) limits.max_pages = capacity_;
   limits.min_pages = std::min(limits.min_pages, limits.max_pages);
   std::lock_guard lock(mu_);
-  FileState& f = files_[file];
+  PoolFile& f = files_[file];
   f.page_size = page_size;
   f.limits = limits;
   f.policy = std::move(policy);
@@ -54,17 +54,17 @@ void BufferPool::remove_file(uint64_t file) {
   files_.erase(it);
 }
 
-uint32_t BufferPool::allowance(const FileState& f) const {
+uint32_t BufferPool::allowance(const PoolFile& f) const {
   return std::clamp(f.policy->wanted_pages(f.limits), f.limits.min_pages, f.limits.max_pages);
 }
 
-bool BufferPool::pinned(const FileState& f, int64_t page) const {
+bool BufferPool::pinned(const PoolFile& f, int64_t page) const {
   return f.pins.contains(page) || f.policy->pinned(page);
 }
 
 bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, bool count) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f == nullptr) return false;
   auto it = f->frames.find(page);
   if (it == f->frames.end()) {
@@ -84,13 +84,13 @@ bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, boo
 
 bool BufferPool::contains(uint64_t file, int64_t page) const {
   std::lock_guard lock(mu_);
-  const FileState* f = find(file);
+  const PoolFile* f = find(file);
   return f != nullptr && f->frames.contains(page);
 }
 
 void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> data) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f == nullptr) return;
   if (passed_at_once(*f, page)) {
     ++f->counters.tossed;  // kept for no time: taking a frame would evict a better page
@@ -101,20 +101,20 @@ void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> da
 
 bool BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f == nullptr) return false;
   return f->frames.contains(page) || admit(*f, page, data, /*prefetched=*/true);
 }
 
 void BufferPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f == nullptr) return;
   if (!f->frames.contains(page) && passed_at_once(*f, page)) return;
   if (admit(*f, page, data, /*prefetched=*/false)) use(*f, page);
 }
 
-bool BufferPool::passed_at_once(FileState& f, int64_t page) {
+bool BufferPool::passed_at_once(PoolFile& f, int64_t page) {
   if (pinned(f, page)) return false;
   auto passed = f.policy->passed(page);
   return std::find(passed.begin(), passed.end(), page) != passed.end();
@@ -122,7 +122,7 @@ bool BufferPool::passed_at_once(FileState& f, int64_t page) {
 
 void BufferPool::drop(uint64_t file, int64_t page) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f != nullptr && f->frames.contains(page)) remove_frame(*f, page, Why::kDropped);
 }
 
@@ -130,7 +130,7 @@ void BufferPool::drop_all(uint64_t file) { truncate(file, 0); }
 
 void BufferPool::truncate(uint64_t file, int64_t pages) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f == nullptr) return;
   std::vector<int64_t> gone;
   for (const auto& [page, frame] : f->frames) {
@@ -141,13 +141,13 @@ void BufferPool::truncate(uint64_t file, int64_t pages) {
 
 void BufferPool::pin(uint64_t file, int64_t page) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   if (f != nullptr) ++f->pins[page];
 }
 
 Status BufferPool::unpin(uint64_t file, int64_t page) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   auto it = f == nullptr ? decltype(f->pins.end()){} : f->pins.find(page);
   if (f == nullptr || it == f->pins.end()) {
     return Status::invalid_argument(fmt::format("unpin of page {}", page), "the page is not pinned");
@@ -158,7 +158,7 @@ Status BufferPool::unpin(uint64_t file, int64_t page) {
 
 std::vector<int64_t> BufferPool::read_ahead(uint64_t file, int64_t page) {
   std::lock_guard lock(mu_);
-  FileState* f = find(file);
+  PoolFile* f = find(file);
   std::vector<int64_t> pages;
   if (f == nullptr) return pages;
   for (int64_t next : f->policy->read_ahead(page, f->limits)) {
@@ -171,7 +171,7 @@ std::vector<int64_t> BufferPool::read_ahead(uint64_t file, int64_t page) {
 
 FileCounters BufferPool::counters(uint64_t file) const {
   std::lock_guard lock(mu_);
-  const FileState* f = find(file);
+  const PoolFile* f = find(file);
   if (f == nullptr) return {};
   FileCounters out = f->counters;
   out.pages = static_cast<uint32_t>(f->frames.size());
@@ -180,7 +180,7 @@ FileCounters BufferPool::counters(uint64_t file) const {
   return out;
 }
 
-bool BufferPool::admit(FileState& f, int64_t page, std::span<const std::byte> data, bool prefetched) {
+bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched) {
   assert(data.size() == f.page_size);
   auto it = f.frames.find(page);
   if (it != f.frames.end()) {
@@ -205,7 +205,7 @@ bool BufferPool::admit(FileState& f, int64_t page, std::span<const std::byte> da
   return true;
 }
 
-bool BufferPool::evict_from(FileState& f) {
+bool BufferPool::evict_from(PoolFile& f) {
   auto victim = f.policy->victim([&](int64_t page) { return f.frames.contains(page) && !pinned(f, page); });
   // A victim the pool does not hold (a policy's mistake) would loop forever.
   if (!victim || !f.frames.contains(*victim) || pinned(f, *victim)) return false;
@@ -213,8 +213,8 @@ bool BufferPool::evict_from(FileState& f) {
   return true;
 }
 
-bool BufferPool::evict_for(FileState& asking) {
-  std::vector<std::pair<uint32_t, FileState*>> donors;  // (pages above min, file)
+bool BufferPool::evict_for(PoolFile& asking) {
+  std::vector<std::pair<uint32_t, PoolFile*>> donors;  // (pages above min, file)
   for (auto& [id, f] : files_) {
     uint32_t held = static_cast<uint32_t>(f.frames.size());
     if (held > f.limits.min_pages) donors.emplace_back(held - f.limits.min_pages, &f);
@@ -229,7 +229,7 @@ bool BufferPool::evict_for(FileState& asking) {
   return false;
 }
 
-void BufferPool::remove_frame(FileState& f, int64_t page, Why why) {
+void BufferPool::remove_frame(PoolFile& f, int64_t page, Why why) {
   auto it = f.frames.find(page);
   if (it->second.prefetched_unread) ++f.counters.prefetch_wasted;
   if (why == Why::kEvicted) ++f.counters.evictions;
@@ -240,7 +240,7 @@ void BufferPool::remove_frame(FileState& f, int64_t page, Why why) {
   f.policy->removed(page);
 }
 
-void BufferPool::use(FileState& f, int64_t page) {
+void BufferPool::use(PoolFile& f, int64_t page) {
   f.policy->referenced(page);
   for (int64_t done : f.policy->passed(page)) {
     if (f.frames.contains(done) && !pinned(f, done)) remove_frame(f, done, Why::kTossed);

@@ -93,7 +93,7 @@ class BufferPool {
     std::vector<std::byte> data;
     bool prefetched_unread = false;
   };
-  struct FileState {
+  struct PoolFile {
     uint32_t page_size = 0;
     PolicyLimits limits;
     std::unique_ptr<PagePolicy> policy;
@@ -103,29 +103,29 @@ class BufferPool {
   };
   enum class Why { kEvicted, kTossed, kDropped };
 
-  FileState* find(uint64_t file);
-  const FileState* find(uint64_t file) const;
-  uint32_t allowance(const FileState& f) const;
-  bool pinned(const FileState& f, int64_t page) const;
+  PoolFile* find(uint64_t file);
+  const PoolFile* find(uint64_t file) const;
+  uint32_t allowance(const PoolFile& f) const;
+  bool pinned(const PoolFile& f, int64_t page) const;
   // Puts `data` in a frame of `f`, making room first; false when no room
   // could be made (every candidate page pinned).
-  bool admit(FileState& f, int64_t page, std::span<const std::byte> data, bool prefetched);
+  bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched);
   // Evicts one page of `f` chosen by its policy; false when none can go.
-  bool evict_from(FileState& f);
+  bool evict_from(PoolFile& f);
   // Evicts one page of the file holding most pages above its minimum,
   // `asking` last; false when no file can give one up.
-  bool evict_for(FileState& asking);
-  void remove_frame(FileState& f, int64_t page, Why why);
+  bool evict_for(PoolFile& asking);
+  void remove_frame(PoolFile& f, int64_t page, Why why);
   // Whether the policy lets go of `page` as soon as it is used (and it is
   // not pinned): such a page is not worth a frame.
-  bool passed_at_once(FileState& f, int64_t page);
+  bool passed_at_once(PoolFile& f, int64_t page);
   // The program used `page`: tell the policy, then toss what it has passed.
-  void use(FileState& f, int64_t page);
+  void use(PoolFile& f, int64_t page);
 
   const uint32_t capacity_;
   mutable std::mutex mu_;
   uint32_t size_ = 0;                         // GUARDED_BY(mu_)
-  std::map<uint64_t, FileState> files_;       // GUARDED_BY(mu_)
+  std::map<uint64_t, PoolFile> files_;       // GUARDED_BY(mu_)
   // Buffers of frames removed, for the next admit: a full pool admits one
   // page for each it evicts, and reusing the buffer saves an allocation and
   // the page faults of fresh memory on every write.

@@ -17,7 +17,7 @@
 
 #include "pagefile/pagefile.h"
 #include "vfs/db_options.h"
-#include "vfs/mapped_file.h"
+#include "vfs/byte_file.h"
 
 namespace pagefile::vfs {
 

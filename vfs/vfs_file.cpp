@@ -1,6 +1,6 @@
 // The io methods of store files: one static function per method, one table
 // (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
-// in MappedFile; this file adds SQLite's codes, locks and controls.
+// in ByteFile; this file adds SQLite's codes, locks and controls.
 #include <strings.h>
 #include <unistd.h>
 
@@ -17,7 +17,7 @@ namespace pagefile::vfs {
 
 namespace {
 
-FileState& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
+StoreFile& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
 
 // The stripe unit that keeps a file whole on one server (2^30 pages: 4 TiB
 // of 4 KiB pages).
@@ -29,7 +29,7 @@ constexpr const char* kWalRefused =
     "pagefile: journal_mode=WAL needs PRAGMA locking_mode=EXCLUSIVE first "
     "(the store has no shared memory between clients)";
 
-void apply_concurrency(FileState& st) {
+void apply_concurrency(StoreFile& st) {
   uint32_t wanted = st.config->concurrency.load();
   if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
 }
@@ -40,7 +40,7 @@ void apply_concurrency(FileState& st) {
 // since, a hot journal among others. After a fresh SHARED lock on the
 // database its size and pages are read again, as a unix descriptor would
 // see them.
-Status catch_up(FileState& st) {
+Status catch_up(StoreFile& st) {
   if (st.main_db) return Status::ok();
   uint64_t now = st.config->fresh_locks->load();
   if (now == st.fresh_locks_seen) return Status::ok();
@@ -51,7 +51,7 @@ Status catch_up(FileState& st) {
 
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
-  std::unique_ptr<FileState> st(pf->state);
+  std::unique_ptr<StoreFile> st(pf->state);
   pf->state = nullptr;
   return guarded(SQLITE_IOERR_CLOSE, [&] {
     Status s = st->file->close();
@@ -68,7 +68,7 @@ int x_close(sqlite3_file* f) {
 }
 
 int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_READ, [&] {
     std::lock_guard lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_READ);
@@ -81,7 +81,7 @@ int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
 }
 
 int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_WRITE, [&] {
     std::lock_guard lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
@@ -93,7 +93,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
 }
 
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_TRUNCATE, [&] {
     std::lock_guard lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
@@ -103,7 +103,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
 }
 
 int x_sync(sqlite3_file* f, int) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSYNC, [&] {
     std::lock_guard lock(st.mu);
     Status s = st.file->sync();
@@ -112,7 +112,7 @@ int x_sync(sqlite3_file* f, int) {
 }
 
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSTAT, [&] {
     std::lock_guard lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_FSTAT);
@@ -122,7 +122,7 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
 }
 
 int x_lock(sqlite3_file* f, int level) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_LOCK, [&] {
     std::lock_guard lock(st.mu);
     if (!st.main_db || level <= st.lock) return SQLITE_OK;
@@ -154,7 +154,7 @@ int x_lock(sqlite3_file* f, int level) {
 }
 
 int x_unlock(sqlite3_file* f, int level) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_UNLOCK, [&] {
     std::lock_guard lock(st.mu);
     if (!st.main_db || level >= st.lock) return SQLITE_OK;
@@ -172,7 +172,7 @@ int x_unlock(sqlite3_file* f, int level) {
 }
 
 int x_check_reserved_lock(sqlite3_file* f, int* result) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_CHECKRESERVEDLOCK, [&] {
     std::lock_guard lock(st.mu);
     *result = 0;
@@ -184,7 +184,7 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
   });
 }
 
-Result<std::string> stats_text(const FileState& st) {
+Result<std::string> stats_text(const StoreFile& st) {
   const IoStats& s = *st.config->stats;
   // The pool's counters are the descriptor's: this connection's database file since it opened.
   auto pool = st.config->client->counters(st.file->fd());
@@ -201,7 +201,7 @@ Result<std::string> stats_text(const FileState& st) {
 }
 
 // The policy of this descriptor as Client::status reports it, and the pool.
-Result<std::string> policy_text(const FileState& st) {
+Result<std::string> policy_text(const StoreFile& st) {
   auto status = st.config->client->status(st.file->fd());
   if (!status) return status.status();
   const BufferPolicy& p = status->policy;
@@ -211,7 +211,7 @@ Result<std::string> policy_text(const FileState& st) {
 
 // SQLITE_FCNTL_PRAGMA: azArg[1] the pragma, azArg[2] its value or null;
 // the answer (or error) goes to azArg[0].
-int file_pragma(FileState& st, char** arg) {
+int file_pragma(StoreFile& st, char** arg) {
   const char* name = arg[1];
   const char* value = arg[2];
   auto answer = [&](const std::string& text, int rc) {
@@ -274,7 +274,7 @@ char* temp_file_name() {
 }
 
 int x_file_control(sqlite3_file* f, int op, void* arg) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR, [&] {
     std::lock_guard lock(st.mu);
     switch (op) {
@@ -305,7 +305,7 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
 
 // Journals are padded to this; it is the smallest unit the store writes.
 int x_sector_size(sqlite3_file* f) {
-  FileState& st = state_of(f);
+  StoreFile& st = state_of(f);
   return static_cast<int>(std::min<uint32_t>(st.file->page_size(), 65536));
 }
 
@@ -352,10 +352,10 @@ const sqlite3_io_methods kStoreFileMethods = {
     x_unfetch,
 };
 
-Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int role, int flags) {
+Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags) {
   auto name = store_name(sqlite_name);
   if (!name) return name.status();
-  auto st = std::make_unique<FileState>();
+  auto st = std::make_unique<StoreFile>();
   st->name = *name;
   st->main_db = role == SQLITE_OPEN_MAIN_DB;
   st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
@@ -397,8 +397,8 @@ Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int 
     // with pages that are read again only after a crash.
     open.policy = BufferPolicy{AccessType::kSequential};
   }
-  auto file = MappedFile::open(*st->config->client, st->name, open,
-                               st->main_db ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes,
+  auto file = ByteFile::open(*st->config->client, st->name, open,
+                               st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes,
                                st->config->stats);
   if (!file) return file.status();
   st->file = std::move(*file);

@@ -7,7 +7,7 @@
 
 #include "pagefile/status.h"
 #include "vfs/db_registry.h"
-#include "vfs/mapped_file.h"
+#include "vfs/byte_file.h"
 #include "vfs/sqlite_api.h"
 
 namespace pagefile::vfs {
@@ -15,11 +15,11 @@ namespace pagefile::vfs {
 inline constexpr const char* kVfsName = "pagefile";
 
 // One open store file (main database, journal, WAL, super-journal).
-struct FileState {
+struct StoreFile {
   std::mutex mu;  // SQLite serialises a file's calls; this makes sure of it
   std::string name;
   std::shared_ptr<DbConfig> config;
-  std::unique_ptr<MappedFile> file;
+  std::unique_ptr<ByteFile> file;
   bool main_db = false;
   bool delete_on_close = false;
   int lock = 0;                 // SQLITE_LOCK_* as SQLite sees it
@@ -31,7 +31,7 @@ struct FileState {
 // the "unix" VFS (temp files) use the same memory as unix's own struct.
 struct PagefileFile {
   sqlite3_file base;  // first, as SQLite requires
-  FileState* state;
+  StoreFile* state;
 };
 
 // The io methods of store files (vfs_file.cpp).
@@ -47,17 +47,17 @@ int sqlite_error(const Status& status, int io_code);
 std::string last_error();
 
 // Opens a store file for xOpen. `role` is the SQLITE_OPEN_* role flag.
-Result<std::unique_ptr<FileState>> open_store_file(const char* sqlite_name, int role, int flags);
+Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags);
 
 // The store as the SQL functions, xAccess and xDelete see it, by path.
 // stored_size: kNotFound when absent.
 Result<int64_t> stored_size(const std::string& path);
 Status remove_stored(const std::string& path);
 
-// Opens the store file `path` names as a MappedFile of the layout its name
+// Opens the store file `path` names as a ByteFile of the layout its name
 // calls for (a journal/WAL/super-journal name: kBytes), with the location
 // and client of its database.
-Result<std::unique_ptr<MappedFile>> open_stored(const std::string& path, OpenOptions open);
+Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptions open);
 // Replaces `to` with a byte-for-byte copy of `from`, in a Pagefile of the
 // same page size. Returns the bytes copied; kNotFound when `from` is absent.
 Result<int64_t> copy_stored(const std::string& from, const std::string& to);

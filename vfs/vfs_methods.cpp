@@ -152,15 +152,15 @@ int register_vfs(int make_default) {
 
 // ---- the store by path: xAccess, xDelete and the SQL functions ----------
 
-Result<std::unique_ptr<MappedFile>> open_stored(const std::string& path, OpenOptions open) {
+Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptions open) {
   auto name = store_name(path);
   if (!name) return name.status();
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
   open.location = (*config)->options.location;
-  auto layout = database_of(*name) == *name ? MappedFile::Layout::kPages : MappedFile::Layout::kBytes;
+  auto layout = database_of(*name) == *name ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
   if (!open.read_only) (*config)->forget_absent(*name);  // it may be written now
-  return MappedFile::open(*(*config)->client, *name, open, layout, nullptr);
+  return ByteFile::open(*(*config)->client, *name, open, layout, nullptr);
 }
 
 Result<int64_t> stored_size(const std::string& path) {

@@ -30,7 +30,7 @@ namespace {
 using pagefile::Result;
 using pagefile::Status;
 
-// Marks, in FileState::written, a page whose content this run can no longer
+// Marks, in ReplayFile::written, a page whose content this run can no longer
 // predict (a write or truncate failed): only its stamp is checked.
 constexpr uint64_t kUnknownVersion = std::numeric_limits<uint64_t>::max();
 constexpr int64_t kNoTruncate = std::numeric_limits<int64_t>::max();
@@ -46,7 +46,7 @@ struct Expectation {
   uint64_t version = 0;
 };
 
-struct FileState {
+struct ReplayFile {
   std::optional<pagefile::Fd> fd;
   uint32_t page_size = 0;
   // The line of the open that failed, while its operations are skipped.
@@ -95,7 +95,7 @@ class Replayer {
   void run() {
     for (size_t i = 0; i < trace_.ops.size(); ++i) {
       const TraceOp& op = trace_.ops[i];
-      FileState& file = files_[op.file];
+      ReplayFile& file = files_[op.file];
       if (options_.schedule == Schedule::kBalanced && op.kind == OpKind::kRead && file.fd &&
           file.failed_open_line == 0) {
         i = issue_reads_balanced(i) - 1;
@@ -172,7 +172,7 @@ class Replayer {
     }
   }
 
-  void open(const TraceOp& op, FileState& file) {
+  void open(const TraceOp& op, ReplayFile& file) {
     pagefile::OpenOptions open_options;
     open_options.create = true;
     open_options.page_size = options_.page_size != 0 ? options_.page_size : op.page_size;
@@ -209,7 +209,7 @@ class Replayer {
     if (write_buffer_.size() < file.page_size) write_buffer_.resize(file.page_size);
   }
 
-  void skip(const TraceOp& op, FileState& file) {
+  void skip(const TraceOp& op, ReplayFile& file) {
     ++stats_.skipped;
     // Its close ends the skipping: the parser guarantees that the file's
     // next operation, if any, is an open, which tries again.
@@ -226,7 +226,7 @@ class Replayer {
   // after the run.
   size_t issue_reads_balanced(size_t first) {
     const uint32_t file_index = trace_.ops[first].file;
-    FileState& file = files_[file_index];
+    ReplayFile& file = files_[file_index];
     size_t end = first;
     while (end < trace_.ops.size() && trace_.ops[end].kind == OpKind::kRead &&
            trace_.ops[end].file == file_index) {
@@ -285,7 +285,7 @@ class Replayer {
     return index;
   }
 
-  void issue_read(const TraceOp& op, FileState& file) {
+  void issue_read(const TraceOp& op, ReplayFile& file) {
     make_room();
     Pending read;
     read.kind = OpKind::kRead;
@@ -315,7 +315,7 @@ class Replayer {
     pending_.push_back(read);
   }
 
-  void issue_write(const TraceOp& op, FileState& file) {
+  void issue_write(const TraceOp& op, ReplayFile& file) {
     make_room();
     Pending write;
     write.kind = OpKind::kWrite;
@@ -360,7 +360,7 @@ class Replayer {
   }
 
   void confirm(const Pending& entry) {
-    FileState& file = files_[entry.file];
+    ReplayFile& file = files_[entry.file];
     if (entry.server) --server_load_[*entry.server].in_flight;
     if (entry.kind == OpKind::kWrite) {
       Status s = client_.write_confirm(entry.ticket);
@@ -448,7 +448,7 @@ class Replayer {
     return false;
   }
 
-  void sync(const TraceOp& op, FileState& file) {
+  void sync(const TraceOp& op, ReplayFile& file) {
     confirm_file(op.file);
     ++stats_.syncs;
     if (Status s = client_.sync(*file.fd); !s) {
@@ -456,7 +456,7 @@ class Replayer {
     }
   }
 
-  void truncate(const TraceOp& op, FileState& file) {
+  void truncate(const TraceOp& op, ReplayFile& file) {
     confirm_file(op.file);
     ++stats_.truncates;
     Status s = client_.truncate(*file.fd, op.page);
@@ -496,7 +496,7 @@ class Replayer {
     }
   }
 
-  void close(const TraceOp& op, FileState& file) {
+  void close(const TraceOp& op, ReplayFile& file) {
     confirm_file(op.file);
     count_pool(*file.fd);
     Status s = client_.close(*file.fd);
@@ -508,7 +508,7 @@ class Replayer {
   const ReplayOptions& options_;
   pagefile::Client& client_;
   ReplayStats& stats_;
-  std::vector<FileState> files_;
+  std::vector<ReplayFile> files_;
   pagefile::tools::ProgressLine progress_;
   std::deque<Pending> pending_;
   // Schedule::kBalanced: per server, this driver's reads in flight and the

@@ -78,7 +78,7 @@ class Parser {
   Trace take() { return std::move(trace_); }
 
  private:
-  struct FileState {
+  struct TraceFile {
     uint32_t index = 0;
     uint32_t opened_at = 0;  // the line of the open in force, 0 when closed
   };
@@ -146,7 +146,7 @@ class Parser {
       it->second.index = static_cast<uint32_t>(trace_.files.size());
       trace_.files.emplace_back(name);
     }
-    FileState& file = it->second;
+    TraceFile& file = it->second;
     op.file = file.index;
     if (op.kind == OpKind::kOpen) {
       if (file.opened_at != 0) {
@@ -192,7 +192,7 @@ class Parser {
   }
 
   Trace trace_;
-  std::unordered_map<std::string, FileState> files_;
+  std::unordered_map<std::string, TraceFile> files_;
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "vfs/mapped_file.h"
+#include "vfs/byte_file.h"
 
 #include <algorithm>
 #include <cstring>
@@ -23,7 +23,7 @@ uint64_t get_u64(const std::byte* at) {
 }  // namespace
 
 template <class F>
-auto MappedFile::timed(F&& confirm) {
+auto ByteFile::timed(F&& confirm) {
   auto start = std::chrono::steady_clock::now();
   auto result = confirm();
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
@@ -32,7 +32,7 @@ auto MappedFile::timed(F&& confirm) {
   return result;
 }
 
-Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::string& name, OpenOptions options,
+Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::string& name, OpenOptions options,
                                                      Layout layout, std::shared_ptr<IoStats> stats) {
   Result<Fd> fd = Status::not_found(name);
   if (layout == Layout::kBytes && options.page_size == 0) {
@@ -53,8 +53,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::
     (void)client.close(*fd);
     return st.status();
   }
-  std::unique_ptr<MappedFile> file(
-      new MappedFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
+  std::unique_ptr<ByteFile> file(
+      new ByteFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
                      std::move(stats)));
   file->read_ahead_pays_ = !st->done_at_once;
   if (layout == Layout::kPages) {
@@ -67,7 +67,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(Client& client, const std::
   return file;
 }
 
-Result<int64_t> MappedFile::read_length(const std::string& name) {
+Result<int64_t> ByteFile::read_length(const std::string& name) {
   std::vector<std::byte> page(page_size_);
   auto got = client_.read(fd_, 0, page);
   if (!got) return got.status();
@@ -79,7 +79,7 @@ Result<int64_t> MappedFile::read_length(const std::string& name) {
   return int64_t{0};
 }
 
-MappedFile::MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
+ByteFile::ByteFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
                        std::shared_ptr<IoStats> stats)
     : client_(client),
       fd_(fd),
@@ -88,25 +88,25 @@ MappedFile::MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout,
       concurrency_(std::max<uint32_t>(concurrency, 1)),
       stats_(stats ? std::move(stats) : std::make_shared<IoStats>()) {}
 
-MappedFile::~MappedFile() { (void)close(); }
+ByteFile::~ByteFile() { (void)close(); }
 
-int64_t MappedFile::page_of(int64_t offset) const {
+int64_t ByteFile::page_of(int64_t offset) const {
   return (layout_ == Layout::kBytes ? 1 : 0) + offset / page_size_;
 }
 
-int64_t MappedFile::pages_for(int64_t size) const {
+int64_t ByteFile::pages_for(int64_t size) const {
   int64_t data = (size + page_size_ - 1) / page_size_;
   return layout_ == Layout::kBytes ? 1 + data : data;
 }
 
-void MappedFile::drop_ahead(int64_t page) {
+void ByteFile::drop_ahead(int64_t page) {
   auto it = ahead_.find(page);
   if (it == ahead_.end()) return;
   (void)timed([&] { return client_.read_confirm(it->second.ticket); });
   ahead_.erase(it);
 }
 
-void MappedFile::drop_all_ahead() {
+void ByteFile::drop_all_ahead() {
   for (auto& entry : ahead_) {
     Ticket ticket = entry.second.ticket;  // (a lambda may not capture a structured binding in C++20 before clang 16)
     (void)timed([&] { return client_.read_confirm(ticket); });
@@ -114,7 +114,7 @@ void MappedFile::drop_all_ahead() {
   ahead_.clear();
 }
 
-void MappedFile::read_ahead(int64_t page) {
+void ByteFile::read_ahead(int64_t page) {
   bool sequential = page == last_read_page_ + 1;
   last_read_page_ = page;
   if (!sequential || concurrency_ < 2 || !read_ahead_pays_) return;
@@ -131,7 +131,7 @@ void MappedFile::read_ahead(int64_t page) {
   }
 }
 
-Status MappedFile::fetch(int64_t page, std::span<std::byte> out) {
+Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   if (auto kept = kept_.find(page); kept != kept_.end()) {
     std::memcpy(out.data(), kept->second.data.data(), page_size_);
     return Status::ok();
@@ -160,7 +160,7 @@ Status MappedFile::fetch(int64_t page, std::span<std::byte> out) {
   return Status::ok();
 }
 
-Result<MappedFile::KeptPage*> MappedFile::keep(int64_t page) {
+Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
   auto it = kept_.find(page);
   if (it != kept_.end()) return &it->second;
   KeptPage kept;
@@ -179,7 +179,7 @@ Result<MappedFile::KeptPage*> MappedFile::keep(int64_t page) {
   return &it->second;
 }
 
-Status MappedFile::confirm_oldest_write() {
+Status ByteFile::confirm_oldest_write() {
   Ticket ticket = writes_.front();
   writes_.pop_front();
   Status s = timed([&] { return client_.write_confirm(ticket); });
@@ -187,7 +187,7 @@ Status MappedFile::confirm_oldest_write() {
   return s;
 }
 
-Status MappedFile::issue_write(int64_t page, std::span<const std::byte> data) {
+Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
   drop_ahead(page);  // it would hold what the page held before
   auto ticket = client_.write_request(fd_, page, data);
   if (!ticket) return ticket.status();
@@ -202,7 +202,7 @@ Status MappedFile::issue_write(int64_t page, std::span<const std::byte> data) {
   return first;
 }
 
-Status MappedFile::confirm_writes() {
+Status ByteFile::confirm_writes() {
   Status first;
   while (!writes_.empty()) {
     Status s = confirm_oldest_write();
@@ -211,7 +211,7 @@ Status MappedFile::confirm_writes() {
   return first;
 }
 
-Status MappedFile::flush_kept() {
+Status ByteFile::flush_kept() {
   for (auto& [page, kept] : kept_) {
     if (!kept.dirty) continue;
     if (Status s = issue_write(page, kept.data); !s) return s;
@@ -227,7 +227,7 @@ Status MappedFile::flush_kept() {
   return Status::ok();
 }
 
-Result<size_t> MappedFile::read(std::span<std::byte> out, int64_t offset) {
+Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("read", "negative offset");
   stats_->bytes_read.fetch_add(out.size(), std::memory_order_relaxed);
   size_t avail = offset >= size_ ? 0 : static_cast<size_t>(std::min<int64_t>(size_ - offset, static_cast<int64_t>(out.size())));
@@ -255,7 +255,7 @@ Result<size_t> MappedFile::read(std::span<std::byte> out, int64_t offset) {
   return avail;
 }
 
-Status MappedFile::write(std::span<const std::byte> data, int64_t offset) {
+Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
   stats_->bytes_written.fetch_add(data.size(), std::memory_order_relaxed);
   size_t done = 0;
@@ -285,7 +285,7 @@ Status MappedFile::write(std::span<const std::byte> data, int64_t offset) {
   return Status::ok();
 }
 
-Status MappedFile::truncate(int64_t size) {
+Status ByteFile::truncate(int64_t size) {
   if (size < 0) return Status::invalid_argument("truncate", "negative size");
   drop_all_ahead();
   int64_t keep_pages = pages_for(size);
@@ -305,13 +305,13 @@ Status MappedFile::truncate(int64_t size) {
   return client_.truncate(fd_, keep_pages);
 }
 
-Status MappedFile::drain() {
+Status ByteFile::drain() {
   Status first = flush_kept();
   Status s = confirm_writes();
   return first.is_ok() ? s : first;
 }
 
-Status MappedFile::sync() {
+Status ByteFile::sync() {
   if (Status s = drain(); !s) return s;
   stats_->syncs.fetch_add(1, std::memory_order_relaxed);
   if (Status s = client_.sync(fd_); !s) return s;
@@ -319,7 +319,7 @@ Status MappedFile::sync() {
   return Status::ok();
 }
 
-void MappedFile::drop_cache() {
+void ByteFile::drop_cache() {
   drop_all_ahead();
   for (auto it = kept_.begin(); it != kept_.end();) {
     it = it->second.dirty ? std::next(it) : kept_.erase(it);
@@ -329,7 +329,7 @@ void MappedFile::drop_cache() {
   (void)client_.drop_cached(fd_);
 }
 
-Status MappedFile::refresh_size() {
+Status ByteFile::refresh_size() {
   auto st = client_.status(fd_);
   if (!st) return st.status();
   if (layout_ == Layout::kPages) {
@@ -344,20 +344,20 @@ Status MappedFile::refresh_size() {
   return Status::ok();
 }
 
-Status MappedFile::reload() {
+Status ByteFile::reload() {
   bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty; });
   if (dirty || length_dirty_ || !writes_.empty()) return Status::ok();
   drop_cache();
   return refresh_size();
 }
 
-Status MappedFile::set_concurrency(uint32_t concurrency) {
+Status ByteFile::set_concurrency(uint32_t concurrency) {
   if (Status s = client_.set_concurrency(fd_, concurrency); !s) return s;
   concurrency_ = concurrency;
   return Status::ok();
 }
 
-Status MappedFile::close() {
+Status ByteFile::close() {
   if (closed_) return Status::ok();
   closed_ = true;
   Status first = drain();

@@ -57,7 +57,7 @@ struct IoStats {
   std::atomic<uint64_t> syncs{0};
 };
 
-class MappedFile {
+class ByteFile {
  public:
   enum class Layout : uint8_t {
     kPages,  // a database: no length page
@@ -71,12 +71,12 @@ class MappedFile {
   // Opens (or creates) `name`. A new kBytes file gets kBytesPageSize unless
   // options.page_size says otherwise. kCorruption when a kBytes file's
   // length page is not one.
-  static Result<std::unique_ptr<MappedFile>> open(Client& client, const std::string& name, OpenOptions options,
+  static Result<std::unique_ptr<ByteFile>> open(Client& client, const std::string& name, OpenOptions options,
                                                   Layout layout, std::shared_ptr<IoStats> stats);
   // Closes as close() does, dropping its error.
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  ~ByteFile();
+  ByteFile(const ByteFile&) = delete;
+  ByteFile& operator=(const ByteFile&) = delete;
 
   // Fills `out` from byte `offset`; bytes past the end are zeros. Returns how
   // many bytes existed (out.size() unless the read went past the end).
@@ -122,7 +122,7 @@ class MappedFile {
     std::vector<std::byte> data;
   };
 
-  MappedFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
+  ByteFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
              std::shared_ptr<IoStats> stats);
   // The Pagefile page holding data byte `offset`.
   int64_t page_of(int64_t offset) const;
