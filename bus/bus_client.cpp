@@ -57,7 +57,7 @@ Status BusClient::Impl::start() {
 
 void BusClient::Impl::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
   }
   // Say goodbye to the catalog so our locks go now, not when the lease ends.
@@ -77,7 +77,7 @@ void BusClient::Impl::stop() {
   }
   std::vector<std::shared_ptr<Connection>> connections;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     stopping_now_ = true;
     for (auto& [name, peer] : peers_) {
@@ -89,8 +89,8 @@ void BusClient::Impl::stop() {
   if (service_.joinable()) service_.join();
   {
     // A connect in flight ends within its timeout; it then sees stopping_.
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return connects_in_flight_ == 0; });
+    MutexLock lock(mu_);
+    while (connects_in_flight_ != 0) cv_.wait(mu_);
     for (auto& [name, peer] : peers_) {
       if (peer.connection) connections.push_back(peer.connection);
     }
@@ -98,7 +98,7 @@ void BusClient::Impl::stop() {
   for (auto& c : connections) c->close();
   fail_server("", Status::disconnected("bus", "client is stopping"));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     peers_.clear();
   }
   for (auto& server : embedded_) server->stop();
@@ -118,7 +118,7 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
       done(Status::disconnected("bus", "client is stopping"));
       return;
     }
-    done(checked(server, embedded_catalog_->answer_catalog(to_frame(message))));
+    done(checked(server, embedded_catalog_->catalog_direct(to_frame(message))));
     return;
   }
   if (auto it = embedded_by_name_.find(server);
@@ -135,7 +135,7 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
   Frame frame;
   uint64_t id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
       // Not under our lock: the callback may call back into the bus.
       id = 0;
@@ -177,29 +177,29 @@ std::optional<Status> BusClient::Impl::read_direct(const std::string& server, co
                                                    int64_t page, std::span<std::byte> out) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  return direct->read_now(share, page, out);
+  return direct->read_direct(share, page, out);
 }
 
 std::optional<Status> BusClient::Impl::write_direct(const std::string& server, const ShareRef& share,
                                                     int64_t page, std::span<const std::byte> data) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  return direct->write_now(share, page, data);
+  return direct->write_direct(share, page, data);
 }
 
 void BusClient::Impl::service_loop() {
   auto next_expiry = Clock::now();
   auto next_renew = Clock::now();
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     // Often while answers may be waiting for the sweep; seldom else.
-    cv_.wait_for(lock, pending_.empty() ? std::chrono::milliseconds(20) : std::chrono::milliseconds(1));
+    cv_.wait_for(mu_, pending_.empty() ? std::chrono::milliseconds(20) : std::chrono::milliseconds(1));
     if (stopping_) return;
-    sweep(lock);
+    sweep();
     auto now = Clock::now();
     if (now >= next_expiry) {
       next_expiry = now + std::chrono::milliseconds(50);
-      expire(lock);
+      expire();
     }
     if (now >= next_renew) {
       next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
@@ -210,7 +210,7 @@ void BusClient::Impl::service_loop() {
   }
 }
 
-void BusClient::Impl::expire(std::unique_lock<std::mutex>& lock) {
+void BusClient::Impl::expire() {
   // Requests past their deadline fail; a late answer is then ignored.
   auto now = Clock::now();
   std::vector<std::pair<Callback, std::string>> expired;
@@ -230,12 +230,12 @@ void BusClient::Impl::expire(std::unique_lock<std::mutex>& lock) {
     }
   }
   if (expired.empty()) return;
-  lock.unlock();
+  mu_.unlock();
   for (auto& [done, server] : expired) {
     done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
   }
   note_progress();
-  lock.lock();
+  mu_.lock();
 }
 
 void BusClient::Impl::forget_late(uint64_t id) {
@@ -254,7 +254,7 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
   }
   Callback done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = pending_.find((*reply)->root().getId());
     if (it == pending_.end()) {  // answered after its deadline
       forget_late((*reply)->root().getId());
@@ -264,7 +264,7 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
     pending_.erase(it);
   }
   done(checked(server, std::move(*reply)));
-  // (On a connection read by its waiters, pump() says so once per batch.)
+  // (On a connection read by its waiters, read_as_waiter() says so once per batch.)
   if (!reading_here_) note_progress();
 }
 
@@ -325,11 +325,11 @@ Result<ReplyPtr> BusClient::call_sync(const std::string& server, const Build& bu
     outcome->result = std::move(r);
     outcome->done.store(true, std::memory_order_release);
   });
-  while (!outcome->done.load(std::memory_order_acquire)) impl_->pump(server, kPumpSlice);
+  while (!outcome->done.load(std::memory_order_acquire)) impl_->read_as_waiter(server, kWaiterSlice);
   return std::move(*outcome->result);
 }
 
-void BusClient::pump(const std::string& server, std::chrono::milliseconds timeout) { impl_->pump(server, timeout); }
+void BusClient::read_as_waiter(const std::string& server, std::chrono::milliseconds timeout) { impl_->read_as_waiter(server, timeout); }
 
 void BusClient::wake_waiters() { impl_->note_progress(); }
 
@@ -345,7 +345,7 @@ std::optional<Status> BusClient::write_direct(const std::string& server, const S
 
 bool BusClient::has_embedded() const { return impl_->has_embedded(); }
 
-bool BusClient::all_at_once() const { return impl_->all_at_once(); }
+bool BusClient::all_direct() const { return impl_->all_direct(); }
 
 void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_locks(owner, holds); }
 bool BusClient::lease_lost(uint64_t owner) { return impl_->lease_lost(owner); }

@@ -13,8 +13,8 @@
 // background (every third of the lease) for every owner holding a lock.
 //
 // Reading: answers from tcp: and unix: servers are read by the threads that
-// wait for them (pump(), call_sync()), not handed over by an io thread
-// (wire/transport.h, Reading::kByWaiter): a thread in pump() reads the
+// wait for them (read_as_waiter(), call_sync()), not handed over by an io thread
+// (wire/transport.h, Reading::kByWaiter): a thread in read_as_waiter() reads the
 // server's connection when no other thread is, and delivers every answer
 // that arrives, whoever asked. Answers nobody waits for are swept up every
 // millisecond or so while requests are outstanding. Answers from in-process
@@ -22,7 +22,7 @@
 //
 // Thread-safety: thread-safe. Callbacks run never inside call() (but see
 // call() for an embedded catalog) and never under the bus's locks: on the
-// bus's own threads, or on a thread inside pump() or call_sync(). They must
+// bus's own threads, or on a thread inside read_as_waiter() or call_sync(). They must
 // not block for long, nor wait for another callback.
 #pragma once
 
@@ -98,22 +98,22 @@ class BusClient {
   // on the bus's thread, or, for a catalog request to an embedded catalog
   // (answered by direct call), on this thread before call() returns.
   void call(const std::string& server, const Build& build, Callback done);
-  // call() and wait, reading the answer on this thread (pump()).
+  // call() and wait, reading the answer on this thread (read_as_waiter()).
   Result<ReplyPtr> call_sync(const std::string& server, const Build& build);
   // Waits at most `timeout` for answers from `server`, reading its
   // connection on this thread when no other thread is (then the callbacks of
   // whatever arrives run here), else for another thread's progress. Returns
   // after anything was delivered or the time ran out: the caller checks
-  // whether what it waits for is done, and pumps again if not.
-  void pump(const std::string& server, std::chrono::milliseconds timeout = kPumpSlice);
-  // Wakes the threads in pump() to look again at what they wait for (the
+  // whether what it waits for is done, and calls it again if not.
+  void read_as_waiter(const std::string& server, std::chrono::milliseconds timeout = kWaiterSlice);
+  // Wakes the threads in read_as_waiter() to look again at what they wait for (the
   // caller changed it outside the bus).
   void wake_waiters();
-  // How long one pump() waits by default: what a waiter may lag behind an
+  // How long one read_as_waiter() waits by default: what a waiter may lag behind an
   // end that no answer signals (a timeout, a stop).
-  static constexpr std::chrono::milliseconds kPumpSlice{20};
+  static constexpr std::chrono::milliseconds kWaiterSlice{20};
   // A page read or write done by plain call on an embedded server, on this
-  // thread, when it needs no waiting (PageServer::read_now, write_now): its
+  // thread, when it needs no waiting (PageServer::read_direct, write_direct): its
   // outcome; nothing when that cannot be (not embedded, the server would
   // have to wait, or a write, truncate or drop to that server not yet
   // answered, which this must not overtake): then call() it.
@@ -126,7 +126,7 @@ class BusClient {
   // Whether it runs all its servers, and they emulate no disk and keep no
   // pool: then the two above answer every read and write, unless one fails
   // or something that changes pages is still in flight.
-  bool all_at_once() const;
+  bool all_direct() const;
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }

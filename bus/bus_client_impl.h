@@ -17,11 +17,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -52,8 +50,8 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   void note_lease(int64_t ms) { lease_ms_ = ms; }
 
   // Waiter reading (waiter_reading.cpp).
-  void pump(const std::string& server, std::chrono::milliseconds timeout);
-  // Something a waiter may wait for happened: wakes the threads in pump()
+  void read_as_waiter(const std::string& server, std::chrono::milliseconds timeout);
+  // Something a waiter may wait for happened: wakes the threads in read_as_waiter()
   // that follow another's reading.
   void note_progress();
 
@@ -63,7 +61,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
-  bool all_at_once() const {
+  bool all_direct() const {
     // (A pool would give global-sequential files a window, read on the pool.)
     return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0 &&
            options_.embedded.cache_pages == 0;
@@ -96,9 +94,9 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // it reads the answers nobody waits for (sweep); every 50 ms it fails
   // requests past their deadline; every third of the lease it renews.
   void service_loop();
-  // REQUIRES: `lock` holds mu_ (both let go of it and take it again).
-  void sweep(std::unique_lock<std::mutex>& lock);
-  void expire(std::unique_lock<std::mutex>& lock);
+  // Both let go of mu_ while they deliver, and take it again.
+  void sweep() REQUIRES(mu_);
+  void expire() REQUIRES(mu_);
   void renew_leases() EXCLUDES(owners_mu_);
 
   // Connecting (connections.cpp): runs on the runtime's work pool.
@@ -123,8 +121,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   PageServer* direct_server(const std::string& server);
   // A late answer to request `id` came, or can no longer come: a request to
   // an embedded server given up on no longer holds its direct calls back.
-  // REQUIRES: mu_ held.
-  void forget_late(uint64_t id);
+  void forget_late(uint64_t id) REQUIRES(mu_);
 
   const BusConfig config_;
   const BusOptions options_;
@@ -134,7 +131,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   InprocHub hub_;
   std::vector<std::unique_ptr<PageServer>> embedded_;
   // The catalog when it is one of embedded_: catalog requests go to it by
-  // a direct call (PageServer::answer_catalog). Null otherwise.
+  // a direct call (PageServer::catalog_direct). Null otherwise.
   PageServer* embedded_catalog_ = nullptr;
   std::string catalog_name_;
   // embedded_ by address text; filled by start() and fixed from then on.
@@ -150,28 +147,29 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::set<uint64_t> lost_owners_ GUARDED_BY(owners_mu_);
   std::atomic<int64_t> lease_ms_{1000};  // the catalog's lease, as it last told us
 
-  // (A std::mutex: its waits hand a std::unique_lock to code that unlocks
-  // it around sends and callbacks.)
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                          // guarded by mu_
-  uint64_t next_id_ = 1;                           // guarded by mu_
-  std::map<std::string, Peer> peers_;              // guarded by mu_
-  std::unordered_map<uint64_t, Pending> pending_;  // guarded by mu_
+  // Taken after owners_mu_ is let go of, never with it; never held over a
+  // send, a connect or a callback.
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::map<std::string, Peer> peers_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
   // Requests to embedded servers given up on, by id: their server.
-  std::unordered_map<uint64_t, std::string> late_;  // guarded by mu_
-  uint32_t connects_in_flight_ = 0;                 // guarded by mu_
+  std::unordered_map<uint64_t, std::string> late_ GUARDED_BY(mu_);
+  uint32_t connects_in_flight_ GUARDED_BY(mu_) = 0;
 
-  // Set while this thread reads a connection for pump() or the sweep,
+  // Set while this thread reads a connection for read_as_waiter() or the sweep,
   // which say once per batch what they delivered (note_progress).
   static thread_local bool reading_here_;
 
-  // Progress for pump(): a count of deliveries (and of anything else a
+  // Progress for read_as_waiter(): a count of deliveries (and of anything else a
   // waiter may wait for), and the threads waiting for it to move.
   std::atomic<uint64_t> progress_{0};
   std::atomic<int> followers_{0};
-  std::mutex progress_mu_;
-  std::condition_variable progress_cv_;
+  // Only the waits for progress_ to move; the count itself is atomic.
+  Mutex progress_mu_;
+  CondVar progress_cv_;
 };
 
 }  // namespace pagefile::net

@@ -31,7 +31,7 @@ void BusClient::Impl::connect_peer(const std::string& server) {
     // Could not connect: everything queued for it fails now.
     std::vector<Callback> failed;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       Peer& peer = peers_[server];
       peer.connecting = false;
       for (auto& [id, frame] : peer.queued) {
@@ -50,7 +50,7 @@ void BusClient::Impl::connect_peer(const std::string& server) {
   }
   note_progress();  // its waiters may read it now, or have their answer
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --connects_in_flight_;
   }
   cv_.notify_all();
@@ -60,7 +60,7 @@ void BusClient::Impl::send_queued(const std::string& server, const std::shared_p
   for (;;) {
     std::vector<std::pair<uint64_t, Frame>> queued;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       Peer& peer = peers_[server];
       if (peer.queued.empty() || stopping_) {
         // From now on callers send on it themselves, after everything
@@ -78,7 +78,7 @@ void BusClient::Impl::send_queued(const std::string& server, const std::shared_p
 void BusClient::Impl::on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
                                const Status& why) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = peers_.find(server);
     if (it != peers_.end() && it->second.connection == connection) it->second.connection.reset();
   }
@@ -88,7 +88,7 @@ void BusClient::Impl::on_close(const std::string& server, const std::shared_ptr<
 void BusClient::Impl::fail_server(const std::string& server, const Status& why) {
   std::vector<Callback> failed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Requests given up on can get no late answer from a lost connection.
     for (auto it = late_.begin(); it != late_.end();) {
       auto next = std::next(it);

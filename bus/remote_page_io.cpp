@@ -20,7 +20,7 @@ void set_share(wire::Share::Builder share, const FileRecord& record) {
 }
 
 // Waits for one call per server, reading their answers on this thread
-// (BusClient::pump); returns the first error.
+// (BusClient::read_as_waiter); returns the first error.
 class Barrier {
  public:
   explicit Barrier(BusClient& bus) : bus_(bus) {}
@@ -29,7 +29,7 @@ class Barrier {
     Call& call = calls_.emplace_back(server);
     return [this, &call](Result<ReplyPtr> r) {
       if (!r) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (first_error_.is_ok()) first_error_ = r.status();
       }
       call.done.store(true, std::memory_order_release);  // the last touch: wait() may return now
@@ -37,9 +37,9 @@ class Barrier {
   }
   Status wait() {
     for (Call& call : calls_) {
-      while (!call.done.load(std::memory_order_acquire)) bus_.pump(call.server);
+      while (!call.done.load(std::memory_order_acquire)) bus_.read_as_waiter(call.server);
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return first_error_;
   }
 
@@ -51,8 +51,8 @@ class Barrier {
   };
   BusClient& bus_;
   std::deque<Call> calls_;  // a deque: a callback keeps its Call while more are armed
-  std::mutex mu_;
-  Status first_error_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Status first_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -171,11 +171,11 @@ void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone d
 }
 
 bool RemotePageIo::wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
-  bus_->pump(server_of(page), timeout);
+  bus_->read_as_waiter(server_of(page), timeout);
   return true;
 }
 
-std::optional<Result<PageRead>> RemotePageIo::read_now(int64_t page, std::span<std::byte> out) {
+std::optional<Result<PageRead>> RemotePageIo::read_direct(int64_t page, std::span<std::byte> out) {
   std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
   if (!done) return std::nullopt;
   if (!*done) return done->with_context(fmt::format("{}: read page {}", record_.name, page));
@@ -197,7 +197,7 @@ void RemotePageIo::note_written(int64_t page, size_t server) {
   // was on its way would otherwise take it as synced and the next sync
   // would skip that server. (Client::sync waits for the writes before it,
   // so each has been noted by the time sync looks.)
-  std::lock_guard lock(dirty_mu_);
+  MutexLock lock(dirty_mu_);
   dirty_servers_.insert(server);
 }
 
@@ -212,7 +212,7 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
       });
 }
 
-bool RemotePageIo::write_now(int64_t page, std::span<const std::byte> data) {
+bool RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
   std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data);
   // A failure goes the usual way, which reports it (writing a page twice
@@ -245,7 +245,7 @@ int64_t RemotePageIo::adopt_catalog_size(int64_t recorded) {
 }
 
 Result<int64_t> RemotePageIo::size_pages() {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   // A lock's grant carried the size, and no other owner changes it while
   // the lock is held (writers need kReserved and more, which a lock held
   // here keeps them from, or they ended before the grant).
@@ -260,15 +260,15 @@ Result<int64_t> RemotePageIo::size_pages() {
 }
 
 bool RemotePageIo::unchanged_since_unlock() const {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   return level_ != LockLevel::kNone && unchanged_;
 }
 
 Status RemotePageIo::sync() {
-  std::lock_guard meta(meta_mu_);
+  MutexLock meta(meta_mu_);
   std::set<size_t> dirty;
   {
-    std::lock_guard lock(dirty_mu_);
+    MutexLock lock(dirty_mu_);
     dirty.swap(dirty_servers_);
   }
   Barrier barrier(*bus_);
@@ -277,7 +277,7 @@ Status RemotePageIo::sync() {
                barrier.arm(record_.servers[server]));
   }
   if (Status s = barrier.wait(); !s) {
-    std::lock_guard lock(dirty_mu_);
+    MutexLock lock(dirty_mu_);
     dirty_servers_.insert(dirty.begin(), dirty.end());  // not durable: the next sync tries again
     return s.with_context(fmt::format("{}: sync", record_.name));
   }
@@ -286,7 +286,7 @@ Status RemotePageIo::sync() {
 
 Status RemotePageIo::truncate(int64_t pages) {
   if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   Barrier barrier(*bus_);
   for (const auto& server : record_.servers) {
     bus_->call(server,
@@ -310,12 +310,12 @@ Status RemotePageIo::truncate(int64_t pages) {
 }
 
 LockLevel RemotePageIo::level_held() const {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   return level_;
 }
 
 Status RemotePageIo::set_lock_level(LockLevel level) {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   return set_lock_level_locked(level);
 }
 
@@ -362,7 +362,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
 }
 
 Result<bool> RemotePageIo::reserved_elsewhere() {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   // Asking for the level held changes nothing at the catalog and answers
   // with what the other owners hold.
   if (Status s = set_lock_level_locked(level_); !s) return s;
@@ -377,7 +377,7 @@ Status RemotePageIo::lock(LockMode mode, LockWait wait) {
   for (;;) {
     Status s;
     {
-      std::lock_guard lock(meta_mu_);
+      MutexLock lock(meta_mu_);
       LockLevel start = level_;
       if (mode == LockMode::kShared) {
         s = set_lock_level_locked(LockLevel::kShared);
@@ -398,13 +398,13 @@ Status RemotePageIo::lock(LockMode mode, LockWait wait) {
 }
 
 Status RemotePageIo::unlock() {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   if (level_ == LockLevel::kNone) return Status::ok();
   return set_lock_level_locked(LockLevel::kNone);
 }
 
 Status RemotePageIo::close() {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   Status first = read_only_ ? Status::ok() : record_size();
   if (level_ != LockLevel::kNone) {
     Status s = set_lock_level_locked(LockLevel::kNone);

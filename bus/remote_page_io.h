@@ -18,11 +18,11 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/page_io.h"
 #include "bus/bus_client.h"
 #include "server/catalog_store.h"
@@ -53,13 +53,13 @@ class RemotePageIo final : public PageIo {
   const FileRecord& record() const { return record_; }
 
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
-  std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) override;
+  std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) override;
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
-  bool write_now(int64_t page, std::span<const std::byte> data) override;
-  bool may_act_now() const override { return bus_->has_embedded(); }
-  // Reads the answers of the page's server on this thread (BusClient::pump).
+  bool write_direct(int64_t page, std::span<const std::byte> data) override;
+  bool may_be_direct() const override { return bus_->has_embedded(); }
+  // Reads the answers of the page's server on this thread (BusClient::read_as_waiter).
   bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) override;
-  bool done_at_once() const override { return bus_->all_at_once(); }
+  bool always_direct() const override { return bus_->all_direct(); }
   Status sync() override;
   Status truncate(int64_t pages) override;
   // Asks the catalog, so another client's writes and truncates show;
@@ -83,7 +83,7 @@ class RemotePageIo final : public PageIo {
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
   const std::string& server_of(int64_t page) const;
-  // Fills in a read of `page`, for read_async and read_now; a write.
+  // Fills in a read of `page`, for read_async and read_direct; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
   void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
   // A write of `page` to `server` succeeded: the file reaches at least that
@@ -100,12 +100,11 @@ class RemotePageIo final : public PageIo {
   // needs: the policy and where the file's pages are.
   void set_page_share(wire::Share::Builder share, int64_t page) const;
   // Tells the catalog the size when writes raised it since it last heard.
-  // REQUIRES: meta_mu_ held.
-  Status record_size();
-  Status set_lock_level_locked(LockLevel level);  // REQUIRES: meta_mu_ held
+  Status record_size() REQUIRES(meta_mu_);
+  Status set_lock_level_locked(LockLevel level) REQUIRES(meta_mu_);
   // Takes `recorded`, the catalog's size, unless this descriptor's own
-  // writes went further and are not yet recorded there. REQUIRES: meta_mu_.
-  int64_t adopt_catalog_size(int64_t recorded);
+  // writes went further and are not yet recorded there.
+  int64_t adopt_catalog_size(int64_t recorded) REQUIRES(meta_mu_);
 
   std::shared_ptr<BusClient> bus_;
   const FileRecord record_;
@@ -118,19 +117,20 @@ class RemotePageIo final : public PageIo {
   // Serialises sync, truncate, close and lock calls of this descriptor, so
   // one sync cannot return while another's flush is still under way, and
   // size reports reach the catalog in order.
-  mutable std::mutex meta_mu_;
-  int64_t catalog_size_;                // GUARDED_BY(meta_mu_): the size the catalog has
-  LockLevel level_ = LockLevel::kNone;  // GUARDED_BY(meta_mu_)
-  bool reserved_by_other_ = false;      // GUARDED_BY(meta_mu_): the catalog's last word
+  mutable Mutex meta_mu_;
+  int64_t catalog_size_ GUARDED_BY(meta_mu_);  // the size the catalog has
+  LockLevel level_ GUARDED_BY(meta_mu_) = LockLevel::kNone;
+  bool reserved_by_other_ GUARDED_BY(meta_mu_) = false;  // the catalog's last word
   // The file's version (lease_table.h) when this descriptor last let go of
   // its lock, 0 when unknown; and whether the last lock taken from kNone
   // found the same version.
-  uint64_t version_at_unlock_ = 0;  // GUARDED_BY(meta_mu_)
-  bool unchanged_ = false;          // GUARDED_BY(meta_mu_)
-  bool size_from_grant_ = false;    // GUARDED_BY(meta_mu_): the lock held brought the size
+  uint64_t version_at_unlock_ GUARDED_BY(meta_mu_) = 0;
+  bool unchanged_ GUARDED_BY(meta_mu_) = false;
+  bool size_from_grant_ GUARDED_BY(meta_mu_) = false;  // the lock held brought the size
 
-  std::mutex dirty_mu_;
-  std::set<size_t> dirty_servers_;  // GUARDED_BY(dirty_mu_): written since the last sync
+  // Taken alone or inside meta_mu_ (sync), never the other way round.
+  Mutex dirty_mu_ ACQUIRED_AFTER(meta_mu_);
+  std::set<size_t> dirty_servers_ GUARDED_BY(dirty_mu_);  // written since the last sync
 };
 
 }  // namespace pagefile::net

@@ -1,5 +1,5 @@
 // Waiter reading: answers from tcp: and unix: servers are read by the
-// threads that wait for them (pump), and the few that nobody waits for by
+// threads that wait for them (read_as_waiter), and the few that nobody waits for by
 // the service thread's sweep (bus/bus_client_impl.h).
 #include "bus/bus_client_impl.h"
 
@@ -7,11 +7,11 @@ namespace pagefile::net {
 
 thread_local bool BusClient::Impl::reading_here_ = false;
 
-void BusClient::Impl::pump(const std::string& server, std::chrono::milliseconds timeout) {
+void BusClient::Impl::read_as_waiter(const std::string& server, std::chrono::milliseconds timeout) {
   const uint64_t seen = progress_.load();
   std::shared_ptr<Connection> connection;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = peers_.find(server); it != peers_.end()) connection = it->second.connection;
   }
   if (connection && connection->reading() == Connection::Reading::kByWaiter) {
@@ -25,23 +25,25 @@ void BusClient::Impl::pump(const std::string& server, std::chrono::milliseconds 
   }
   // Another thread reads it (or the io thread, or it is being connected):
   // wait for what that delivers.
-  std::unique_lock lock(progress_mu_);
+  MutexLock lock(progress_mu_);
   ++followers_;
-  progress_cv_.wait_for(lock, timeout, [&] { return progress_.load() != seen; });
+  const auto deadline = Clock::now() + timeout;
+  while (progress_.load() == seen && progress_cv_.wait_until(progress_mu_, deadline)) {
+  }
   --followers_;
 }
 
 void BusClient::Impl::note_progress() {
-  // Sequentially consistent with pump()'s follower, which counts itself
+  // Sequentially consistent with read_as_waiter()'s follower, which counts itself
   // before it looks at progress_: either it sees this step, or this sees it
   // and wakes it.
   ++progress_;
   if (followers_.load() == 0) return;
-  { std::lock_guard lock(progress_mu_); }
+  { MutexLock lock(progress_mu_); }
   progress_cv_.notify_all();
 }
 
-void BusClient::Impl::sweep(std::unique_lock<std::mutex>& lock) {
+void BusClient::Impl::sweep() {
   if (pending_.empty()) return;
   std::vector<std::shared_ptr<Connection>> connections;
   for (auto& [name, peer] : peers_) {
@@ -50,7 +52,7 @@ void BusClient::Impl::sweep(std::unique_lock<std::mutex>& lock) {
     }
   }
   if (connections.empty()) return;
-  lock.unlock();
+  mu_.unlock();
   bool delivered = false;
   reading_here_ = true;
   for (auto& connection : connections) {
@@ -60,7 +62,7 @@ void BusClient::Impl::sweep(std::unique_lock<std::mutex>& lock) {
   }
   reading_here_ = false;
   if (delivered) note_progress();
-  lock.lock();
+  mu_.lock();
 }
 
 }  // namespace pagefile::net

@@ -10,7 +10,7 @@
 // finishes or a file's state changes. Page I/O never runs under mu_:
 // requests are handed to PageIo after the lock is dropped, and completions
 // take it only to record their result. A write that an in-process server
-// does at once (PageIo::write_now) is registered first, at the front of its
+// does directly (PageIo::write_direct) is registered first, at the front of its
 // page's queue, so that it keeps its place while mu_ is free.
 //
 // Waiting: a thread that waits for a remote request (a confirm, room in the
@@ -117,7 +117,7 @@ struct OpenFile {
   std::map<int64_t, Status> failed_pages;
 
   // Counts what changes pages under the pool (writes requested, truncates,
-  // drops), so a read_now that ran outside mu_ can tell whether its page
+  // drops), so a read_direct that ran outside mu_ can tell whether its page
   // may have changed meanwhile, and then leaves the pool alone.
   uint64_t pool_changes = 0;
 };
@@ -185,7 +185,7 @@ class Client::Impl {
   // A request of `page` with the next ticket.
   RequestPtr new_request_locked(const OpenFilePtr& file, int64_t page, bool is_write) REQUIRES(mu_);
   // Nothing is queued on `page`. Registers a write of
-  // `page` about to be done by plain call (PageIo::write_now) outside mu_:
+  // `page` about to be done by plain call (PageIo::write_direct) outside mu_:
   // ticket, page queue and incomplete writes, outside the window.
   RequestPtr begin_direct_write_locked(const OpenFilePtr& file, int64_t page, std::span<const std::byte> data)
       REQUIRES(mu_);
@@ -200,7 +200,7 @@ class Client::Impl {
   // a bus's answers meanwhile (wait_locked).
   void notify_waiters();
   // A request of `page` that finished as it was asked for (a pool hit, a
-  // read_now or write_now): its ticket, done and outside the window.
+  // read_direct or write_direct): its ticket, done and outside the window.
   RequestPtr done_locked(const OpenFilePtr& file, int64_t page, bool is_write) REQUIRES(mu_);
   // done_locked for a read, with its result; with a pool, the read-ahead it
   // calls for goes to `out`.
@@ -278,7 +278,7 @@ void Client::Impl::wait_locked(const OpenFilePtr& file, RequestPtr awaited, Read
       std::shared_ptr<PageIo> io = file->io;
       const int64_t page = awaited->page;
       mu_.unlock();
-      const bool waited = io->wait_for_progress(page, net::BusClient::kPumpSlice);
+      const bool waited = io->wait_for_progress(page, net::BusClient::kWaiterSlice);
       mu_.lock();
       if (waited) continue;
       if (ready()) return;  // (it may have come while mu_ was free)

@@ -218,7 +218,7 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     while (file->exclusive && !file->closing) done_cv_.wait(mu_);
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
     file->exclusive = true;
-    ++file->pool_changes;  // a read_now already under way may return a page now cut off
+    ++file->pool_changes;  // a read_direct already under way may return a page now cut off
     wait_locked(file, nullptr, [&] { return file->incomplete.empty(); });
   }
   Status s = file->io->truncate(pages);
@@ -249,7 +249,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.concurrency = file->concurrency;
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
     st.read_only = file->io->read_only();
-    st.done_at_once = file->io->done_at_once();
+    st.always_direct = file->io->always_direct();
     if (cache_) st.cache = cache_->counters(fd.value);
   }
   auto pages = io->size_pages();

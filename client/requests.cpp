@@ -37,13 +37,13 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
       return Ticket{request->ticket};
     }
 
-    // Page work that a server in this process can do at once (PageIo::
-    // read_now, write_now) is done on this thread: no hand-over to the bus's
+    // Page work that a server in this process can do directly (PageIo::
+    // read_direct, write_direct) is done on this thread: no hand-over to the bus's
     // threads and back, no room in the window. Not past a request of ours
     // on the page (page_queues), nor past writes to that server in flight
     // (the bus checks). Anything else, an error among them, goes the usual
     // way below.
-    if (file->io->may_act_now() && !file->exclusive && !file->page_queues.contains(page)) {
+    if (file->io->may_be_direct() && !file->exclusive && !file->page_queues.contains(page)) {
       if (is_write) {
         // Done outside mu_ as a request like any other (ticket, page
         // queue, incomplete writes), so a later request of the page queues
@@ -52,7 +52,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         request = begin_direct_write_locked(file, page, write_data);
         std::shared_ptr<PageIo> io = file->io;
         lock.unlock();
-        bool done = io->write_now(page, write_data);
+        bool done = io->write_direct(page, write_data);
         lock.lock();
         if (done) {
           RequestPtr next = start_locked(finish_locked(request, Status::ok(), PageRead::kData));
@@ -80,7 +80,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         std::shared_ptr<PageIo> io = file->io;
         uint64_t changes_before = file->pool_changes;
         lock.unlock();
-        std::optional<Result<PageRead>> now = io->read_now(page, read_buffer);
+        std::optional<Result<PageRead>> now = io->read_direct(page, read_buffer);
         lock.lock();
         if (file->closing || stopped_) {
           return Status::invalid_argument(fd_text(fd), "was closed while the request waited");

@@ -38,7 +38,7 @@ class PageIo {
   // the cache of a server in this process); nothing when it is not, and the
   // caller then uses read_async. The caller keeps it from overtaking its own
   // requests on the page.
-  virtual std::optional<Result<PageRead>> read_now(int64_t page, std::span<std::byte> out) {
+  virtual std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) {
     (void)page;
     (void)out;
     return std::nullopt;
@@ -47,16 +47,16 @@ class PageIo {
   // server in this process that emulates no disk): true when done; false
   // when not, failures included, and the caller then uses write_async. The
   // caller keeps it from overtaking its own requests on the page.
-  virtual bool write_now(int64_t page, std::span<const std::byte> data) {
+  virtual bool write_direct(int64_t page, std::span<const std::byte> data) {
     (void)page;
     (void)data;
     return false;
   }
-  // Whether read_now or write_now can ever answer, so callers skip them
+  // Whether read_direct or write_direct can ever answer, so callers skip them
   // (and what they do around them) for files where they never do.
-  virtual bool may_act_now() const { return false; }
-  // Whether they always answer, errors aside (FileStatus::done_at_once).
-  virtual bool done_at_once() const { return false; }
+  virtual bool may_be_direct() const { return false; }
+  // Whether they always answer, errors aside (FileStatus::always_direct).
+  virtual bool always_direct() const { return false; }
 
   // Waits at most `timeout` for this file's I/O to move on, doing on this
   // thread the work that delivers answers where it can (a remote page's

@@ -324,7 +324,7 @@ PageServer::~PageServer() {
   // a runtime of the server's own then joins its threads last.
 }
 
-Frame PageServer::answer_catalog(const Frame& request) {
+Frame PageServer::catalog_direct(const Frame& request) {
   // (Direct requests carry no id: the caller waits for this answer alone.)
   if (!impl_->enter_direct()) return error_frame(0, Status::disconnected("server", "is shutting down"));
   impl_->tally_.requests++;
@@ -334,7 +334,7 @@ Frame PageServer::answer_catalog(const Frame& request) {
   return out;
 }
 
-std::optional<Status> PageServer::read_now(const ShareRef& share, int64_t page, std::span<std::byte> out) {
+std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out) {
   if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
@@ -354,7 +354,7 @@ std::optional<Status> PageServer::read_now(const ShareRef& share, int64_t page, 
   return done;
 }
 
-std::optional<Status> PageServer::write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data) {
+std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data) {
   if (!impl_->shares_.writes_at_once() || !impl_->enter_direct()) return std::nullopt;
   impl_->tally_.requests++;
   impl_->tally_.bytes_in += data.size();

@@ -135,7 +135,7 @@ class PageServer {
   // two thread hand-overs each way for a few microseconds of work. Catalog
   // requests run one at a time whichever way they come. After stop() the
   // answer is kDisconnected.
-  Frame answer_catalog(const Frame& request);
+  Frame catalog_direct(const Frame& request);
   // Page work that needs no waiting, done on the calling thread by plain
   // call, with the effects of a READ or WRITE request of one page (a page
   // would otherwise be copied into a message and out again for nothing).
@@ -146,8 +146,8 @@ class PageServer {
   // whose arm's queue lives on the pool; a global-sequential window; a
   // request the usual way must refuse; stopping). The caller keeps it from
   // overtaking its own requests on the page still in flight.
-  std::optional<Status> read_now(const ShareRef& share, int64_t page, std::span<std::byte> out);
-  std::optional<Status> write_now(const ShareRef& share, int64_t page, std::span<const std::byte> data);
+  std::optional<Status> read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out);
+  std::optional<Status> write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data);
 
   ServerCounters counters() const;
   std::vector<ServerFileCounters> file_counters() const;

@@ -59,8 +59,8 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   // session stops reading until retire() brings the backlog under half.
   bool admit(const std::shared_ptr<Session>& session, uint64_t write_bytes);
   void retire(uint64_t write_bytes);
-  // Brackets work done by direct call (answer_catalog, read_now,
-  // write_now) so that stop() waits for it; false once stopping.
+  // Brackets work done by direct call (catalog_direct, read_direct,
+  // write_direct) so that stop() waits for it; false once stopping.
   bool enter_direct() { return admit(nullptr, 0); }
   void leave_direct() { retire(0); }
   void session_ended(const std::shared_ptr<Session>& session);

@@ -56,7 +56,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
   std::unique_ptr<ByteFile> file(
       new ByteFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
                      std::move(stats)));
-  file->read_ahead_pays_ = !st->done_at_once;
+  file->read_ahead_pays_ = !st->always_direct;
   if (layout == Layout::kPages) {
     file->size_ = st->pages * st->page_size;
   } else if (st->pages > 0) {

@@ -158,7 +158,7 @@ class ByteFile {
   bool unsynced_ = false;
   int64_t last_read_page_ = -2;
   // False when the client does page requests before returning
-  // (FileStatus::done_at_once): reading ahead would only read early.
+  // (FileStatus::always_direct): reading ahead would only read early.
   bool read_ahead_pays_ = true;
 
   std::deque<Ticket> writes_;  // unconfirmed, oldest first

@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "vfs/db_registry.h"
 
 #include <cstdlib>
@@ -18,7 +19,7 @@ DbRegistry& DbRegistry::instance() {
   return *registry;
 }
 
-Result<DbRegistry::BusClient*> DbRegistry::client_for(const std::string& bus, uint32_t cache_pages) {
+Result<DbRegistry::SharedClient*> DbRegistry::client_for(const std::string& bus, uint32_t cache_pages) {
   auto it = clients_.find(bus);
   if (it != clients_.end()) return &it->second;
   ClientOptions options;
@@ -35,11 +36,11 @@ Result<DbRegistry::BusClient*> DbRegistry::client_for(const std::string& bus, ui
   bool in_process = config && config->embedded.size() == config->servers.size();
   auto client = Client::start(options);
   if (!client) return client.status();
-  return &clients_.emplace(bus, BusClient{std::move(*client), options.cache_pages, in_process}).first->second;
+  return &clients_.emplace(bus, SharedClient{std::move(*client), options.cache_pages, in_process}).first->second;
 }
 
 Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_name, const DbOptions& options) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto bus_client = client_for(options.bus, options.cache_pages);
   if (!bus_client) return bus_client.status();
   auto config = std::make_shared<DbConfig>();
@@ -65,7 +66,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
 Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
   std::string db = database_of(name);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     known_.insert(name);
     auto it = databases_.find(db);
     if (it != databases_.end()) return it->second;
@@ -74,26 +75,26 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
 }
 
 std::shared_ptr<DbConfig> DbRegistry::find(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = databases_.find(database_of(name));
   return it == databases_.end() ? nullptr : it->second;
 }
 
 void DbRegistry::set_policy(const std::string& db_name, const BufferPolicy& policy) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = databases_.find(db_name);
   if (it != databases_.end()) it->second->set_policy(policy);
 }
 
 std::vector<std::string> DbRegistry::names() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {known_.begin(), known_.end()};
 }
 
 void DbRegistry::stop_all() {
   // Stopped, not destroyed: a connection closed later still holds the
   // pointer, and its calls then fail cleanly.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [bus, bus_client] : clients_) (void)bus_client.client->stop();
 }
 

@@ -10,11 +10,11 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "pagefile/pagefile.h"
 #include "vfs/db_options.h"
 #include "vfs/byte_file.h"
@@ -51,21 +51,21 @@ struct DbConfig {
   // would pass over anyway: its owner holds kReserved.) Opening a file of
   // that name here forgets the answer.
   bool known_absent(const std::string& name) const {
-    std::lock_guard lock(absent->mu);
+    MutexLock lock(absent->mu);
     auto it = absent->at.find(name);
     return it != absent->at.end() && it->second == changes->load();
   }
   void note_absent(const std::string& name, uint64_t changes_then) {
-    std::lock_guard lock(absent->mu);
+    MutexLock lock(absent->mu);
     absent->at[name] = changes_then;
   }
   void forget_absent(const std::string& name) {
-    std::lock_guard lock(absent->mu);
+    MutexLock lock(absent->mu);
     absent->at.erase(name);
   }
   struct AbsentNames {
-    std::mutex mu;
-    std::map<std::string, uint64_t> at;  // GUARDED_BY(mu)
+    Mutex mu;
+    std::map<std::string, uint64_t> at GUARDED_BY(mu);
   };
   std::shared_ptr<AbsentNames> absent = std::make_shared<AbsentNames>();  // shared like changes
 
@@ -73,17 +73,17 @@ struct DbConfig {
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:
   // the one each file recorded at creation.
   std::optional<BufferPolicy> policy() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return policy_;
   }
   void set_policy(std::optional<BufferPolicy> policy) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     policy_ = std::move(policy);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::optional<BufferPolicy> policy_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::optional<BufferPolicy> policy_ GUARDED_BY(mu_);
 };
 
 class DbRegistry {
@@ -123,18 +123,18 @@ class DbRegistry {
 
  private:
   DbRegistry() = default;
-  struct BusClient {
+  // The one Client of a bus, shared by every database on it.
+  struct SharedClient {
     std::unique_ptr<Client> client;
     uint32_t pool_pages = 0;
     bool in_process = false;  // DbConfig::bus_in_process
   };
-  // REQUIRES: mu_ held.
-  Result<BusClient*> client_for(const std::string& bus, uint32_t cache_pages);
+  Result<SharedClient*> client_for(const std::string& bus, uint32_t cache_pages) REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::map<std::string, BusClient> clients_;                        // GUARDED_BY(mu_), by bus
-  std::map<std::string, std::shared_ptr<DbConfig>> databases_;     // GUARDED_BY(mu_)
-  std::set<std::string> known_;                                     // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, SharedClient> clients_ GUARDED_BY(mu_);  // by bus
+  std::map<std::string, std::shared_ptr<DbConfig>> databases_ GUARDED_BY(mu_);
+  std::set<std::string> known_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile::vfs

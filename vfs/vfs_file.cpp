@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "vfs/vfs_internal.h"
 
 namespace pagefile::vfs {
@@ -29,7 +30,7 @@ constexpr const char* kWalRefused =
     "pagefile: journal_mode=WAL needs PRAGMA locking_mode=EXCLUSIVE first "
     "(the store has no shared memory between clients)";
 
-void apply_concurrency(StoreFile& st) {
+void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
   uint32_t wanted = st.config->concurrency.load();
   if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
 }
@@ -40,7 +41,7 @@ void apply_concurrency(StoreFile& st) {
 // since, a hot journal among others. After a fresh SHARED lock on the
 // database its size and pages are read again, as a unix descriptor would
 // see them.
-Status catch_up(StoreFile& st) {
+Status catch_up(StoreFile& st) REQUIRES(st.mu) {
   if (st.main_db) return Status::ok();
   uint64_t now = st.config->fresh_locks->load();
   if (now == st.fresh_locks_seen) return Status::ok();
@@ -54,6 +55,7 @@ int x_close(sqlite3_file* f) {
   std::unique_ptr<StoreFile> st(pf->state);
   pf->state = nullptr;
   return guarded(SQLITE_IOERR_CLOSE, [&] {
+    MutexLock lock(st->mu);
     Status s = st->file->close();
     if (st->main_db && st->lock != SQLITE_LOCK_NONE) {
       // Closing the descriptor released the lock.
@@ -70,7 +72,7 @@ int x_close(sqlite3_file* f) {
 int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_READ, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_READ);
     apply_concurrency(st);
     std::span<std::byte> out(static_cast<std::byte*>(buffer), static_cast<size_t>(amount));
@@ -83,7 +85,7 @@ int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
 int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_WRITE, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
     apply_concurrency(st);
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
@@ -95,7 +97,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_TRUNCATE, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
@@ -105,7 +107,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
 int x_sync(sqlite3_file* f, int) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSYNC, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     Status s = st.file->sync();
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_FSYNC);
   });
@@ -114,7 +116,7 @@ int x_sync(sqlite3_file* f, int) {
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSTAT, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_FSTAT);
     *size = st.file->size();
     return SQLITE_OK;
@@ -124,7 +126,7 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
 int x_lock(sqlite3_file* f, int level) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_LOCK, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (!st.main_db || level <= st.lock) return SQLITE_OK;
     Client& client = *st.config->client;
     Status s = client.set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
@@ -156,7 +158,7 @@ int x_lock(sqlite3_file* f, int level) {
 int x_unlock(sqlite3_file* f, int level) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_UNLOCK, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (!st.main_db || level >= st.lock) return SQLITE_OK;
     Status first;
     if (st.lock >= SQLITE_LOCK_RESERVED) {
@@ -174,7 +176,7 @@ int x_unlock(sqlite3_file* f, int level) {
 int x_check_reserved_lock(sqlite3_file* f, int* result) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_CHECKRESERVEDLOCK, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     *result = 0;
     if (!st.main_db) return SQLITE_OK;
     auto reserved = st.config->client->reserved_elsewhere(st.file->fd());
@@ -184,7 +186,7 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
   });
 }
 
-Result<std::string> stats_text(const StoreFile& st) {
+Result<std::string> stats_text(const StoreFile& st) REQUIRES(st.mu) {
   const IoStats& s = *st.config->stats;
   // The pool's counters are the descriptor's: this connection's database file since it opened.
   auto pool = st.config->client->counters(st.file->fd());
@@ -201,7 +203,7 @@ Result<std::string> stats_text(const StoreFile& st) {
 }
 
 // The policy of this descriptor as Client::status reports it, and the pool.
-Result<std::string> policy_text(const StoreFile& st) {
+Result<std::string> policy_text(const StoreFile& st) REQUIRES(st.mu) {
   auto status = st.config->client->status(st.file->fd());
   if (!status) return status.status();
   const BufferPolicy& p = status->policy;
@@ -211,7 +213,7 @@ Result<std::string> policy_text(const StoreFile& st) {
 
 // SQLITE_FCNTL_PRAGMA: azArg[1] the pragma, azArg[2] its value or null;
 // the answer (or error) goes to azArg[0].
-int file_pragma(StoreFile& st, char** arg) {
+int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
   const char* name = arg[1];
   const char* value = arg[2];
   auto answer = [&](const std::string& text, int rc) {
@@ -276,7 +278,7 @@ char* temp_file_name() {
 int x_file_control(sqlite3_file* f, int op, void* arg) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR, [&] {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     switch (op) {
       case SQLITE_FCNTL_SIZE_HINT:   // pages are allocated as written
       case SQLITE_FCNTL_CHUNK_SIZE:  // likewise: nothing to pre-allocate
@@ -306,6 +308,7 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
 // Journals are padded to this; it is the smallest unit the store writes.
 int x_sector_size(sqlite3_file* f) {
   StoreFile& st = state_of(f);
+  MutexLock lock(st.mu);
   return static_cast<int>(std::min<uint32_t>(st.file->page_size(), 65536));
 }
 
@@ -356,6 +359,9 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   auto name = store_name(sqlite_name);
   if (!name) return name.status();
   auto st = std::make_unique<StoreFile>();
+  // No other thread knows it yet; held so the analysis sees the writes
+  // below as guarded like every later one.
+  MutexLock lock(st->mu);
   st->name = *name;
   st->main_db = role == SQLITE_OPEN_MAIN_DB;
   st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;

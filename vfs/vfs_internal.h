@@ -2,9 +2,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/mutex.h"
 #include "pagefile/status.h"
 #include "vfs/db_registry.h"
 #include "vfs/byte_file.h"
@@ -16,15 +16,18 @@ inline constexpr const char* kVfsName = "pagefile";
 
 // One open store file (main database, journal, WAL, super-journal).
 struct StoreFile {
-  std::mutex mu;  // SQLite serialises a file's calls; this makes sure of it
+  // SQLite serialises a file's calls; this makes sure of it.
+  Mutex mu;
+  // Fixed at open.
   std::string name;
   std::shared_ptr<DbConfig> config;
-  std::unique_ptr<ByteFile> file;
   bool main_db = false;
   bool delete_on_close = false;
-  int lock = 0;                 // SQLITE_LOCK_* as SQLite sees it
-  bool exclusive_mode = false;  // PRAGMA locking_mode=EXCLUSIVE was seen
-  uint64_t fresh_locks_seen = 0;  // config->fresh_locks when last read afresh
+
+  std::unique_ptr<ByteFile> file GUARDED_BY(mu);  // set at open, reset at close
+  int lock GUARDED_BY(mu) = 0;                  // SQLITE_LOCK_* as SQLite sees it
+  bool exclusive_mode GUARDED_BY(mu) = false;   // PRAGMA locking_mode=EXCLUSIVE was seen
+  uint64_t fresh_locks_seen GUARDED_BY(mu) = 0;  // config->fresh_locks when last read afresh
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to

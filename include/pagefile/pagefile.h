@@ -113,10 +113,10 @@ struct FileStatus {
   uint32_t concurrency = 0;  // this file's level
   uint32_t in_flight = 0;    // its tickets that are still in flight
   bool read_only = false;
-  // Page requests are done before the request call returns (a remote file
-  // on servers in this process that emulate no disk): reading ahead then
+  // Page requests are done directly, before the request call returns (a
+  // remote file on servers in this process that emulate no disk): reading ahead then
   // only reads early, into a buffer of its own, what a read would read now.
-  bool done_at_once = false;
+  bool always_direct = false;
   FileCounters cache;  // the buffer pool's counters for this descriptor
 };
 

@@ -1,5 +1,5 @@
 // The client's end of the bus against a real pagefiled on loopback: answers
-// read by the threads that wait for them (BusClient::pump, call_sync), and
+// read by the threads that wait for them (BusClient::read_as_waiter, call_sync), and
 // by the bus itself when nobody waits. Every wait is bounded in time.
 #include <atomic>
 #include <chrono>
@@ -64,7 +64,7 @@ TEST_CASE("an answer nobody waits for is read by the bus itself, promptly") {
                 CHECK_OK(reply);
                 answered.set_value(std::this_thread::get_id());
               });
-    // No pump() here: the bus's sweeper reads it.
+    // No read_as_waiter() here: the bus's sweeper reads it.
     REQUIRE(future.wait_for(5s) == std::future_status::ready);
     CHECK(future.get() != std::this_thread::get_id());
   }
@@ -103,7 +103,7 @@ TEST_CASE("threads waiting on one connection each get their own answer") {
   CHECK(mismatches.load() == 0);
 }
 
-TEST_CASE("pump() delivers every answer that arrives, whoever asked, and returns when the time is up") {
+TEST_CASE("read_as_waiter() delivers every answer that arrives, whoever asked, and returns when the time is up") {
   TempDir dir;
   ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
   auto bus = start_bus(server.address(), dir);
@@ -117,11 +117,11 @@ TEST_CASE("pump() delivers every answer that arrives, whoever asked, and returns
               });
   }
   const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (answered.load() < kCalls && std::chrono::steady_clock::now() < deadline) bus->pump(server.address());
+  while (answered.load() < kCalls && std::chrono::steady_clock::now() < deadline) bus->read_as_waiter(server.address());
   CHECK(answered.load() == kCalls);
-  // Nothing outstanding: a pump waits its time out and returns.
+  // Nothing outstanding: read_as_waiter waits its time out and returns.
   const auto before = std::chrono::steady_clock::now();
-  bus->pump(server.address(), 30ms);
+  bus->read_as_waiter(server.address(), 30ms);
   CHECK(std::chrono::steady_clock::now() - before >= 30ms);
 }
 

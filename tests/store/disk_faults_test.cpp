@@ -125,7 +125,7 @@ TEST_CASE("a full disk: creating a file fails cleanly and leaves nothing") {
 
 TEST_CASE("a full disk under the embedded bus: writes done on the caller's thread fail as the others do") {
   // The in-process servers emulate no disk, so each write is done on the
-  // writer's thread (PageIo::write_now); when it fails there it must still
+  // writer's thread (PageIo::write_direct); when it fails there it must still
   // be reported, and sync must still refuse.
   SmallDisk disk(1024 * 1024);
   auto c = Client::start({.concurrency = 8, .bus = "inproc:2", .home = disk.path() / "home"});
