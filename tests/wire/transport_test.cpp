@@ -269,27 +269,58 @@ struct Bench {
   EchoServer server;
 };
 
+// A client connected to a fresh echo server, delivering into `inbox`.
+struct Connected {
+  explicit Connected(Address::Kind kind, int server_threads = 1)
+      : bench(kind, server_threads), client(bench.connect_client(inbox)) {}
+
+  // Closes the client and waits until it has ended.
+  void close_client() {
+    client->close();
+    REQUIRE(inbox.wait_closed());
+  }
+
+  Inbox inbox;
+  Bench bench;
+  std::shared_ptr<Connection> client;
+};
+
+// Runs `test(kind)` for each kind of transport in `kinds`, naming the kind
+// in failures.
+template <class Test>
+void for_each_kind(Test test, const std::vector<Address::Kind>& kinds = {std::begin(kKinds), std::end(kKinds)}) {
+  for (Address::Kind kind : kinds) {
+    CAPTURE(kind_name(kind));
+    test(kind);
+  }
+}
+
+// Runs `test(connected)` over each transport, each with a client of its own
+// connected to a fresh echo server.
+template <class Test>
+void for_each_connected(Test test, int server_threads = 1) {
+  for_each_kind([&](Address::Kind kind) {
+    Connected connected(kind, server_threads);
+    test(connected);
+  });
+}
+
 }  // namespace
 
 TEST_CASE("a frame is echoed over each transport; close ends both sides") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    CHECK(client->peer() == bench.server.address().text());
+  for_each_connected([&](Connected& c) {
+    CHECK(c.client->peer() == c.bench.server.address().text());
 
     Frame sent = make_frame(1, 3);
-    client->send(sent);
-    REQUIRE(inbox.wait_frames(1));
-    CHECK(same_frame(inbox.frames()[0], sent));
+    c.client->send(sent);
+    REQUIRE(c.inbox.wait_frames(1));
+    CHECK(same_frame(c.inbox.frames()[0], sent));
 
-    client->close();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-    REQUIRE(bench.server.wait_closes(1));
-    CHECK_CODE(bench.server.closes()[0], Code::kDisconnected);
-  }
+    c.close_client();
+    CHECK_OK(c.inbox.closed());
+    REQUIRE(c.bench.server.wait_closes(1));
+    CHECK_CODE(c.bench.server.closes()[0], Code::kDisconnected);
+  });
 }
 
 TEST_CASE("a tcp listener on port 0 reports the port it got; peers are named by address") {
@@ -344,64 +375,50 @@ TEST_CASE("a host name is resolved when connecting") {
 }
 
 TEST_CASE("1000 pipelined frames of varying sizes arrive in order and intact") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     constexpr int kFrames = 1000;
     auto words_of = [](int i) { return static_cast<size_t>(1 + (i * 37) % 700); };
-    for (int i = 0; i < kFrames; ++i) client->send(make_frame(i, words_of(i)));
-    REQUIRE(inbox.wait_frames(kFrames));
-    std::vector<Frame> frames = inbox.frames();
+    for (int i = 0; i < kFrames; ++i) c.client->send(make_frame(i, words_of(i)));
+    REQUIRE(c.inbox.wait_frames(kFrames));
+    std::vector<Frame> frames = c.inbox.frames();
     REQUIRE(frames.size() == kFrames);
     int wrong = 0;
     for (int i = 0; i < kFrames; ++i) {
       if (!same_frame(frames[i], make_frame(i, words_of(i)))) ++wrong;
     }
     CHECK(wrong == 0);
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  });
 }
 
 TEST_CASE("frames up to kMaxFrameBytes cross intact") {
   const size_t max_words = kMaxFrameBytes / sizeof(capnp::word);
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     const size_t sizes[] = {max_words, 1, max_words - 1};
-    for (size_t i = 0; i < std::size(sizes); ++i) client->send(make_frame(100 + i, sizes[i]));
-    REQUIRE(inbox.wait_frames(std::size(sizes)));
-    std::vector<Frame> frames = inbox.frames();
+    for (size_t i = 0; i < std::size(sizes); ++i) c.client->send(make_frame(100 + i, sizes[i]));
+    REQUIRE(c.inbox.wait_frames(std::size(sizes)));
+    std::vector<Frame> frames = c.inbox.frames();
     for (size_t i = 0; i < std::size(sizes); ++i) {
       CAPTURE(i);
       CHECK(same_frame(frames[i], make_frame(100 + i, sizes[i])));
     }
-    client->close();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-  }
+    c.close_client();
+    CHECK_OK(c.inbox.closed());
+  });
 }
 
 TEST_CASE("sending an empty or oversized frame ends the sender's connection with kInvalidArgument") {
   const size_t max_words = kMaxFrameBytes / sizeof(capnp::word);
-  for (Address::Kind kind : kKinds) {
-    for (size_t words : {size_t{0}, max_words + 1}) {
-      CAPTURE(kind_name(kind));
-      CAPTURE(words);
-      Inbox inbox;
-      Bench bench(kind);
-      auto client = bench.connect_client(inbox);
-      client->send(Frame(words));
-      REQUIRE(inbox.wait_closed());
-      CHECK_CODE(inbox.closed(), Code::kInvalidArgument);
-      CHECK(message_has(inbox.closed(), "cannot send: malformed frame"));
-      REQUIRE(bench.server.wait_closes(1));
-      CHECK_CODE(bench.server.closes()[0], Code::kDisconnected);
-    }
+  for (size_t words : {size_t{0}, max_words + 1}) {
+    CAPTURE(words);
+    for_each_connected([&](Connected& c) {
+      c.client->send(Frame(words));
+      REQUIRE(c.inbox.wait_closed());
+      CHECK_CODE(c.inbox.closed(), Code::kInvalidArgument);
+      CHECK(message_has(c.inbox.closed(), "cannot send: malformed frame"));
+      REQUIRE(c.bench.server.wait_closes(1));
+      CHECK_CODE(c.bench.server.closes()[0], Code::kDisconnected);
+    });
   }
 }
 
@@ -469,29 +486,24 @@ TEST_CASE("a malformed length on a unix socket closes with kCorruption too") {
 }
 
 TEST_CASE("when the server ends a connection the client sees kDisconnected") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    client->send(make_frame(1, 1));
-    REQUIRE(inbox.wait_frames(1));
-    bench.server.close_all();
-    REQUIRE(inbox.wait_closed());
-    CHECK_CODE(inbox.closed(), Code::kDisconnected);
-    REQUIRE(bench.server.wait_closes(1));
-    CHECK_OK(bench.server.closes()[0]);
+  for_each_connected([&](Connected& c) {
+    c.client->send(make_frame(1, 1));
+    REQUIRE(c.inbox.wait_frames(1));
+    c.bench.server.close_all();
+    REQUIRE(c.inbox.wait_closed());
+    CHECK_CODE(c.inbox.closed(), Code::kDisconnected);
+    REQUIRE(c.bench.server.wait_closes(1));
+    CHECK_OK(c.bench.server.closes()[0]);
     // Sending on an ended connection is quietly dropped.
-    client->send(make_frame(2, 1));
-    client->close();
+    c.client->send(make_frame(2, 1));
+    c.client->close();
     std::this_thread::sleep_for(20ms);
-    CHECK(inbox.close_count() == 1);
-  }
+    CHECK(c.inbox.close_count() == 1);
+  });
 }
 
 TEST_CASE("a server that drops a new connection unstarted disconnects the client") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     TempDir dir;
     InprocHub hub;
     IoThreads server_io;
@@ -507,25 +519,21 @@ TEST_CASE("a server that drops a new connection unstarted disconnects the client
     CHECK_CODE(inbox.closed(), Code::kDisconnected);
     CHECK(accepted.load() == 1);
     (*listener)->close();
-  }
+  });
 }
 
 TEST_CASE("close is idempotent and from any thread; the CloseHandler runs once") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     std::vector<std::thread> closers;
-    for (int i = 0; i < 4; ++i) closers.emplace_back([&] { client->close(); });
-    client->close();
+    for (int i = 0; i < 4; ++i) closers.emplace_back([&] { c.client->close(); });
+    c.client->close();
     for (std::thread& t : closers) t.join();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-    client->close();
+    REQUIRE(c.inbox.wait_closed());
+    CHECK_OK(c.inbox.closed());
+    c.client->close();
     std::this_thread::sleep_for(20ms);
-    CHECK(inbox.close_count() == 1);
-  }
+    CHECK(c.inbox.close_count() == 1);
+  });
 }
 
 TEST_CASE("connecting where nothing listens fails promptly with kDisconnected") {
@@ -607,41 +615,35 @@ TEST_CASE("a connect that gets no answer gives up after its timeout") {
 }
 
 TEST_CASE("pause_reading holds frames back until resume_reading") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    client->pause_reading();
+  for_each_connected([&](Connected& c) {
+    c.client->pause_reading();
     constexpr int kFrames = 10;
-    for (int i = 0; i < kFrames; ++i) client->send(make_frame(i, 4));
-    REQUIRE(bench.server.wait_echoed(kFrames));
+    for (int i = 0; i < kFrames; ++i) c.client->send(make_frame(i, 4));
+    REQUIRE(c.bench.server.wait_echoed(kFrames));
     std::this_thread::sleep_for(50ms);
-    CHECK(inbox.frame_count() == 0);
+    CHECK(c.inbox.frame_count() == 0);
 
-    client->resume_reading();
-    REQUIRE(inbox.wait_frames(kFrames));
-    std::vector<Frame> frames = inbox.frames();
+    c.client->resume_reading();
+    REQUIRE(c.inbox.wait_frames(kFrames));
+    std::vector<Frame> frames = c.inbox.frames();
     for (int i = 0; i < kFrames; ++i) CHECK(same_frame(frames[i], make_frame(i, 4)));
 
     // Paused a second time: the next frame waits too.
-    client->pause_reading();
-    client->send(make_frame(50, 2));
-    REQUIRE(bench.server.wait_echoed(kFrames + 1));
+    c.client->pause_reading();
+    c.client->send(make_frame(50, 2));
+    REQUIRE(c.bench.server.wait_echoed(kFrames + 1));
     std::this_thread::sleep_for(30ms);
-    CHECK(inbox.frame_count() == kFrames);
-    client->resume_reading();
-    REQUIRE(inbox.wait_frames(kFrames + 1));
-    CHECK(same_frame(inbox.frames().back(), make_frame(50, 2)));
+    CHECK(c.inbox.frame_count() == kFrames);
+    c.client->resume_reading();
+    REQUIRE(c.inbox.wait_frames(kFrames + 1));
+    CHECK(same_frame(c.inbox.frames().back(), make_frame(50, 2)));
 
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  });
 }
 
 TEST_CASE("a FrameHandler may pause, resume and close its own connection") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     Bench bench(kind);
     auto client = connect_ok(bench.client_io.io(), bench.server.address(), &bench.hub);
     std::mutex mutex;
@@ -671,7 +673,7 @@ TEST_CASE("a FrameHandler may pause, resume and close its own connection") {
     CHECK_OK(*closed);
     CHECK(seen.size() == 5);
     for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == word_at(make_frame(i, 1), 0));
-  }
+  });
 }
 
 TEST_CASE("a stale unix socket file is replaced; a live one is not") {
@@ -721,8 +723,7 @@ TEST_CASE("listeners: a taken address is kAlreadyExists; close stops accepting")
   TempDir dir;
   InprocHub hub;
   IoThreads io;
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     auto first = listen(io.io(), listen_address(kind, dir, "taken"), [](std::shared_ptr<Connection>) {}, &hub);
     REQUIRE_OK(first);
     const Address bound = (*first)->address();
@@ -736,15 +737,11 @@ TEST_CASE("listeners: a taken address is kAlreadyExists; close stops accepting")
     // The address is free again.
     auto again = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub);
     CHECK_OK(again);
-  }
+  });
 }
 
 TEST_CASE("sends from several threads all arrive, each thread's in order") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind, /*server_threads=*/2);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     constexpr int kThreads = 4;
     constexpr int kEach = 250;
     std::vector<std::thread> senders;
@@ -752,13 +749,13 @@ TEST_CASE("sends from several threads all arrive, each thread's in order") {
       senders.emplace_back([&, t] {
         for (int i = 0; i < kEach; ++i) {
           Frame frame = make_frame(static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i), 1 + i % 40);
-          client->send(std::move(frame));
+          c.client->send(std::move(frame));
         }
       });
     }
     for (std::thread& t : senders) t.join();
-    REQUIRE(inbox.wait_frames(kThreads * kEach));
-    std::vector<Frame> frames = inbox.frames();
+    REQUIRE(c.inbox.wait_frames(kThreads * kEach));
+    std::vector<Frame> frames = c.inbox.frames();
     std::vector<int> next(kThreads, 0);
     int wrong = 0;
     for (const Frame& frame : frames) {
@@ -775,9 +772,8 @@ TEST_CASE("sends from several threads all arrive, each thread's in order") {
     }
     CHECK(wrong == 0);
     for (int t = 0; t < kThreads; ++t) CHECK(next[t] == kEach);
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  }, 2);
 }
 
 TEST_CASE("an IPv6 loopback listener works where IPv6 is available") {
@@ -830,8 +826,7 @@ struct RawTcpServer {
 }  // namespace
 
 TEST_CASE("a connection read by its waiters delivers only inside read_frames, on the reading thread") {
-  for (Address::Kind kind : {Address::Kind::kTcp, Address::Kind::kUnix}) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     Bench bench(kind);
     std::mutex mutex;
     std::vector<std::thread::id> delivered_on;
@@ -873,7 +868,7 @@ TEST_CASE("a connection read by its waiters delivers only inside read_frames, on
     c.close();
     c.send(make_frame(3, 1));  // dropped
     CHECK(inbox.close_count() == 1);
-  }
+  }, {Address::Kind::kTcp, Address::Kind::kUnix});
 }
 
 TEST_CASE("an inproc connection asked to be read by its waiters reads on its io_context all the same") {
@@ -918,8 +913,7 @@ TEST_CASE("one thread reads a waiter-read connection at a time; the others are t
 }
 
 TEST_CASE("a waiter-read connection: a frame larger than its buffer, then the server's end") {
-  for (Address::Kind kind : {Address::Kind::kTcp, Address::Kind::kUnix}) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     Bench bench(kind);
     Inbox inbox;
     auto client = connect_by_waiter(bench, inbox);
@@ -936,7 +930,7 @@ TEST_CASE("a waiter-read connection: a frame larger than its buffer, then the se
     CHECK(outcome == Connection::ReadOutcome::kEnded);
     CHECK(inbox.close_count() == 1);
     CHECK_CODE(inbox.closed(), Code::kDisconnected);
-  }
+  }, {Address::Kind::kTcp, Address::Kind::kUnix});
 }
 
 TEST_CASE("a waiter-read connection ends with kCorruption on a malformed length from the server") {
