@@ -4,8 +4,9 @@
 // Each connection keeps its state on a strand of its io_context: reads,
 // writes, pause/resume and the end all run there, so the io_context may be
 // run by several threads. Pending operations hold the connection alive
-// (shared_from_this); the CloseHandler releases both handlers, breaking the
-// cycle a handler that captures its own connection would make.
+// (shared_from_this); reporting the end lets go of both handlers
+// (FrameDelivery), breaking the cycle a handler that captures its own
+// connection would make.
 #include <algorithm>
 #include <cerrno>
 #include <deque>
