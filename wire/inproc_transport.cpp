@@ -10,13 +10,14 @@
 #include <atomic>
 #include <deque>
 #include <map>
-#include <mutex>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
 
+#include "core/mutex.h"
+#include "wire/frame_delivery.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net {
@@ -38,29 +39,29 @@ class InprocHub::Impl {
   };
 
   // kAlreadyExists when `name` is taken.
-  Status add(const std::string& name, std::shared_ptr<Registration> registration) {
-    std::lock_guard lock(mutex_);
+  Status add(const std::string& name, std::shared_ptr<Registration> registration) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     auto [it, inserted] = listeners_.try_emplace(name, std::move(registration));
     if (!inserted) return Status::already_exists(fmt::format("inproc:{}", name), "a server is listening there");
     return Status::ok();
   }
 
   // Removes `name` if it still names `registration`.
-  void remove(const std::string& name, const Registration* registration) {
-    std::lock_guard lock(mutex_);
+  void remove(const std::string& name, const Registration* registration) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     auto it = listeners_.find(name);
     if (it != listeners_.end() && it->second.get() == registration) listeners_.erase(it);
   }
 
-  std::shared_ptr<Registration> find(const std::string& name) {
-    std::lock_guard lock(mutex_);
+  std::shared_ptr<Registration> find(const std::string& name) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     auto it = listeners_.find(name);
     return it == listeners_.end() ? nullptr : it->second;
   }
 
  private:
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Registration>> listeners_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::map<std::string, std::shared_ptr<Registration>> listeners_ GUARDED_BY(mutex_);
 };
 
 InprocHub::InprocHub() : impl_(std::make_unique<Impl>()) {}
@@ -98,14 +99,7 @@ class InprocEnd final : public Connection, public std::enable_shared_from_this<I
   void start(FrameHandler on_frame, CloseHandler on_close) override {
     asio::post(strand_, [self = shared_from_this(), on_frame = std::move(on_frame),
                          on_close = std::move(on_close)]() mutable {
-      if (self->started_) return;  // start() is called once
-      self->on_frame_ = std::move(on_frame);
-      self->on_close_ = std::move(on_close);
-      self->started_ = true;
-      if (self->ended_) {
-        self->report_close();
-        return;
-      }
+      if (!self->delivery_.begin(std::move(on_frame), std::move(on_close), self->ended_, self->close_status_)) return;
       self->keep_alive_ = self;
       self->deliver();
     });
@@ -173,12 +167,16 @@ class InprocEnd final : public Connection, public std::enable_shared_from_this<I
   // Hands over what has arrived, unless paused; then, once everything sent
   // before the peer went away has been delivered, ends the connection.
   void deliver() {
-    while (started_ && !ended_ && !paused_ && !inbox_.empty()) {
-      Frame frame = std::move(inbox_.front());
-      inbox_.pop_front();
-      on_frame_(std::move(frame));
-    }
-    if (started_ && !ended_ && peer_gone_ && inbox_.empty()) end(Status::disconnected(peer_, "closed by the peer"));
+    if (!delivery_.started()) return;
+    delivery_.deliver(
+        [this](Frame& frame, std::string&) {
+          if (inbox_.empty()) return FrameBuffer::Next::kMore;
+          frame = std::move(inbox_.front());
+          inbox_.pop_front();
+          return FrameBuffer::Next::kFrame;
+        },
+        [this] { return !ended_ && !paused_; });
+    if (!ended_ && peer_gone_ && inbox_.empty()) end(Status::disconnected(peer_, "closed by the peer"));
   }
 
   void end(Status why) {
@@ -188,18 +186,13 @@ class InprocEnd final : public Connection, public std::enable_shared_from_this<I
     close_status_ = std::move(why);
     inbox_.clear();
     if (auto other = other_.lock()) other->peer_gone();
-    if (started_) {
+    if (delivery_.started()) {
       // Posted, never run inside close() or a FrameHandler.
-      asio::post(strand_, [self = shared_from_this()] { self->report_close(); });
+      asio::post(strand_, [self = shared_from_this()] {
+        self->delivery_.report_close(self->close_status_);
+        self->keep_alive_.reset();
+      });
     }
-  }
-
-  void report_close() {
-    CloseHandler on_close = std::move(on_close_);
-    on_close_ = nullptr;
-    on_frame_ = nullptr;
-    if (on_close) on_close(close_status_);
-    keep_alive_.reset();
   }
 
   Strand strand_;
@@ -207,10 +200,8 @@ class InprocEnd final : public Connection, public std::enable_shared_from_this<I
   std::weak_ptr<InprocEnd> other_;
   std::atomic<bool> ended_flag_{false};  // lets send() drop frames once ended, from any thread
 
-  FrameHandler on_frame_;
-  CloseHandler on_close_;
+  FrameDelivery delivery_;
   std::shared_ptr<InprocEnd> keep_alive_;  // self, from start() until the end is reported
-  bool started_ = false;
   bool ended_ = false;
   bool paused_ = false;
   bool peer_gone_ = false;

@@ -28,7 +28,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -150,11 +149,13 @@ class InprocHub {
  public:
   InprocHub();
   ~InprocHub();
-  InprocHub(const InprocHub&) = delete;
-  InprocHub& operator=(const InprocHub&) = delete;
 
   class Impl;
   Impl& impl() { return *impl_; }
+
+  // Listeners and connectors hold on to the hub they were given.
+  InprocHub(const InprocHub&) = delete;
+  InprocHub& operator=(const InprocHub&) = delete;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -17,7 +17,7 @@
 
 namespace pagefile::net::internal {
 
-// Stream sockets (stream_transport.cpp): tcp:// and unix:.
+// Stream sockets, tcp:// and unix: (stream_listener.cpp, stream_connect.cpp).
 Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const Address& address,
                                              Listener::AcceptHandler on_accept);
 Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,

@@ -21,12 +21,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "wire/frame_buffer.h"
+#include "wire/frame_delivery.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -54,13 +55,13 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   // REQUIRES: before the first read_frames().
   void start(FrameHandler on_frame, CloseHandler on_close) override {
-    if (started_) return;
-    on_frame_ = std::move(on_frame);
-    on_close_ = std::move(on_close);
-    started_ = true;
+    delivery_.take(std::move(on_frame), std::move(on_close));
   }
 
-  void send(Frame frame) override {
+  // Holds write_mu_ while it waits for room in the socket: write_mu_ orders
+  // the writes of whole frames and guards nothing else, and close() does not
+  // need it (the shutdown wakes the wait).
+  void send(Frame frame) EXCLUDES(write_mu_) override {
     const size_t bytes = frame.size() * sizeof(capnp::word);
     std::string problem = frame_length_problem(bytes);
     if (!problem.empty()) {
@@ -68,7 +69,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
       return;
     }
     // One frame at a time, whole: frames from several threads never mix.
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     const size_t whole = kFrameHeaderBytes + bytes;
     size_t written = 0;
     const auto deadline = Clock::now() + send_timeout_;
@@ -99,7 +100,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     // Reported here unless a reader is at work (then it reports, having
     // delivered nothing more: it checks for the end before each frame).
     if (reading_.exchange(true, std::memory_order_acquire)) return;
-    if (!reported_) report(Status::ok());
+    if (!delivery_.reported()) report(Status::ok());
     reading_.store(false, std::memory_order_release);
   }
 
@@ -125,8 +126,8 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
  private:
   // REQUIRES: reading_ is ours.
   ReadOutcome read_locked(Clock::time_point deadline) {
-    if (reported_) return ReadOutcome::kEnded;
-    if (!started_) return ReadOutcome::kNothing;
+    if (delivery_.reported()) return ReadOutcome::kEnded;
+    if (!delivery_.started()) return ReadOutcome::kNothing;
     std::optional<Clock::time_point> waiting_since;  // set once this call found nothing to read
     bool spun = false;
     for (;;) {
@@ -140,7 +141,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
         }
         buffer_.filled(static_cast<size_t>(n));
         bool delivered = deliver();
-        if (reported_) return ReadOutcome::kEnded;
+        if (delivery_.reported()) return ReadOutcome::kEnded;
         if (delivered) return ReadOutcome::kDelivered;
         continue;  // the start of a frame: wait for the rest
       }
@@ -183,19 +184,11 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   // Delivers the whole frames buffered; whether it delivered any. Stops at
   // the end (close() from a handler) or a pause.
   bool deliver() {
-    bool any = false;
-    Frame frame;
-    std::string problem;
-    while (!ending_ && !paused_) {
-      FrameBuffer::Next next = buffer_.next(frame, problem);
-      if (next == FrameBuffer::Next::kMore) break;
-      if (next == FrameBuffer::Next::kMalformed) {
-        report(Status::corruption(peer_, problem));
-        return any;
-      }
-      any = true;
-      on_frame_(std::move(frame));
-      frame = Frame();
+    FrameDelivery::Delivered delivered = delivery_.deliver(buffer_, [this] { return !ending_ && !paused_; });
+    const bool any = delivered.frames > 0;
+    if (!delivered.malformed.empty()) {
+      report(Status::corruption(peer_, delivered.malformed));
+      return any;
     }
     buffer_.shrink_when_empty();
     if (ending_) report(Status::ok());
@@ -204,9 +197,9 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   // Records the first reason the connection ends and shuts the socket, so
   // that the reader, now or next, meets the end and reports it.
-  void fail(Status why) {
+  void fail(Status why) EXCLUDES(end_mu_) {
     {
-      std::lock_guard lock(end_mu_);
+      MutexLock lock(end_mu_);
       if (ending_) return;
       end_status_ = std::move(why);
       ending_ = true;
@@ -216,19 +209,15 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   // REQUIRES: reading_ is ours. Ends the connection (with the first reason
   // given, else `seen`) and runs the CloseHandler, once.
-  void report(Status seen) {
-    if (reported_) return;
+  void report(Status seen) EXCLUDES(end_mu_) {
+    if (delivery_.reported()) return;
     fail(std::move(seen));
     Status why;
     {
-      std::lock_guard lock(end_mu_);
+      MutexLock lock(end_mu_);
       why = end_status_;
     }
-    reported_ = true;
-    CloseHandler on_close = std::move(on_close_);
-    on_close_ = nullptr;
-    on_frame_ = nullptr;
-    if (on_close) on_close(why);
+    delivery_.report_close(why);
   }
 
   const int fd_;
@@ -237,9 +226,10 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   std::atomic<bool> reading_{false};  // a thread is in read_frames() (or close() reports)
   std::atomic<bool> paused_{false};
-  std::atomic<bool> ending_{false};   // set once, under end_mu_
-  std::mutex end_mu_;
-  Status end_status_;  // GUARDED_BY(end_mu_)
+  std::atomic<bool> ending_{false};  // set once, under end_mu_; read without it
+  // Taken inside write_mu_ by a send() that fails, never the other way.
+  Mutex end_mu_;
+  Status end_status_ GUARDED_BY(end_mu_);
 
   // How long a reader polls before it sleeps (see the top of this file):
   // about what a cached page read over loopback takes, end to end.
@@ -251,13 +241,10 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   // Owned by whoever holds reading_.
   Clock::duration typical_wait_{0};  // for an answer, once a reader found none waiting
-  bool started_ = false;
-  bool reported_ = false;
+  FrameDelivery delivery_;
   FrameBuffer buffer_;
-  FrameHandler on_frame_;
-  CloseHandler on_close_;
 
-  std::mutex write_mu_;  // one send() at a time
+  Mutex write_mu_;  // one send() at a time: a frame goes out whole
 };
 
 }  // namespace

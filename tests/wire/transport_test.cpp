@@ -14,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
@@ -23,273 +22,26 @@
 
 #include "wire/transport.h"
 #include "tests/support/temp_dir.h"
+#include "tests/wire/transport_bench.h"
 
 using namespace pagefile;
 using namespace pagefile::net;
-using namespace std::chrono_literals;
-using pagefile::test::TempDir;
-using Clock = std::chrono::steady_clock;
-namespace asio = boost::asio;
-
-namespace {
-
-// How long a test waits for something that should happen at once; only a
-// broken transport makes a test wait this long.
-constexpr auto kWait = 5s;
-constexpr int kConnectTimeoutMs = 2000;
-
-// An io_context run by background threads for the length of a test.
-class IoThreads {
- public:
-  explicit IoThreads(int count = 1) : work_(asio::make_work_guard(io_)) {
-    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { io_.run(); });
-  }
-  ~IoThreads() {
-    work_.reset();
-    io_.stop();
-    for (std::thread& t : threads_) t.join();
-  }
-  asio::io_context& io() { return io_; }
-
- private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::vector<std::thread> threads_;
-};
-
-// A frame of `words` words, each a function of (tag, position), so a frame
-// that arrives truncated, reordered or mixed with another is seen.
-Frame make_frame(uint64_t tag, size_t words) {
-  Frame frame(words);
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t value = tag * 0x9E3779B97F4A7C15ull + i;
-    std::memcpy(reinterpret_cast<std::byte*>(frame.data()) + i * sizeof(value), &value, sizeof(value));
-  }
-  return frame;
-}
-
-uint64_t word_at(const Frame& frame, size_t i) {
-  uint64_t value;
-  std::memcpy(&value, reinterpret_cast<const std::byte*>(frame.data()) + i * sizeof(value), sizeof(value));
-  return value;
-}
-
-bool same_frame(const Frame& a, const Frame& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(capnp::word)) == 0;
-}
-
-// Collects what a connection delivers, for the test thread to wait on.
-class Inbox {
- public:
-  Connection::FrameHandler frame_handler() {
-    return [this](Frame frame) {
-      std::lock_guard lock(mutex_);
-      frames_.push_back(std::move(frame));
-      changed_.notify_all();
-    };
-  }
-  Connection::CloseHandler close_handler() {
-    return [this](Status why) {
-      std::lock_guard lock(mutex_);
-      ++close_count_;
-      closed_ = why;
-      changed_.notify_all();
-    };
-  }
-
-  bool wait_frames(size_t count, Clock::duration limit = kWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, limit, [&] { return frames_.size() >= count; });
-  }
-  bool wait_closed(Clock::duration limit = kWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, limit, [&] { return closed_.has_value(); });
-  }
-
-  std::vector<Frame> frames() {
-    std::lock_guard lock(mutex_);
-    return frames_;
-  }
-  size_t frame_count() {
-    std::lock_guard lock(mutex_);
-    return frames_.size();
-  }
-  Status closed() {
-    std::lock_guard lock(mutex_);
-    return closed_.value_or(Status::io_error("test", "not closed"));
-  }
-  int close_count() {
-    std::lock_guard lock(mutex_);
-    return close_count_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<Frame> frames_;
-  std::optional<Status> closed_;
-  int close_count_ = 0;
-};
-
-// Listens on an address and sends every frame back on the connection it
-// came on. The handlers share `state_`, so one that runs late (a listener's
-// on_accept may still be running while close() returns) finds it alive.
-class EchoServer {
- public:
-  EchoServer(asio::io_context& io, const Address& address, InprocHub* hub) : state_(std::make_shared<State>()) {
-    auto listener = listen(
-        io, address, [state = state_](std::shared_ptr<Connection> connection) { state->accept(std::move(connection)); },
-        hub);
-    REQUIRE_OK(listener);
-    listener_ = std::move(*listener);
-  }
-
-  ~EchoServer() {
-    listener_->close();
-    close_all();
-    std::unique_lock lock(state_->mutex);
-    bool all_closed = state_->changed.wait_for(lock, kWait, [&] { return state_->closes.size() >= state_->started; });
-    CHECK(all_closed);
-    state_->connections.clear();
-  }
-
-  Address address() const { return listener_->address(); }
-  Listener& listener() { return *listener_; }
-
-  // Ends every connection from the server's side.
-  void close_all() {
-    std::vector<std::shared_ptr<Connection>> connections;
-    {
-      std::lock_guard lock(state_->mutex);
-      connections = state_->connections;
-    }
-    for (auto& connection : connections) connection->close();
-  }
-
-  // Until `count` server-side connections have ended.
-  bool wait_closes(size_t count) {
-    std::unique_lock lock(state_->mutex);
-    return state_->changed.wait_for(lock, kWait, [&] { return state_->closes.size() >= count; });
-  }
-  std::vector<Status> closes() {
-    std::lock_guard lock(state_->mutex);
-    return state_->closes;
-  }
-  bool wait_echoed(size_t count) {
-    std::unique_lock lock(state_->mutex);
-    return state_->changed.wait_for(lock, kWait, [&] { return state_->echoed >= count; });
-  }
-
- private:
-  struct State {
-    void accept(std::shared_ptr<Connection> connection) {
-      std::weak_ptr<Connection> weak = connection;
-      {
-        std::lock_guard lock(mutex);
-        connections.push_back(connection);
-        ++started;
-      }
-      connection->start(
-          [this, weak](Frame frame) {
-            if (auto self = weak.lock()) self->send(std::move(frame));
-            std::lock_guard lock(mutex);
-            ++echoed;
-            changed.notify_all();
-          },
-          [this](Status why) {
-            std::lock_guard lock(mutex);
-            closes.push_back(std::move(why));
-            changed.notify_all();
-          });
-    }
-
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::vector<std::shared_ptr<Connection>> connections;
-    std::vector<Status> closes;
-    size_t started = 0;
-    size_t echoed = 0;
-  };
-
-  std::shared_ptr<State> state_;
-  std::unique_ptr<Listener> listener_;
-};
-
-constexpr Address::Kind kKinds[] = {Address::Kind::kTcp, Address::Kind::kUnix, Address::Kind::kInproc};
-
-std::string kind_name(Address::Kind kind) {
-  switch (kind) {
-    case Address::Kind::kTcp: return "tcp";
-    case Address::Kind::kUnix: return "unix";
-    case Address::Kind::kInproc: return "inproc";
-  }
-  return "?";
-}
-
-// Where a test server of `kind` listens: an ephemeral loopback port, a
-// socket in `dir`, or a name.
-Address listen_address(Address::Kind kind, const TempDir& dir, const std::string& name) {
-  std::string text;
-  switch (kind) {
-    case Address::Kind::kTcp: text = "tcp://127.0.0.1:0"; break;
-    case Address::Kind::kUnix: text = "unix:" + (dir / (name + ".sock")).string(); break;
-    case Address::Kind::kInproc: text = "inproc:" + name; break;
-  }
-  Result<Address> address = parse_address(text);
-  REQUIRE_OK(address);
-  return *address;
-}
-
-std::shared_ptr<Connection> connect_ok(asio::io_context& io, const Address& address, InprocHub* hub) {
-  auto connection = connect(io, address, kConnectTimeoutMs, hub);
-  REQUIRE_OK(connection);
-  return *connection;
-}
-
-bool message_has(const Status& status, const std::string& part) {
-  return status.message().find(part) != std::string::npos;
-}
-
-// Client and server on io_contexts of their own, so inproc hand-over between
-// two io_contexts is exercised as well.
-struct Bench {
-  explicit Bench(Address::Kind kind, int server_threads = 1)
-      : server_io(server_threads), server(server_io.io(), listen_address(kind, dir, "echo"), &hub) {}
-
-  std::shared_ptr<Connection> connect_client(Inbox& inbox) {
-    auto client = connect_ok(client_io.io(), server.address(), &hub);
-    client->start(inbox.frame_handler(), inbox.close_handler());
-    return client;
-  }
-
-  TempDir dir;
-  InprocHub hub;
-  IoThreads client_io;
-  IoThreads server_io;
-  EchoServer server;
-};
-
-}  // namespace
+using namespace pagefile::net::testing;
 
 TEST_CASE("a frame is echoed over each transport; close ends both sides") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    CHECK(client->peer() == bench.server.address().text());
+  for_each_connected([&](Connected& c) {
+    CHECK(c.client->peer() == c.bench.server.address().text());
 
     Frame sent = make_frame(1, 3);
-    client->send(sent);
-    REQUIRE(inbox.wait_frames(1));
-    CHECK(same_frame(inbox.frames()[0], sent));
+    c.client->send(sent);
+    REQUIRE(c.inbox.wait_frames(1));
+    CHECK(same_frame(c.inbox.frames()[0], sent));
 
-    client->close();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-    REQUIRE(bench.server.wait_closes(1));
-    CHECK_CODE(bench.server.closes()[0], Code::kDisconnected);
-  }
+    c.close_client();
+    CHECK_OK(c.inbox.closed());
+    REQUIRE(c.bench.server.wait_closes(1));
+    CHECK_CODE(c.bench.server.closes()[0], Code::kDisconnected);
+  });
 }
 
 TEST_CASE("a tcp listener on port 0 reports the port it got; peers are named by address") {
@@ -344,64 +96,50 @@ TEST_CASE("a host name is resolved when connecting") {
 }
 
 TEST_CASE("1000 pipelined frames of varying sizes arrive in order and intact") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     constexpr int kFrames = 1000;
     auto words_of = [](int i) { return static_cast<size_t>(1 + (i * 37) % 700); };
-    for (int i = 0; i < kFrames; ++i) client->send(make_frame(i, words_of(i)));
-    REQUIRE(inbox.wait_frames(kFrames));
-    std::vector<Frame> frames = inbox.frames();
+    for (int i = 0; i < kFrames; ++i) c.client->send(make_frame(i, words_of(i)));
+    REQUIRE(c.inbox.wait_frames(kFrames));
+    std::vector<Frame> frames = c.inbox.frames();
     REQUIRE(frames.size() == kFrames);
     int wrong = 0;
     for (int i = 0; i < kFrames; ++i) {
       if (!same_frame(frames[i], make_frame(i, words_of(i)))) ++wrong;
     }
     CHECK(wrong == 0);
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  });
 }
 
 TEST_CASE("frames up to kMaxFrameBytes cross intact") {
   const size_t max_words = kMaxFrameBytes / sizeof(capnp::word);
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     const size_t sizes[] = {max_words, 1, max_words - 1};
-    for (size_t i = 0; i < std::size(sizes); ++i) client->send(make_frame(100 + i, sizes[i]));
-    REQUIRE(inbox.wait_frames(std::size(sizes)));
-    std::vector<Frame> frames = inbox.frames();
+    for (size_t i = 0; i < std::size(sizes); ++i) c.client->send(make_frame(100 + i, sizes[i]));
+    REQUIRE(c.inbox.wait_frames(std::size(sizes)));
+    std::vector<Frame> frames = c.inbox.frames();
     for (size_t i = 0; i < std::size(sizes); ++i) {
       CAPTURE(i);
       CHECK(same_frame(frames[i], make_frame(100 + i, sizes[i])));
     }
-    client->close();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-  }
+    c.close_client();
+    CHECK_OK(c.inbox.closed());
+  });
 }
 
 TEST_CASE("sending an empty or oversized frame ends the sender's connection with kInvalidArgument") {
   const size_t max_words = kMaxFrameBytes / sizeof(capnp::word);
-  for (Address::Kind kind : kKinds) {
-    for (size_t words : {size_t{0}, max_words + 1}) {
-      CAPTURE(kind_name(kind));
-      CAPTURE(words);
-      Inbox inbox;
-      Bench bench(kind);
-      auto client = bench.connect_client(inbox);
-      client->send(Frame(words));
-      REQUIRE(inbox.wait_closed());
-      CHECK_CODE(inbox.closed(), Code::kInvalidArgument);
-      CHECK(message_has(inbox.closed(), "cannot send: malformed frame"));
-      REQUIRE(bench.server.wait_closes(1));
-      CHECK_CODE(bench.server.closes()[0], Code::kDisconnected);
-    }
+  for (size_t words : {size_t{0}, max_words + 1}) {
+    CAPTURE(words);
+    for_each_connected([&](Connected& c) {
+      c.client->send(Frame(words));
+      REQUIRE(c.inbox.wait_closed());
+      CHECK_CODE(c.inbox.closed(), Code::kInvalidArgument);
+      CHECK(message_has(c.inbox.closed(), "cannot send: malformed frame"));
+      REQUIRE(c.bench.server.wait_closes(1));
+      CHECK_CODE(c.bench.server.closes()[0], Code::kDisconnected);
+    });
   }
 }
 
@@ -469,29 +207,24 @@ TEST_CASE("a malformed length on a unix socket closes with kCorruption too") {
 }
 
 TEST_CASE("when the server ends a connection the client sees kDisconnected") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    client->send(make_frame(1, 1));
-    REQUIRE(inbox.wait_frames(1));
-    bench.server.close_all();
-    REQUIRE(inbox.wait_closed());
-    CHECK_CODE(inbox.closed(), Code::kDisconnected);
-    REQUIRE(bench.server.wait_closes(1));
-    CHECK_OK(bench.server.closes()[0]);
+  for_each_connected([&](Connected& c) {
+    c.client->send(make_frame(1, 1));
+    REQUIRE(c.inbox.wait_frames(1));
+    c.bench.server.close_all();
+    REQUIRE(c.inbox.wait_closed());
+    CHECK_CODE(c.inbox.closed(), Code::kDisconnected);
+    REQUIRE(c.bench.server.wait_closes(1));
+    CHECK_OK(c.bench.server.closes()[0]);
     // Sending on an ended connection is quietly dropped.
-    client->send(make_frame(2, 1));
-    client->close();
+    c.client->send(make_frame(2, 1));
+    c.client->close();
     std::this_thread::sleep_for(20ms);
-    CHECK(inbox.close_count() == 1);
-  }
+    CHECK(c.inbox.close_count() == 1);
+  });
 }
 
 TEST_CASE("a server that drops a new connection unstarted disconnects the client") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     TempDir dir;
     InprocHub hub;
     IoThreads server_io;
@@ -507,25 +240,21 @@ TEST_CASE("a server that drops a new connection unstarted disconnects the client
     CHECK_CODE(inbox.closed(), Code::kDisconnected);
     CHECK(accepted.load() == 1);
     (*listener)->close();
-  }
+  });
 }
 
 TEST_CASE("close is idempotent and from any thread; the CloseHandler runs once") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     std::vector<std::thread> closers;
-    for (int i = 0; i < 4; ++i) closers.emplace_back([&] { client->close(); });
-    client->close();
+    for (int i = 0; i < 4; ++i) closers.emplace_back([&] { c.client->close(); });
+    c.client->close();
     for (std::thread& t : closers) t.join();
-    REQUIRE(inbox.wait_closed());
-    CHECK_OK(inbox.closed());
-    client->close();
+    REQUIRE(c.inbox.wait_closed());
+    CHECK_OK(c.inbox.closed());
+    c.client->close();
     std::this_thread::sleep_for(20ms);
-    CHECK(inbox.close_count() == 1);
-  }
+    CHECK(c.inbox.close_count() == 1);
+  });
 }
 
 TEST_CASE("connecting where nothing listens fails promptly with kDisconnected") {
@@ -607,41 +336,35 @@ TEST_CASE("a connect that gets no answer gives up after its timeout") {
 }
 
 TEST_CASE("pause_reading holds frames back until resume_reading") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind);
-    auto client = bench.connect_client(inbox);
-    client->pause_reading();
+  for_each_connected([&](Connected& c) {
+    c.client->pause_reading();
     constexpr int kFrames = 10;
-    for (int i = 0; i < kFrames; ++i) client->send(make_frame(i, 4));
-    REQUIRE(bench.server.wait_echoed(kFrames));
+    for (int i = 0; i < kFrames; ++i) c.client->send(make_frame(i, 4));
+    REQUIRE(c.bench.server.wait_echoed(kFrames));
     std::this_thread::sleep_for(50ms);
-    CHECK(inbox.frame_count() == 0);
+    CHECK(c.inbox.frame_count() == 0);
 
-    client->resume_reading();
-    REQUIRE(inbox.wait_frames(kFrames));
-    std::vector<Frame> frames = inbox.frames();
+    c.client->resume_reading();
+    REQUIRE(c.inbox.wait_frames(kFrames));
+    std::vector<Frame> frames = c.inbox.frames();
     for (int i = 0; i < kFrames; ++i) CHECK(same_frame(frames[i], make_frame(i, 4)));
 
     // Paused a second time: the next frame waits too.
-    client->pause_reading();
-    client->send(make_frame(50, 2));
-    REQUIRE(bench.server.wait_echoed(kFrames + 1));
+    c.client->pause_reading();
+    c.client->send(make_frame(50, 2));
+    REQUIRE(c.bench.server.wait_echoed(kFrames + 1));
     std::this_thread::sleep_for(30ms);
-    CHECK(inbox.frame_count() == kFrames);
-    client->resume_reading();
-    REQUIRE(inbox.wait_frames(kFrames + 1));
-    CHECK(same_frame(inbox.frames().back(), make_frame(50, 2)));
+    CHECK(c.inbox.frame_count() == kFrames);
+    c.client->resume_reading();
+    REQUIRE(c.inbox.wait_frames(kFrames + 1));
+    CHECK(same_frame(c.inbox.frames().back(), make_frame(50, 2)));
 
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  });
 }
 
 TEST_CASE("a FrameHandler may pause, resume and close its own connection") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     Bench bench(kind);
     auto client = connect_ok(bench.client_io.io(), bench.server.address(), &bench.hub);
     std::mutex mutex;
@@ -671,7 +394,7 @@ TEST_CASE("a FrameHandler may pause, resume and close its own connection") {
     CHECK_OK(*closed);
     CHECK(seen.size() == 5);
     for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == word_at(make_frame(i, 1), 0));
-  }
+  });
 }
 
 TEST_CASE("a stale unix socket file is replaced; a live one is not") {
@@ -721,8 +444,7 @@ TEST_CASE("listeners: a taken address is kAlreadyExists; close stops accepting")
   TempDir dir;
   InprocHub hub;
   IoThreads io;
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
+  for_each_kind([&](Address::Kind kind) {
     auto first = listen(io.io(), listen_address(kind, dir, "taken"), [](std::shared_ptr<Connection>) {}, &hub);
     REQUIRE_OK(first);
     const Address bound = (*first)->address();
@@ -736,15 +458,11 @@ TEST_CASE("listeners: a taken address is kAlreadyExists; close stops accepting")
     // The address is free again.
     auto again = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub);
     CHECK_OK(again);
-  }
+  });
 }
 
 TEST_CASE("sends from several threads all arrive, each thread's in order") {
-  for (Address::Kind kind : kKinds) {
-    CAPTURE(kind_name(kind));
-    Inbox inbox;
-    Bench bench(kind, /*server_threads=*/2);
-    auto client = bench.connect_client(inbox);
+  for_each_connected([&](Connected& c) {
     constexpr int kThreads = 4;
     constexpr int kEach = 250;
     std::vector<std::thread> senders;
@@ -752,13 +470,13 @@ TEST_CASE("sends from several threads all arrive, each thread's in order") {
       senders.emplace_back([&, t] {
         for (int i = 0; i < kEach; ++i) {
           Frame frame = make_frame(static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i), 1 + i % 40);
-          client->send(std::move(frame));
+          c.client->send(std::move(frame));
         }
       });
     }
     for (std::thread& t : senders) t.join();
-    REQUIRE(inbox.wait_frames(kThreads * kEach));
-    std::vector<Frame> frames = inbox.frames();
+    REQUIRE(c.inbox.wait_frames(kThreads * kEach));
+    std::vector<Frame> frames = c.inbox.frames();
     std::vector<int> next(kThreads, 0);
     int wrong = 0;
     for (const Frame& frame : frames) {
@@ -775,9 +493,8 @@ TEST_CASE("sends from several threads all arrive, each thread's in order") {
     }
     CHECK(wrong == 0);
     for (int t = 0; t < kThreads; ++t) CHECK(next[t] == kEach);
-    client->close();
-    REQUIRE(inbox.wait_closed());
-  }
+    c.close_client();
+  }, 2);
 }
 
 TEST_CASE("an IPv6 loopback listener works where IPv6 is available") {
@@ -791,193 +508,4 @@ TEST_CASE("an IPv6 loopback listener works where IPv6 is available") {
   auto client = connect(io.io(), (*listener)->address(), kConnectTimeoutMs);
   CHECK_OK(client);
   if (client) (*client)->close();
-}
-
-// ---- Connections read by their waiters (Reading::kByWaiter) ----------------
-
-namespace {
-
-std::shared_ptr<Connection> connect_by_waiter(Bench& bench, Inbox& inbox, int timeout_ms = kConnectTimeoutMs) {
-  auto client = connect(bench.client_io.io(), bench.server.address(), timeout_ms, &bench.hub,
-                        Connection::Reading::kByWaiter);
-  REQUIRE_OK(client);
-  (*client)->start(inbox.frame_handler(), inbox.close_handler());
-  return *client;
-}
-
-// Reads until `count` frames have arrived in `inbox`, or kWait passed.
-bool read_until(Connection& connection, Inbox& inbox, size_t count) {
-  const auto deadline = Clock::now() + kWait;
-  while (inbox.frame_count() < count && Clock::now() < deadline) {
-    if (connection.read_frames(100ms) == Connection::ReadOutcome::kEnded) break;
-  }
-  return inbox.frame_count() >= count;
-}
-
-// A tcp listener on loopback used synchronously by the test: it accepts
-// one connection and does only what the test tells it.
-struct RawTcpServer {
-  RawTcpServer() : acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {}
-  Address address() const {
-    Result<Address> a = parse_address(fmt::format("tcp://127.0.0.1:{}", acceptor.local_endpoint().port()));
-    REQUIRE_OK(a);
-    return *a;
-  }
-  asio::io_context io;  // never run: the sockets are used synchronously
-  asio::ip::tcp::acceptor acceptor;
-};
-
-}  // namespace
-
-TEST_CASE("a connection read by its waiters delivers only inside read_frames, on the reading thread") {
-  for (Address::Kind kind : {Address::Kind::kTcp, Address::Kind::kUnix}) {
-    CAPTURE(kind_name(kind));
-    Bench bench(kind);
-    std::mutex mutex;
-    std::vector<std::thread::id> delivered_on;
-    Inbox inbox;
-    auto client = connect(bench.client_io.io(), bench.server.address(), kConnectTimeoutMs, &bench.hub,
-                          Connection::Reading::kByWaiter);
-    REQUIRE_OK(client);
-    Connection& c = **client;
-    CHECK(c.reading() == Connection::Reading::kByWaiter);
-    c.start(
-        [&, deliver = inbox.frame_handler()](Frame frame) {
-          {
-            std::lock_guard lock(mutex);
-            delivered_on.push_back(std::this_thread::get_id());
-          }
-          deliver(std::move(frame));
-        },
-        inbox.close_handler());
-    c.send(make_frame(1, 3));
-    c.send(make_frame(2, 700));
-    REQUIRE(bench.server.wait_echoed(2));
-    std::this_thread::sleep_for(50ms);
-    CHECK(inbox.frame_count() == 0);  // answered, and left in the socket: nobody read
-
-    REQUIRE(read_until(c, inbox, 2));
-    CHECK(same_frame(inbox.frames()[0], make_frame(1, 3)));
-    CHECK(same_frame(inbox.frames()[1], make_frame(2, 700)));
-    {
-      std::lock_guard lock(mutex);
-      for (std::thread::id id : delivered_on) CHECK(id == std::this_thread::get_id());
-    }
-    CHECK(c.read_frames(20ms) == Connection::ReadOutcome::kNothing);
-    CHECK(c.read_frames(0ms) == Connection::ReadOutcome::kNothing);
-
-    c.close();  // no reader at work: the CloseHandler runs here, at once
-    CHECK(inbox.close_count() == 1);
-    CHECK_OK(inbox.closed());
-    CHECK(c.read_frames(0ms) == Connection::ReadOutcome::kEnded);
-    c.close();
-    c.send(make_frame(3, 1));  // dropped
-    CHECK(inbox.close_count() == 1);
-  }
-}
-
-TEST_CASE("an inproc connection asked to be read by its waiters reads on its io_context all the same") {
-  Bench bench(Address::Kind::kInproc);
-  Inbox inbox;
-  auto client = connect_by_waiter(bench, inbox);
-  CHECK(client->reading() == Connection::Reading::kOnIoThread);
-  CHECK(client->read_frames(0ms) == Connection::ReadOutcome::kBusy);
-  client->send(make_frame(4, 4));
-  REQUIRE(inbox.wait_frames(1));
-  client->close();
-  REQUIRE(inbox.wait_closed());
-}
-
-TEST_CASE("one thread reads a waiter-read connection at a time; the others are told kBusy") {
-  Bench bench(Address::Kind::kTcp);
-  Inbox inbox;
-  auto client = connect_by_waiter(bench, inbox);
-  std::atomic<bool> reader_done{false};
-  Connection::ReadOutcome reader_outcome = Connection::ReadOutcome::kBusy;
-  std::thread reader([&] {
-    // Until it is the reader (the test thread may hold the reading a moment).
-    const auto deadline = Clock::now() + kWait;
-    do {
-      reader_outcome = client->read_frames(kWait);
-    } while (reader_outcome == Connection::ReadOutcome::kBusy && Clock::now() < deadline);
-    reader_done = true;
-  });
-  bool saw_busy = false;
-  for (int i = 0; i < 2000 && !saw_busy; ++i) {
-    saw_busy = client->read_frames(0ms) == Connection::ReadOutcome::kBusy;
-    if (!saw_busy) std::this_thread::sleep_for(1ms);
-  }
-  CHECK(saw_busy);
-  CHECK(!reader_done);
-  client->send(make_frame(5, 9));  // echoed: the reader delivers it
-  reader.join();
-  CHECK(reader_outcome == Connection::ReadOutcome::kDelivered);
-  REQUIRE(inbox.frame_count() == 1);
-  CHECK(same_frame(inbox.frames()[0], make_frame(5, 9)));
-  client->close();
-}
-
-TEST_CASE("a waiter-read connection: a frame larger than its buffer, then the server's end") {
-  for (Address::Kind kind : {Address::Kind::kTcp, Address::Kind::kUnix}) {
-    CAPTURE(kind_name(kind));
-    Bench bench(kind);
-    Inbox inbox;
-    auto client = connect_by_waiter(bench, inbox);
-    const Frame large = make_frame(6, kMaxFrameBytes / sizeof(capnp::word));
-    client->send(large);
-    client->send(make_frame(7, 2));
-    REQUIRE(read_until(*client, inbox, 2));
-    CHECK(same_frame(inbox.frames()[0], large));
-    CHECK(same_frame(inbox.frames()[1], make_frame(7, 2)));
-
-    bench.server.close_all();
-    Connection::ReadOutcome outcome = Connection::ReadOutcome::kNothing;
-    for (int i = 0; i < 50 && outcome != Connection::ReadOutcome::kEnded; ++i) outcome = client->read_frames(100ms);
-    CHECK(outcome == Connection::ReadOutcome::kEnded);
-    CHECK(inbox.close_count() == 1);
-    CHECK_CODE(inbox.closed(), Code::kDisconnected);
-  }
-}
-
-TEST_CASE("a waiter-read connection ends with kCorruption on a malformed length from the server") {
-  RawTcpServer server;
-  IoThreads client_io;
-  Inbox inbox;
-  auto client = connect(client_io.io(), server.address(), kConnectTimeoutMs, nullptr, Connection::Reading::kByWaiter);
-  REQUIRE_OK(client);
-  (*client)->start(inbox.frame_handler(), inbox.close_handler());
-  asio::ip::tcp::socket raw = server.acceptor.accept();
-  // One good frame, then a length that is not a multiple of 8.
-  const uint8_t bytes[4 + 8 + 4] = {8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 13, 0, 0, 0};
-  asio::write(raw, asio::buffer(bytes));
-  Connection::ReadOutcome outcome = Connection::ReadOutcome::kNothing;
-  for (int i = 0; i < 50 && outcome != Connection::ReadOutcome::kEnded; ++i) outcome = (*client)->read_frames(100ms);
-  CHECK(outcome == Connection::ReadOutcome::kEnded);
-  CHECK(inbox.frame_count() == 1);
-  CHECK_CODE(inbox.closed(), Code::kCorruption);
-  CHECK(message_has(inbox.closed(), "length 13 is not a multiple of 8"));
-}
-
-TEST_CASE("a send to a server that never reads gives up after the timeout with kDisconnected") {
-  RawTcpServer server;
-  IoThreads client_io;
-  Inbox inbox;
-  constexpr int kSendTimeoutMs = 300;
-  auto client = connect(client_io.io(), server.address(), kConnectTimeoutMs, nullptr, Connection::Reading::kByWaiter,
-                        kSendTimeoutMs);
-  REQUIRE_OK(client);
-  (*client)->start(inbox.frame_handler(), inbox.close_handler());
-  asio::ip::tcp::socket raw = server.acceptor.accept();  // accepted, never read
-  const Frame frame = make_frame(8, (1 << 20) / sizeof(capnp::word));
-  const auto started = Clock::now();
-  Connection::ReadOutcome outcome = Connection::ReadOutcome::kNothing;
-  // The socket buffers hold a few MiB at most; 64 sends overflow them.
-  for (int i = 0; i < 64 && outcome != Connection::ReadOutcome::kEnded; ++i) {
-    (*client)->send(frame);
-    outcome = (*client)->read_frames(0ms);
-  }
-  CHECK(outcome == Connection::ReadOutcome::kEnded);
-  CHECK(Clock::now() - started >= std::chrono::milliseconds(kSendTimeoutMs));
-  CHECK_CODE(inbox.closed(), Code::kDisconnected);
-  CHECK(message_has(inbox.closed(), "could not send for 300 ms"));
 }

@@ -1,0 +1,209 @@
+// Connecting over stream sockets, tcp:// and unix:: the caller's thread
+// waits, no longer than its timeout, while the io_context resolves and
+// connects; the socket then becomes a connection read on the io_context or
+// one read by its waiters (waiter_connection.cpp).
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <type_traits>
+#include <variant>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <fmt/format.h>
+
+#include "core/mutex.h"
+#include "wire/stream_socket.h"
+#include "wire/transport_internal.h"
+
+namespace pagefile::net::internal {
+
+namespace {
+
+template <class Protocol>
+inline constexpr bool kIsTcp = std::is_same_v<Protocol, Tcp>;
+
+// The Status for a failed connect to `target`: nothing listening there is
+// kDisconnected, whatever the way the OS says so.
+Status connect_status(const error_code& ec, std::string_view target) {
+  if (ec == asio::error::connection_refused) return Status::disconnected(target, "connection refused (nothing listens there)");
+  if (ec == asio::error::not_found || ec.value() == ENOENT) return Status::disconnected(target, "no socket at that path");
+  return socket_status(ec, target, "connect");
+}
+
+// The caller's side of a connect running on the io_context: the io thread
+// hands over the outcome, the caller waits for it no longer than its
+// timeout and then walks away.
+class ConnectOutcome {
+ public:
+  // From the io thread, once: the connection, or why there is none (then
+  // `connection` is null). False when the caller has given up; the
+  // connection is then dropped, closing its socket.
+  bool deliver(std::shared_ptr<Connection> connection, Status failure) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    if (abandoned_) return false;
+    connection_ = std::move(connection);
+    failure_ = std::move(failure);
+    ready_ = true;
+    changed_.notify_all();
+    return true;
+  }
+
+  // The outcome, or kDisconnected naming the timeout when `timeout_ms`
+  // passed first.
+  Result<std::shared_ptr<Connection>> wait(int timeout_ms, const std::string& target) EXCLUDES(mutex_) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+    MutexLock lock(mutex_);
+    while (!ready_) {
+      if (!changed_.wait_until(mutex_, deadline) && !ready_) {
+        abandoned_ = true;
+        return Status::disconnected(target, fmt::format("no connection within {} ms", timeout_ms));
+      }
+    }
+    if (connection_) return std::move(connection_);
+    return failure_;
+  }
+
+ private:
+  Mutex mutex_;
+  CondVar changed_;  // ready_ was set
+  bool ready_ GUARDED_BY(mutex_) = false;
+  bool abandoned_ GUARDED_BY(mutex_) = false;
+  std::shared_ptr<Connection> connection_ GUARDED_BY(mutex_);
+  Status failure_ GUARDED_BY(mutex_);
+};
+
+// One connect on the io_context: resolve (tcp) then connect, all on a strand
+// so the caller's cancel() is ordered with the steps.
+template <class Protocol>
+class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protocol>> {
+ public:
+  using Resolver = std::conditional_t<kIsTcp<Protocol>, Tcp::resolver, std::monostate>;
+
+  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int send_timeout_ms)
+      : io_(io), strand_(asio::make_strand(io)), socket_(io), resolver_(make_resolver(io)),
+        address_(std::move(address)), text_(address_.text()), reading_(reading), send_timeout_ms_(send_timeout_ms) {}
+
+  ConnectOutcome& outcome() { return outcome_; }
+
+  void start() {
+    asio::post(strand_, [self = this->shared_from_this()] {
+      if constexpr (kIsTcp<Protocol>) {
+        self->resolve();
+      } else {
+        self->socket_.async_connect(Unix::endpoint(self->address_.path),
+                                    asio::bind_executor(self->strand_, [self](const error_code& ec) {
+                                      self->on_connected(ec);
+                                    }));
+      }
+    });
+  }
+
+  // After the caller gave up: stop whatever step is under way.
+  void cancel() {
+    asio::post(strand_, [self = this->shared_from_this()] {
+      self->cancelled_ = true;
+      if constexpr (kIsTcp<Protocol>) self->resolver_.cancel();
+      error_code ignored;
+      self->socket_.close(ignored);
+    });
+  }
+
+ private:
+  static Resolver make_resolver(asio::io_context& io) {
+    if constexpr (kIsTcp<Protocol>) {
+      return Tcp::resolver(io);
+    } else {
+      return {};
+    }
+  }
+
+  void resolve() {
+    if constexpr (kIsTcp<Protocol>) {
+      resolver_.async_resolve(address_.host, std::to_string(address_.port), Tcp::resolver::numeric_service,
+                              asio::bind_executor(strand_, [self = this->shared_from_this()](
+                                                               const error_code& ec, Tcp::resolver::results_type results) {
+                                self->on_resolved(ec, std::move(results));
+                              }));
+    }
+  }
+
+  void on_resolved(const error_code& ec, Tcp::resolver::results_type results) {
+    if constexpr (kIsTcp<Protocol>) {
+      if (cancelled_) return;
+      if (ec) {
+        fail(Status::disconnected(text_, fmt::format("cannot resolve host '{}': {}", address_.host, ec.message())));
+        return;
+      }
+      // Tries each address the name resolved to (say ::1, then 127.0.0.1).
+      asio::async_connect(socket_, results,
+                          asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec2,
+                                                                                         const Tcp::endpoint&) {
+                            self->on_connected(ec2);
+                          }));
+    }
+  }
+
+  void on_connected(const error_code& ec) {
+    if (cancelled_) return;
+    if (ec) {
+      fail(connect_status(ec, text_));
+      return;
+    }
+    prepare_socket(socket_);
+    if (reading_ == Connection::Reading::kByWaiter) {
+      // Taken out of Asio's hands (and its reactor's), so no io thread is
+      // woken when an answer arrives.
+      error_code released;
+      int fd = socket_.release(released);
+      if (released) {
+        fail(socket_status(released, text_, "connect"));
+        return;
+      }
+      outcome_.deliver(make_waiter_read_connection(fd, text_, send_timeout_ms_), Status::ok());
+      return;
+    }
+    outcome_.deliver(make_stream_connection(io_, std::move(socket_), text_), Status::ok());
+  }
+
+  void fail(Status why) { outcome_.deliver(nullptr, std::move(why)); }
+
+  asio::io_context& io_;
+  Strand strand_;
+  typename Protocol::socket socket_;
+  Resolver resolver_;
+  const Address address_;
+  const std::string text_;
+  const Connection::Reading reading_;
+  const int send_timeout_ms_;
+  bool cancelled_ = false;  // on strand_
+  ConnectOutcome outcome_;
+};
+
+template <class Protocol>
+Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms,
+                                                   Connection::Reading reading, int send_timeout_ms) {
+  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms);
+  attempt->start();
+  Result<std::shared_ptr<Connection>> result = attempt->outcome().wait(timeout_ms, address.text());
+  if (!result) attempt->cancel();  // a no-op unless the wait timed out with a step under way
+  return result;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Connection>> connect_tcp(asio::io_context& io, const Address& address, int timeout_ms,
+                                                Connection::Reading reading, int send_timeout_ms) {
+  return connect_stream<Tcp>(io, address, timeout_ms, reading, send_timeout_ms);
+}
+
+Result<std::shared_ptr<Connection>> connect_unix(asio::io_context& io, const Address& address, int timeout_ms,
+                                                 Connection::Reading reading, int send_timeout_ms) {
+  Status usable = unix_path_status(address);
+  if (!usable) return usable;
+  return connect_stream<Unix>(io, address, timeout_ms, reading, send_timeout_ms);
+}
+
+}  // namespace pagefile::net::internal
