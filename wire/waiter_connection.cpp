@@ -130,6 +130,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     if (!delivery_.started()) return ReadOutcome::kNothing;
     std::optional<Clock::time_point> waiting_since;  // set once this call found nothing to read
     bool spun = false;
+    Clock::time_point spin_until{};  // until then this call looks again without sleeping
     for (;;) {
       std::span<uint8_t> space = buffer_.space();
       ssize_t n = ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
@@ -158,9 +159,13 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
       if (now >= deadline) return ReadOutcome::kNothing;
       if (!waiting_since) waiting_since = now;
       if (!spun && typical_wait_ < kSpinWhileWaitsUnder) {
+        // Spinning on recv() itself: what arrives is read by the call that
+        // sees it, one system call per look, none extra when it comes.
         spun = true;
-        if (spin_for_data(std::min(now + kSpin, deadline))) continue;
+        spin_until = std::min(now + kSpin, deadline);
+        continue;
       }
+      if (now < spin_until) continue;
       pollfd want{fd_, POLLIN, 0};
       int ready = ::poll(&want, 1, poll_ms(deadline));
       if (ready < 0 && errno != EINTR) {
@@ -169,16 +174,6 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
       }
       if (ready == 0) return ReadOutcome::kNothing;
     }
-  }
-
-  // Polls the socket, without sleeping, until data arrives (true) or
-  // `until`.
-  bool spin_for_data(Clock::time_point until) {
-    pollfd want{fd_, POLLIN, 0};
-    do {
-      if (::poll(&want, 1, 0) != 0) return true;  // data, an end or an error: recv() will tell
-    } while (Clock::now() < until);
-    return false;
   }
 
   // Delivers the whole frames buffered; whether it delivered any. Stops at
