@@ -16,11 +16,16 @@ std::string_view code_name(Code code) {
     case Code::kReadOnly: return "ReadOnly";
     case Code::kPermissionDenied: return "PermissionDenied";
     case Code::kBusy: return "Busy";
-    case Code::kOverloaded: return "Overloaded";
     case Code::kDisconnected: return "Disconnected";
     case Code::kNotSupported: return "NotSupported";
   }
   return "Unknown";
+}
+
+std::optional<Code> error_code_from_number(uint32_t number) {
+  const auto code = static_cast<Code>(number);
+  if (number == 0 || number > 255 || code_name(code) == "Unknown") return std::nullopt;
+  return code;
 }
 
 Status::Status(Code code, std::string_view what, std::string_view detail) : code_(code) {

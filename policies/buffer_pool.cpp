@@ -1,3 +1,4 @@
+#include "core/mutex.h"
 #include "policies/buffer_pool.h"
 
 #include <algorithm>
@@ -20,7 +21,7 @@ BufferPool::BufferPool(uint32_t capacity_pages) : capacity_(capacity_pages) {
 }
 
 uint32_t BufferPool::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return size_;
 }
 
@@ -39,7 +40,7 @@ void BufferPool::add_file(uint64_t file, uint32_t page_size, PolicyLimits limits
   assert(page_size > 0 && policy);
   if (limits.max_pages == 0 || limits.max_pages > capacity_) limits.max_pages = capacity_;
   limits.min_pages = std::min(limits.min_pages, limits.max_pages);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile& f = files_[file];
   f.page_size = page_size;
   f.limits = limits;
@@ -47,7 +48,7 @@ void BufferPool::add_file(uint64_t file, uint32_t page_size, PolicyLimits limits
 }
 
 void BufferPool::remove_file(uint64_t file) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   if (it == files_.end()) return;
   size_ -= static_cast<uint32_t>(it->second.frames.size());
@@ -63,7 +64,7 @@ bool BufferPool::pinned(const PoolFile& f, int64_t page) const {
 }
 
 bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, bool count) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return false;
   auto it = f->frames.find(page);
@@ -83,13 +84,13 @@ bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, boo
 }
 
 bool BufferPool::contains(uint64_t file, int64_t page) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PoolFile* f = find(file);
   return f != nullptr && f->frames.contains(page);
 }
 
 void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return;
   if (passed_at_once(*f, page)) {
@@ -100,14 +101,14 @@ void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> da
 }
 
 bool BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return false;
   return f->frames.contains(page) || admit(*f, page, data, /*prefetched=*/true);
 }
 
 void BufferPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return;
   if (!f->frames.contains(page) && passed_at_once(*f, page)) return;
@@ -121,7 +122,7 @@ bool BufferPool::passed_at_once(PoolFile& f, int64_t page) {
 }
 
 void BufferPool::drop(uint64_t file, int64_t page) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f != nullptr && f->frames.contains(page)) remove_frame(*f, page, Why::kDropped);
 }
@@ -129,7 +130,7 @@ void BufferPool::drop(uint64_t file, int64_t page) {
 void BufferPool::drop_all(uint64_t file) { truncate(file, 0); }
 
 void BufferPool::truncate(uint64_t file, int64_t pages) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return;
   std::vector<int64_t> gone;
@@ -140,13 +141,13 @@ void BufferPool::truncate(uint64_t file, int64_t pages) {
 }
 
 void BufferPool::pin(uint64_t file, int64_t page) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f != nullptr) ++f->pins[page];
 }
 
 Status BufferPool::unpin(uint64_t file, int64_t page) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   auto it = f == nullptr ? decltype(f->pins.end()){} : f->pins.find(page);
   if (f == nullptr || it == f->pins.end()) {
@@ -157,7 +158,7 @@ Status BufferPool::unpin(uint64_t file, int64_t page) {
 }
 
 std::vector<int64_t> BufferPool::read_ahead(uint64_t file, int64_t page) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolFile* f = find(file);
   std::vector<int64_t> pages;
   if (f == nullptr) return pages;
@@ -170,7 +171,7 @@ std::vector<int64_t> BufferPool::read_ahead(uint64_t file, int64_t page) {
 }
 
 FileCounters BufferPool::counters(uint64_t file) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PoolFile* f = find(file);
   if (f == nullptr) return {};
   FileCounters out = f->counters;
@@ -206,7 +207,7 @@ bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> dat
 }
 
 bool BufferPool::evict_from(PoolFile& f) {
-  auto victim = f.policy->victim([&](int64_t page) { return f.frames.contains(page) && !pinned(f, page); });
+  auto victim = f.policy->victim([&](int64_t page) REQUIRES(mu_) { return f.frames.contains(page) && !pinned(f, page); });
   // A victim the pool does not hold (a policy's mistake) would loop forever.
   if (!victim || !f.frames.contains(*victim) || pinned(f, *victim)) return false;
   remove_frame(f, *victim, Why::kEvicted);

@@ -27,11 +27,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "pagefile/pagefile.h"
 #include "pagefile/policy.h"
 
@@ -103,33 +103,33 @@ class BufferPool {
   };
   enum class Why { kEvicted, kTossed, kDropped };
 
-  PoolFile* find(uint64_t file);
-  const PoolFile* find(uint64_t file) const;
-  uint32_t allowance(const PoolFile& f) const;
-  bool pinned(const PoolFile& f, int64_t page) const;
+  PoolFile* find(uint64_t file) REQUIRES(mu_);
+  const PoolFile* find(uint64_t file) const REQUIRES(mu_);
+  uint32_t allowance(const PoolFile& f) const REQUIRES(mu_);
+  bool pinned(const PoolFile& f, int64_t page) const REQUIRES(mu_);
   // Puts `data` in a frame of `f`, making room first; false when no room
   // could be made (every candidate page pinned).
-  bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched);
+  bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched) REQUIRES(mu_);
   // Evicts one page of `f` chosen by its policy; false when none can go.
-  bool evict_from(PoolFile& f);
+  bool evict_from(PoolFile& f) REQUIRES(mu_);
   // Evicts one page of the file holding most pages above its minimum,
   // `asking` last; false when no file can give one up.
-  bool evict_for(PoolFile& asking);
-  void remove_frame(PoolFile& f, int64_t page, Why why);
+  bool evict_for(PoolFile& asking) REQUIRES(mu_);
+  void remove_frame(PoolFile& f, int64_t page, Why why) REQUIRES(mu_);
   // Whether the policy lets go of `page` as soon as it is used (and it is
   // not pinned): such a page is not worth a frame.
-  bool passed_at_once(PoolFile& f, int64_t page);
+  bool passed_at_once(PoolFile& f, int64_t page) REQUIRES(mu_);
   // The program used `page`: tell the policy, then toss what it has passed.
-  void use(PoolFile& f, int64_t page);
+  void use(PoolFile& f, int64_t page) REQUIRES(mu_);
 
   const uint32_t capacity_;
-  mutable std::mutex mu_;
-  uint32_t size_ = 0;                         // GUARDED_BY(mu_)
-  std::map<uint64_t, PoolFile> files_;       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  uint32_t size_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, PoolFile> files_ GUARDED_BY(mu_);
   // Buffers of frames removed, for the next admit: a full pool admits one
   // page for each it evicts, and reusing the buffer saves an allocation and
   // the page faults of fresh memory on every write.
-  std::vector<std::vector<std::byte>> spare_;  // GUARDED_BY(mu_)
+  std::vector<std::vector<std::byte>> spare_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile

@@ -1,10 +1,21 @@
 // The registry of policies by name (pagefile/policy.h).
+#include <map>
+
 #include <fmt/format.h>
 
+#include "core/mutex.h"
 #include "pagefile/options.h"
 #include "pagefile/policy.h"
 
 namespace pagefile {
+
+struct PolicyRegistry::Impl {
+  mutable Mutex mu;
+  std::map<std::string, PolicyMaker, std::less<>> makers GUARDED_BY(mu);
+};
+
+PolicyRegistry::PolicyRegistry() : impl_(std::make_unique<Impl>()) {}
+PolicyRegistry::~PolicyRegistry() = default;
 
 std::shared_ptr<PolicyRegistry> PolicyRegistry::with_builtins() {
   auto registry = std::make_shared<PolicyRegistry>();
@@ -16,26 +27,26 @@ std::shared_ptr<PolicyRegistry> PolicyRegistry::with_builtins() {
 Status PolicyRegistry::add(std::string_view name, PolicyMaker make) {
   if (Status s = check_policy_name(name); !s) return s;
   if (!make) return Status::invalid_argument(fmt::format("policy '{}'", name), "has no maker");
-  std::lock_guard lock(mu_);
-  if (makers_.contains(name)) {
+  MutexLock lock(impl_->mu);
+  if (impl_->makers.contains(name)) {
     return Status::already_exists(fmt::format("policy '{}'", name), "is already registered");
   }
-  makers_.emplace(std::string(name), std::move(make));
+  impl_->makers.emplace(std::string(name), std::move(make));
   return Status::ok();
 }
 
 bool PolicyRegistry::contains(std::string_view name) const {
-  std::lock_guard lock(mu_);
-  return makers_.find(name) != makers_.end();
+  MutexLock lock(impl_->mu);
+  return impl_->makers.find(name) != impl_->makers.end();
 }
 
 Result<std::unique_ptr<PagePolicy>> PolicyRegistry::make(std::string_view name,
                                                          const PolicyLimits& limits) const {
   PolicyMaker make;
   {
-    std::lock_guard lock(mu_);
-    auto it = makers_.find(name);
-    if (it == makers_.end()) {
+    MutexLock lock(impl_->mu);
+    auto it = impl_->makers.find(name);
+    if (it == impl_->makers.end()) {
       return Status::not_found(fmt::format("policy '{}'", name), "is not registered");
     }
     make = it->second;
@@ -47,9 +58,9 @@ Result<std::unique_ptr<PagePolicy>> PolicyRegistry::make(std::string_view name,
 }
 
 std::vector<std::string> PolicyRegistry::names() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(impl_->mu);
   std::vector<std::string> out;
-  for (const auto& [name, make] : makers_) out.push_back(name);
+  for (const auto& [name, make] : impl_->makers) out.push_back(name);
   return out;
 }
 

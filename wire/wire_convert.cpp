@@ -17,10 +17,9 @@ void to_wire(const Status& status, wire::Error::Builder out) {
 Status from_wire(wire::Error::Reader error) {
   uint16_t code = error.getCode();
   std::string message = error.getMessage();
-  if (code == 0 || code > static_cast<uint16_t>(Code::kNotSupported)) {
-    return Status::corruption("server", fmt::format("unknown error code {}: {}", code, message));
-  }
-  return Status::from_code(static_cast<Code>(code), message);
+  std::optional<Code> known = error_code_from_number(code);
+  if (!known) return Status::corruption("server", fmt::format("unknown error code {}: {}", code, message));
+  return Status::from_code(*known, message);
 }
 
 void to_wire(const BufferPolicy& policy, wire::Policy::Builder out) {

@@ -26,6 +26,12 @@
 //                 comes round again and never hits; MRU misses the first pass,
 //                 then hits N (N-1 once every N passes) of the N+1 on every
 //                 pass: the page it misses walks back by one a pass.
+//   "global-sequential"  a file several clients scan together, each its own
+//                 pages: the servers read ahead for all of them, keep the
+//                 pages fetched ahead until read and toss each page once
+//                 read (TOPs 2.2). On a client it is "random" (LRU, no read-ahead): a
+//                 client's own read-ahead would fetch the other clients'
+//                 pages.
 //
 // A custom policy is a PagePolicy subclass registered under a new name:
 //
@@ -42,9 +48,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -111,7 +115,8 @@ using PolicyMaker = std::function<std::unique_ptr<PagePolicy>(const PolicyLimits
 // name in its BufferPolicy.
 class PolicyRegistry {
  public:
-  PolicyRegistry() = default;
+  PolicyRegistry();
+  ~PolicyRegistry();
   PolicyRegistry(const PolicyRegistry&) = delete;
   PolicyRegistry& operator=(const PolicyRegistry&) = delete;
 
@@ -133,8 +138,8 @@ class PolicyRegistry {
   std::vector<std::string> names() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, PolicyMaker, std::less<>> makers_;  // GUARDED_BY(mu_)
+  struct Impl;  // the makers by name, under a lock
+  std::unique_ptr<Impl> impl_;
 };
 
 // Adds "random", "sequential", "looping" and "global-sequential" (on a

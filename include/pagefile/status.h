@@ -20,7 +20,6 @@
 //                      read-only.
 //   kPermissionDenied  the operating system refused access.
 //   kBusy              a lock is held by someone else; retry later or wait.
-//   kOverloaded        a server refused work for now; retry later, not now.
 //   kDisconnected      the connection to a server broke; reconnect.
 //   kNotSupported      the operation or option does not exist in this build
 //                      or for this kind of file.
@@ -39,24 +38,32 @@
 
 namespace pagefile {
 
+// Each code keeps its number for good: the numbers cross the wire (a server's
+// error answer carries one, wire/pagefile.capnp) and stand in logs and
+// tools' exit reports. New codes are only appended, with the next number;
+// a code that goes leaves its number unused, never given to another.
 enum class Code : uint8_t {
   kOk = 0,
-  kNotFound,
-  kAlreadyExists,
-  kInvalidArgument,
-  kCorruption,
-  kIOError,
-  kNoSpace,
-  kReadOnly,
-  kPermissionDenied,
-  kBusy,
-  kOverloaded,
-  kDisconnected,
-  kNotSupported,
+  kNotFound = 1,
+  kAlreadyExists = 2,
+  kInvalidArgument = 3,
+  kCorruption = 4,
+  kIOError = 5,
+  kNoSpace = 6,
+  kReadOnly = 7,
+  kPermissionDenied = 8,
+  kBusy = 9,
+  // 10 was kOverloaded, never used; not to be reused.
+  kDisconnected = 11,
+  kNotSupported = 12,
 };
 
 // The name of a code as written in messages: "NotFound", "IOError", ...
 std::string_view code_name(Code code);
+// The code numbered `number`; nothing for a number no code has (0 and 10
+// among them: kOk is not an error, 10 is retired). For decoding a number
+// another process sent or stored.
+std::optional<Code> error_code_from_number(uint32_t number);
 
 class [[nodiscard]] Status {
  public:
@@ -92,9 +99,6 @@ class [[nodiscard]] Status {
   }
   static Status busy(std::string_view what, std::string_view detail = {}) {
     return Status(Code::kBusy, what, detail);
-  }
-  static Status overloaded(std::string_view what, std::string_view detail = {}) {
-    return Status(Code::kOverloaded, what, detail);
   }
   static Status disconnected(std::string_view what, std::string_view detail = {}) {
     return Status(Code::kDisconnected, what, detail);

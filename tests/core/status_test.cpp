@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <utility>
 
 #include "core/os_error.h"
 #include "pagefile/options.h"
@@ -31,12 +32,33 @@ TEST_CASE("an error carries its code and a two-part message") {
   CHECK(Status::busy("lock").to_string() == "Busy: lock");
 }
 
-TEST_CASE("every code has a distinct name") {
+// The numbers cross the wire and stand in logs: a code never changes its
+// number, and a retired number (10) decodes to nothing.
+constexpr std::pair<Code, uint32_t> kCodeNumbers[] = {
+    {Code::kOk, 0},          {Code::kNotFound, 1},   {Code::kAlreadyExists, 2},     {Code::kInvalidArgument, 3},
+    {Code::kCorruption, 4},  {Code::kIOError, 5},    {Code::kNoSpace, 6},           {Code::kReadOnly, 7},
+    {Code::kPermissionDenied, 8}, {Code::kBusy, 9}, {Code::kDisconnected, 11}, {Code::kNotSupported, 12},
+};
+
+TEST_CASE("every code keeps its number and has a distinct name") {
   std::set<std::string_view> names;
-  for (int c = 0; c <= static_cast<int>(Code::kNotSupported); ++c) {
-    names.insert(code_name(static_cast<Code>(c)));
+  for (const auto& entry : kCodeNumbers) {
+    const Code code = entry.first;
+    const uint32_t number = entry.second;
+    CAPTURE(number);
+    CHECK(static_cast<uint32_t>(code) == number);
+    CHECK(code_name(code) != "Unknown");
+    names.insert(code_name(code));
+    if (code != Code::kOk) CHECK(error_code_from_number(number) == code);
   }
-  CHECK(names.size() == static_cast<size_t>(Code::kNotSupported) + 1);
+  CHECK(names.size() == std::size(kCodeNumbers));
+}
+
+TEST_CASE("numbers that are no error code decode to nothing") {
+  for (uint32_t number : {0u, 10u, 13u, 255u, 256u, 65535u}) {
+    CAPTURE(number);
+    CHECK_FALSE(error_code_from_number(number).has_value());
+  }
 }
 
 TEST_CASE("Result holds a value or an error") {
