@@ -15,6 +15,8 @@ import pathlib
 import re
 import sys
 
+from report import report
+
 # Bottom to top. The public API (include/pagefile) sits under all of them and
 # may include only itself.
 LAYERS = ["core", "policies", "store", "wire", "server", "bus", "client", "vfs", "tools"]
@@ -62,13 +64,9 @@ def main():
     for (a, b), where in sorted(edges.items()):
         if (b, a) in edges and a < b:
             failures.append(f"{a}/ and {b}/ include each other ({where}, {edges[(b, a)]})")
-    for line in failures:
-        print(line)
     # One case per file read and per folder that must exist.
     cases = files + len(LAYERS) + 1
-    bad = len(failures)
-    print(f"[doctest] test cases: {cases} | {max(cases - bad, 0)} passed | {bad} failed")
-    return 1 if failures else 0
+    return report(cases, failures)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ usage: public_headers_test.py SOURCE_ROOT BUILD_DIR CXX... -- CC...
 import pathlib
 import subprocess
 import sys
+
+from report import report
 import tempfile
 
 # Headers a C program includes, besides C++ users.
@@ -49,11 +51,7 @@ def main():
     if not headers:
         failures.append("include/pagefile/ holds no headers")
         cases += 1
-    for line in failures:
-        print(line)
-    bad = len(failures)
-    print(f"[doctest] test cases: {cases} | {cases - bad} passed | {bad} failed")
-    return 1 if failures else 0
+    return report(cases, failures)
 
 
 if __name__ == "__main__":

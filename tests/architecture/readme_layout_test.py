@@ -9,6 +9,8 @@ import pathlib
 import re
 import sys
 
+from report import report
+
 # Folders of the tree that hold no meson.build but belong in the map.
 ALWAYS = {"bench", "doc", "scripts", "subprojects", "include"}
 
@@ -50,11 +52,7 @@ def main():
             cases += 1
             if path.name not in named:
                 failures.append(f"{path.name}/ is missing from README.md's Layout")
-    for line in failures:
-        print(line)
-    bad = len(failures)
-    print(f"[doctest] test cases: {cases} | {cases - bad} passed | {bad} failed")
-    return 1 if failures else 0
+    return report(cases, failures)
 
 
 if __name__ == "__main__":
