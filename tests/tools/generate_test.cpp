@@ -27,7 +27,7 @@ std::string text_of(const GenerateOptions& options) {
 
 GenerateOptions random_options() {
   GenerateOptions options;
-  options.pattern = Pattern::kRandom;
+  options.pattern = pagefile::AccessType::kRandom;
   options.file = "data";
   options.file_pages = 100;
   options.ops = 1000;
@@ -53,8 +53,8 @@ TEST_CASE("the same options and seed give the same trace; another seed another")
 }
 
 TEST_CASE("the output parses and opens the file with its page size and policy") {
-  for (Pattern pattern : {Pattern::kRandom, Pattern::kSequential, Pattern::kLooping}) {
-    CAPTURE(pattern_name(pattern));
+  for (pagefile::AccessType pattern : {pagefile::AccessType::kRandom, pagefile::AccessType::kSequential, pagefile::AccessType::kLooping}) {
+    CAPTURE(pagefile::access_type_name(pattern));
     GenerateOptions options = random_options();
     options.pattern = pattern;
     options.page_size = 4096;
@@ -65,7 +65,7 @@ TEST_CASE("the output parses and opens the file with its page size and policy") 
     const TraceOp& open = trace->ops.front();
     CHECK(open.kind == OpKind::kOpen);
     CHECK(open.page_size == 4096);
-    CHECK(open.policy == *pagefile::parse_access_type(pattern_name(pattern)));
+    CHECK(open.policy == pattern);
     CHECK(trace->ops[trace->ops.size() - 2].kind == OpKind::kSync);
     CHECK(trace->ops.back().kind == OpKind::kClose);
   }
@@ -73,7 +73,7 @@ TEST_CASE("the output parses and opens the file with its page size and policy") 
 
 TEST_CASE("write ratio 1 writes every page it touches; sequential ops=P fills the file") {
   GenerateOptions options;
-  options.pattern = Pattern::kSequential;
+  options.pattern = pagefile::AccessType::kSequential;
   options.file = "data";
   options.file_pages = 2048;
   options.ops = 2048;
@@ -154,13 +154,13 @@ TEST_CASE("sequential wraps around the file; looping repeats its loop") {
   options.file = "data";
   options.file_pages = 5;
   options.ops = 12;
-  options.pattern = Pattern::kSequential;
+  options.pattern = pagefile::AccessType::kSequential;
   std::vector<int64_t> pages;
   for (const TraceOp& op : page_ops(generate(options))) pages.push_back(op.page);
   CHECK(pages == std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1});
   CHECK(generate(options).front().policy == AccessType::kSequential);
 
-  options.pattern = Pattern::kLooping;
+  options.pattern = pagefile::AccessType::kLooping;
   options.loop_pages = 3;
   pages.clear();
   for (const TraceOp& op : page_ops(generate(options))) pages.push_back(op.page);
@@ -201,7 +201,7 @@ TEST_CASE("bad options are refused, naming the option") {
   options = random_options();
   options.loop_pages = 5;
   CHECK(message(options).starts_with("--loop-pages 5"));
-  options.pattern = Pattern::kLooping;
+  options.pattern = pagefile::AccessType::kLooping;
   options.loop_pages = 101;
   CHECK(message(options).starts_with("--loop-pages 101"));
   options = random_options();
@@ -211,7 +211,7 @@ TEST_CASE("bad options are refused, naming the option") {
   options.hot_share = 1.5;
   CHECK(message(options).starts_with("--hot-share 1.5"));
   options = random_options();
-  options.pattern = Pattern::kSequential;
+  options.pattern = pagefile::AccessType::kSequential;
   options.hot_pages = 5;
   CHECK(message(options).starts_with("--hot-pages 5"));
 
@@ -220,15 +220,6 @@ TEST_CASE("bad options are refused, naming the option") {
   CHECK_CODE(generate_trace(options, [&](const TraceOp& op) { ops.push_back(op); }),
              Code::kInvalidArgument);
   CHECK(ops.empty());
-}
-
-TEST_CASE("pattern names round-trip") {
-  for (Pattern pattern : {Pattern::kRandom, Pattern::kSequential, Pattern::kLooping}) {
-    pagefile::Result<Pattern> parsed = parse_pattern(pattern_name(pattern));
-    REQUIRE_OK(parsed);
-    CHECK(*parsed == pattern);
-  }
-  CHECK_CODE(parse_pattern("zigzag"), Code::kInvalidArgument);
 }
 
 }  // namespace

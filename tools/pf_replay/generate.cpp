@@ -52,33 +52,7 @@ bool is_trace_word(std::string_view name) {
   return true;
 }
 
-pagefile::AccessType pattern_policy(Pattern pattern) {
-  switch (pattern) {
-    case Pattern::kRandom: return pagefile::AccessType::kRandom;
-    case Pattern::kSequential: return pagefile::AccessType::kSequential;
-    case Pattern::kLooping: return pagefile::AccessType::kLooping;
-  }
-  return pagefile::AccessType::kRandom;
-}
-
 }  // namespace
-
-std::string_view pattern_name(Pattern pattern) {
-  switch (pattern) {
-    case Pattern::kRandom: return "random";
-    case Pattern::kSequential: return "sequential";
-    case Pattern::kLooping: return "looping";
-  }
-  return "unknown";
-}
-
-Result<Pattern> parse_pattern(std::string_view name) {
-  for (Pattern pattern : {Pattern::kRandom, Pattern::kSequential, Pattern::kLooping}) {
-    if (name == pattern_name(pattern)) return pattern;
-  }
-  return Status::invalid_argument(fmt::format("pattern '{}'", name),
-                                  "must be random, sequential or looping");
-}
 
 Status check_generate_options(const GenerateOptions& options) {
   if (!is_trace_word(options.file)) {
@@ -105,7 +79,7 @@ Status check_generate_options(const GenerateOptions& options) {
                     pagefile::kMaxPageSize));
   }
   if (options.loop_pages != 0) {
-    if (options.pattern != Pattern::kLooping) {
+    if (options.pattern != pagefile::AccessType::kLooping) {
       return Status::invalid_argument(fmt::format("--loop-pages {}", options.loop_pages),
                                       "applies to the looping pattern only");
     }
@@ -116,7 +90,7 @@ Status check_generate_options(const GenerateOptions& options) {
     }
   }
   if (options.hot_pages != 0) {
-    if (options.pattern != Pattern::kRandom) {
+    if (options.pattern != pagefile::AccessType::kRandom) {
       return Status::invalid_argument(fmt::format("--hot-pages {}", options.hot_pages),
                                       "applies to the random pattern only");
     }
@@ -135,7 +109,7 @@ std::string generate_command_line(const GenerateOptions& options) {
   std::string line = fmt::format(
       "pf-replay generate --pattern {} --file {} --file-pages {} --ops {} --write-ratio {} "
       "--page-size {} --seed {}",
-      pattern_name(options.pattern), options.file, options.file_pages, options.ops,
+      pagefile::access_type_name(options.pattern), options.file, options.file_pages, options.ops,
       options.write_ratio, options.page_size, options.seed);
   if (options.loop_pages != 0) line += fmt::format(" --loop-pages {}", options.loop_pages);
   if (options.hot_pages != 0) {
@@ -152,7 +126,7 @@ Status generate_trace(const GenerateOptions& options,
   op.file = 0;
   op.kind = OpKind::kOpen;
   op.page_size = options.page_size;
-  op.policy = pattern_policy(options.pattern);
+  op.policy = options.pattern;
   emit(op);
   op.page_size = 0;
   op.policy.reset();
@@ -165,13 +139,13 @@ Status generate_trace(const GenerateOptions& options,
     // writes fall on the same op numbers whatever its pattern.
     const bool write = random.next_unit() < options.write_ratio;
     switch (options.pattern) {
-      case Pattern::kSequential:
+      case pagefile::AccessType::kSequential:
         op.page = i % options.file_pages;
         break;
-      case Pattern::kLooping:
+      case pagefile::AccessType::kLooping:
         op.page = i % loop;
         break;
-      case Pattern::kRandom: {
+      case pagefile::AccessType::kRandom: {
         // Without a hot set no draw is added, so uniform traces stay as
         // they always were.
         const bool hot = options.hot_pages != 0 && random.next_unit() < options.hot_share;

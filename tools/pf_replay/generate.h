@@ -29,23 +29,19 @@
 #include <string>
 #include <string_view>
 
+#include "pagefile/options.h"
 #include "pagefile/status.h"
 #include "tools/pf_replay/trace.h"
 
 namespace pf_replay {
 
-enum class Pattern : uint8_t { kRandom, kSequential, kLooping };
-
-// "random", "sequential", "looping".
-std::string_view pattern_name(Pattern pattern);
-// The inverse of pattern_name; kInvalidArgument for any other word.
-pagefile::Result<Pattern> parse_pattern(std::string_view name);
-
 inline constexpr uint64_t kDefaultSeed = 20240229;
 inline constexpr uint32_t kDefaultGeneratePageSize = 8192;
 
 struct GenerateOptions {
-  Pattern pattern = Pattern::kRandom;
+  // The access pattern, named like the buffer policy it asks for
+  // (pagefile::access_type_name): its ops open the file with that policy.
+  pagefile::AccessType pattern = pagefile::AccessType::kRandom;
   std::string file;
   int64_t file_pages = 0;
   int64_t ops = 0;

@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   }
 
   if (*generate_command) {
-    generate.pattern = *pf_replay::parse_pattern(pattern);
+    generate.pattern = *pagefile::parse_access_type(pattern);
     return run_generate(generate);
   }
   replay.dir = dir;
