@@ -12,39 +12,26 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+bench=local_concurrency.sh
+source "$here/lib.sh"
 pf_replay="$here/../build/tools/pf-replay"
 ops=20000
 repeat=3
 levels="1 4 12"
 csv="$PWD/local_concurrency.csv"
-tmp_base="${TMPDIR:-/tmp}"
+tmp="${TMPDIR:-/tmp}"
 file_pages=2048
 page_size=8192
 command_line="$0 $*"
 
-usage() { sed -n '/^# usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+options="pf_replay ops repeat levels csv tmp"
+parse_options "$@"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --pf-replay) pf_replay="$2"; shift 2 ;;
-    --ops) ops="$2"; shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    --levels) levels="$2"; shift 2 ;;
-    --csv) csv="$2"; shift 2 ;;
-    --tmp) tmp_base="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "local_concurrency.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-  esac
-done
-
-if [[ ! -x "$pf_replay" ]]; then
-  echo "local_concurrency.sh: no pf-replay at $pf_replay; build it (ninja -C build) or pass --pf-replay" >&2
-  exit 2
-fi
-pf_replay=$(cd "$(dirname "$pf_replay")" && pwd)/$(basename "$pf_replay")
+need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
+pf_replay=$(absolute "$pf_replay")
 case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
 
-work=$(mktemp -d "$tmp_base/pf-bench-local.XXXXXX")
+work=$(mktemp -d "$tmp/pf-bench-local.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 

@@ -45,6 +45,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+bench=policies.sh
+source "$here/lib.sh"
 pf_replay="$here/../build/tools/pf-replay"
 pagefiled="$here/../build/tools/pagefiled"
 admin=""
@@ -63,73 +65,33 @@ prefetch_pages=32
 concurrency=8
 page_size=8192
 csv="$PWD/policies.csv"
-tmp_base="${TMPDIR:-/tmp}"
+tmp="${TMPDIR:-/tmp}"
 command_line="$0 $*"
 
-usage() { sed -n '/^# usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-die() { echo "policies.sh: $*" >&2; exit 2; }
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --pf-replay) pf_replay="$2"; shift 2 ;;
-    --pagefiled) pagefiled="$2"; shift 2 ;;
-    --admin) admin="$2"; shift 2 ;;
-    --servers) servers="$2"; shift 2 ;;
-    --latency-ms) latency_ms="$2"; shift 2 ;;
-    --server-pages) server_pages="$2"; shift 2 ;;
-    --client-pages) client_pages="$2"; shift 2 ;;
-    --loop-pages) loop_pages="$2"; shift 2 ;;
-    --passes) passes="$2"; shift 2 ;;
-    --file-pages) file_pages="$2"; shift 2 ;;
-    --random-pages) random_pages="$2"; shift 2 ;;
-    --random-ops) random_ops="$2"; shift 2 ;;
-    --hot-pages) hot_pages="$2"; shift 2 ;;
-    --hot-share) hot_share="$2"; shift 2 ;;
-    --prefetch-pages) prefetch_pages="$2"; shift 2 ;;
-    --concurrency) concurrency="$2"; shift 2 ;;
-    --page-size) page_size="$2"; shift 2 ;;
-    --csv) csv="$2"; shift 2 ;;
-    --tmp) tmp_base="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "policies.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-  esac
-done
+options="pf_replay pagefiled admin servers latency_ms server_pages client_pages loop_pages passes file_pages random_pages random_ops hot_pages hot_share prefetch_pages concurrency page_size csv tmp"
+parse_options "$@"
 
-absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
-[[ -x "$pf_replay" ]] || die "no pf-replay at $pf_replay; build it (ninja -C build) or pass --pf-replay"
-[[ -x "$pagefiled" ]] || die "no pagefiled at $pagefiled; build it (ninja -C build) or pass --pagefiled"
+need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
+need_tool "$pagefiled" "build it (ninja -C build) or pass --pagefiled"
 pf_replay=$(absolute "$pf_replay")
 pagefiled=$(absolute "$pagefiled")
 [[ -n "$admin" ]] || admin="$(dirname "$pf_replay")/pagefile"
-[[ -x "$admin" ]] || die "no pagefile admin tool at $admin; pass --admin"
+need_tool "$admin" "pass --admin"
 admin=$(absolute "$admin")
 case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
 (( loop_pages <= file_pages && random_pages <= file_pages )) || die "--loop-pages and --random-pages must fit --file-pages"
 
-work=$(mktemp -d "$tmp_base/pf-bench-policies.XXXXXX")
-pids=()
-stop_servers() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-trap 'stop_servers; rm -rf "$work"' EXIT
+work=$(mktemp -d "$tmp/pf-bench-policies.XXXXXX")
+trap 'stop_cluster; rm -rf "$work"' EXIT
 cd "$work"
 
 # serve I LISTEN ARGS...: starts server I over $work/s-I; sets `address` to
 # the address from its "listening on" line.
 serve() {
-  local i=$1 listen=$2 n
+  local i=$1 listen=$2
   shift 2
-  "$pagefiled" --listen "$listen" --dir "$work/s-$i" "$@" > "$work/s-$i.out" 2>&1 &
-  pids+=($!)
-  address=""
-  for ((n = 0; n < 100 && ${#address} == 0; n++)); do
-    address=$(sed -n 's/^pagefiled: listening on \([^ ]*\).*/\1/p' "$work/s-$i.out" 2> /dev/null || true)
-    [[ -n "$address" ]] || sleep 0.1
-  done
-  [[ -n "$address" ]] || { echo "policies.sh: pagefiled $i did not start:" >&2; cat "$work/s-$i.out" >&2; exit 1; }
+  start_pagefiled "$pagefiled" "$work/s-$i" "$listen" "$@" || exit 1
 }
 
 # cluster ARGS...: (re)starts the servers with ARGS, on new ports the first
@@ -137,7 +99,7 @@ serve() {
 bus=""
 cluster() {
   local i
-  stop_servers
+  stop_cluster
   if [[ -z "$bus" ]]; then
     for ((i = 0; i < servers; i++)); do serve "$i" tcp://127.0.0.1:0 "$@"; bus="${bus:+$bus,}$address"; done
   else
@@ -157,8 +119,7 @@ run() {
     exit 1
   fi
 }
-column_of() { head -1 runs.csv | tr ',' '\n' | grep -nx "$1" | cut -d: -f1; }
-field() { tail -1 runs.csv | cut -d, -f"$(column_of "$1")"; }
+field() { tail -1 runs.csv | cut -d, -f"$(column_of "$1" runs.csv)"; }
 # The servers' hits, misses and disk reads, summed ("HITS MISSES DISK").
 server_counters() {
   local address h m d total_h=0 total_m=0 total_d=0

@@ -31,6 +31,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+bench=remote_concurrency.sh
+source "$here/lib.sh"
 pf_replay="$here/../build/tools/pf-replay"
 pagefiled="$here/../build/tools/pagefiled"
 nbd_driver="$here/../build/bench/nbd_random_read"
@@ -44,36 +46,15 @@ page_size=8192
 seconds=3
 repeat=3
 csv="$PWD/remote_concurrency.csv"
-tmp_base="${TMPDIR:-/tmp}"
+tmp="${TMPDIR:-/tmp}"
 command_line="$0 $*"
 
-usage() { sed -n '/^# usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-die() { echo "remote_concurrency.sh: $*" >&2; exit 2; }
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --pf-replay) pf_replay="$2"; shift 2 ;;
-    --pagefiled) pagefiled="$2"; shift 2 ;;
-    --nbd-driver) nbd_driver="$2"; shift 2 ;;
-    --parts) parts="$2"; shift 2 ;;
-    --levels) levels="$2"; shift 2 ;;
-    --servers) servers="$2"; shift 2 ;;
-    --latency-ms) latency_ms="$2"; shift 2 ;;
-    --cache-pages) cache_pages="$2"; shift 2 ;;
-    --file-pages) file_pages="$2"; shift 2 ;;
-    --page-size) page_size="$2"; shift 2 ;;
-    --seconds) seconds="$2"; shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    --csv) csv="$2"; shift 2 ;;
-    --tmp) tmp_base="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "remote_concurrency.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-  esac
-done
+options="pf_replay pagefiled nbd_driver parts levels servers latency_ms cache_pages file_pages page_size seconds repeat csv tmp"
+parse_options "$@"
 
-absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
-[[ -x "$pf_replay" ]] || die "no pf-replay at $pf_replay; build it (ninja -C build) or pass --pf-replay"
-[[ -x "$pagefiled" ]] || die "no pagefiled at $pagefiled; build it (ninja -C build) or pass --pagefiled"
+need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
+need_tool "$pagefiled" "build it (ninja -C build) or pass --pagefiled"
 pf_replay=$(absolute "$pf_replay")
 pagefiled=$(absolute "$pagefiled")
 case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
@@ -96,53 +77,14 @@ if want nbd; then
   fi
 fi
 
-work=$(mktemp -d "$tmp_base/pf-bench-remote.XXXXXX")
-pids=()  # every server this script started
-stop_servers() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-trap 'stop_servers; rm -rf "$work"' EXIT
+work=$(mktemp -d "$tmp/pf-bench-remote.XXXXXX")
+# cluster_pids (lib.sh): every server this script started, nbdkit too.
+trap 'stop_cluster; rm -rf "$work"' EXIT
 cd "$work"
 
-# start_pagefiled NAME LISTEN ARGS...: starts one server over $work/NAME and
-# prints the address it listens on (its "listening on" line).
-start_pagefiled() {
-  local name=$1 listen=$2
-  shift 2
-  "$pagefiled" --listen "$listen" --dir "$work/$name" "$@" > "$work/$name.out" 2>&1 &
-  pids+=($!)
-  local i address=""
-  for ((i = 0; i < 100; i++)); do
-    # (the file may not exist yet: the child opens it after the fork)
-    address=$(sed -n 's/^pagefiled: listening on \([^ ]*\).*/\1/p' "$work/$name.out" 2> /dev/null || true)
-    [[ -n "$address" ]] && break
-    sleep 0.1
-  done
-  if [[ -z "$address" ]]; then
-    echo "remote_concurrency.sh: pagefiled $name did not start:" >&2
-    cat "$work/$name.out" >&2
-    exit 1
-  fi
-  echo "$address"
-}
-
-# start_cluster PREFIX N ARGS...: N servers on 127.0.0.1 (fresh directories);
-# sets bus to their addresses, comma-separated.
-start_cluster() {
-  local prefix=$1 n=$2 i address
-  shift 2
-  bus=""
-  for ((i = 0; i < n; i++)); do
-    rm -rf "$work/$prefix-$i"
-    # start_pagefiled runs in this shell (not a subshell) so pids keeps the pid.
-    start_pagefiled "$prefix-$i" tcp://127.0.0.1:0 "$@" > "$work/address"
-    address=$(cat "$work/address")
-    bus="${bus:+$bus,}$address"
-  done
-}
+# cluster PREFIX N ARGS...: N servers on 127.0.0.1 over fresh directories
+# $work/PREFIX/server-I; sets bus to their addresses, comma-separated.
+cluster() { start_cluster "$pagefiled" "$work/$1" "${@:2}" || exit 1; }
 
 # restart_cluster PREFIX ARGS...: stops the servers and starts them again over
 # the same directories on the same addresses (so the catalog's records still
@@ -150,10 +92,10 @@ start_cluster() {
 restart_cluster() {
   local prefix=$1 i=0 address
   shift
-  stop_servers
+  stop_cluster
   IFS=, read -r -a addresses <<< "$bus"
   for address in "${addresses[@]}"; do
-    start_pagefiled "$prefix-$i" "$address" "$@" > /dev/null
+    start_pagefiled "$pagefiled" "$work/$prefix/server-$i" "$address" "$@" || exit 1
     i=$((i + 1))
   done
 }
@@ -197,8 +139,7 @@ replay() {
   tail -1 runs.csv
 }
 # Columns of pf-replay's CSV, found by name so added columns do not shift them.
-column_of() { head -1 runs.csv | tr ',' '\n' | grep -nx "$1" | cut -d: -f1; }
-field() { echo "$1" | cut -d, -f"$(column_of "$2")"; }
+field() { echo "$1" | cut -d, -f"$(column_of "$2" runs.csv)"; }
 
 gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size "$page_size" "$@"; }
 gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
@@ -209,7 +150,6 @@ gen --pattern sequential --ops "$file_pages" --write-ratio 0 > warm.trace
 # found in the servers' caches.
 random_trace() { gen --pattern random --ops "$2" --write-ratio 0 --seed "$3" > "$1"; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # ops_for_rate RATE [MIN]: ops for a run of about `seconds` at RATE pages/s:
 # ceil(RATE x seconds), at least MIN (default 1000).
 ops_for_rate() {
@@ -245,7 +185,7 @@ if want latency; then
   echo "servers: pagefiled --listen tcp://127.0.0.1:0 --disk-latency $latency_ms --cache-pages $cache_pages (x$servers)"
   # Filled without the emulated latency (it would take file_pages / 600 s),
   # then restarted with it: the caches start empty.
-  start_cluster lat "$servers" --cache-pages "$cache_pages"
+  cluster lat "$servers" --cache-pages "$cache_pages"
   echo "bus: $bus"
   fill_and_warm "$bus" --placement stripe
   restart_cluster lat --disk-latency "$latency_ms" --cache-pages "$cache_pages"
@@ -286,7 +226,7 @@ if want latency; then
         "$(awk -v r="$rate" -v i="$ideal_max" 'BEGIN { print 100 * r / i }')" "$miss"
     done
   done
-  stop_servers
+  stop_cluster
   echo
 fi
 
@@ -302,7 +242,7 @@ if want cached; then
   big_cache=$((file_pages * 2))
   echo "== cached: $servers pagefiled, NO emulated latency, cache $big_cache pages each (> the file): every read a cache hit =="
   echo "servers: pagefiled --listen tcp://127.0.0.1:0 --cache-pages $big_cache (x$servers)"
-  start_cluster hit "$servers" --cache-pages "$big_cache"
+  cluster hit "$servers" --cache-pages "$big_cache"
   echo "bus: $bus"
   fill_and_warm "$bus" --placement stripe
   replay warm.trace "$bus" 24 --policy random > /dev/null
@@ -319,9 +259,9 @@ if want cached; then
     before=$(cache_counters "$bus")
     rates=(); mss=(); cpus=()
     for ((r = 0; r < repeat; r++)); do
-      servers_before=$(cpu_of "${pids[@]}")
+      servers_before=$(cpu_of "${cluster_pids[@]}")
       row=$(replay "$trace" "$bus" "$level")
-      servers_after=$(cpu_of "${pids[@]}")
+      servers_after=$(cpu_of "${cluster_pids[@]}")
       rates+=("$(field "$row" pages_per_s)")
       mss+=("$(field "$row" ms_per_page)")
       cpus+=("$(per_page "$(awk -v a="$servers_after" -v b="$servers_before" -v c="$(cat client.cpu)" \
@@ -339,7 +279,7 @@ if want cached; then
       "$ms" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" \
       "$(printf "%s\n" "${cpus[@]}" | median)" "$miss"
   done
-  stop_servers
+  stop_cluster
   echo
 fi
 
@@ -352,14 +292,14 @@ if want nbd; then
     big_cache=$((file_pages * 2))
     pf_socket="$work/pf.sock"
     nbd_socket="$work/nbd.sock"
-    start_pagefiled peer "unix:$pf_socket" --cache-pages "$big_cache" > "$work/address"
-    peer_bus=$(cat "$work/address")
-    pf_pid=${pids[-1]}
+    start_pagefiled "$pagefiled" "$work/peer" "unix:$pf_socket" --cache-pages "$big_cache" || exit 1
+    peer_bus=$address
+    pf_pid=${cluster_pids[-1]}
     # --exit-with-parent implies --foreground; the pid file appears once it
     # accepts connections.
     nbdkit --unix "$nbd_socket" --pidfile "$work/nbdkit.pid" --exit-with-parent \
       memory "$((file_pages * page_size))" > "$work/nbdkit.out" 2>&1 &
-    pids+=($!)
+    cluster_pids+=($!)
     nbd_pid=$!
     for ((i = 0; i < 100; i++)); do [[ -s "$work/nbdkit.pid" ]] && break; sleep 0.1; done
     [[ -s "$work/nbdkit.pid" ]] || { echo "remote_concurrency.sh: nbdkit did not start:" >&2; cat "$work/nbdkit.out" >&2; exit 1; }
@@ -418,7 +358,7 @@ if want nbd; then
     echo "(pf/nbd: pages per second of pagefile over nbdkit; cpu: microseconds of CPU per page read)"
     echo "nbd rows appended to $nbd_csv"
   fi
-  stop_servers
+  stop_cluster
   echo
 fi
 

@@ -24,6 +24,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+bench=sqlite_vfs.sh
+source "$here/lib.sh"
 build="$here/../build"
 parts="workloads speedtest1"
 levels="1 4 12"
@@ -39,27 +41,8 @@ local_runs=5
 csv=""
 tmp=${TMPDIR:-/tmp}
 
-die() { echo "sqlite_vfs.sh: $*" >&2; exit 1; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --parts) parts=$2; shift 2 ;;
-    --levels) levels=$2; shift 2 ;;
-    --servers) servers=$2; shift 2 ;;
-    --latency-ms) latency_ms=$2; shift 2 ;;
-    --cache-pages) cache_pages=$2; shift 2 ;;
-    --rows) rows=$2; shift 2 ;;
-    --reads) reads=$2; shift 2 ;;
-    --txns) txns=$2; shift 2 ;;
-    --txn-rows) txn_rows=$2; shift 2 ;;
-    --size) size=$2; shift 2 ;;
-    --local-runs) local_runs=$2; shift 2 ;;
-    --csv) csv=$2; shift 2 ;;
-    --tmp) tmp=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
-  esac
-done
+options="build parts levels servers latency_ms cache_pages rows reads txns txn_rows size local_runs csv tmp"
+parse_options "$@"
 
 build=$(cd "$build" && pwd) || die "no build directory"
 extension="$build/vfs/pagefile.so"
@@ -71,8 +54,6 @@ python=/usr/bin/python3
   die "$python cannot load SQLite extensions (Debian's python3 can)"
 
 work=$(mktemp -d "$tmp/sqlite-vfs-bench.XXXXXX")
-# shellcheck source=tests/sqlite/pagefiled_cluster.sh
-source "$here/../tests/sqlite/pagefiled_cluster.sh"
 trap 'stop_cluster; rm -rf "$work"' EXIT
 
 declare -A seconds  # seconds[config/workload]
@@ -93,11 +74,8 @@ workload() {
   done < "$work/$config.out"
   [[ " ${configs[*]} " == *" $config "* ]] || configs+=("$config")
 }
-# median CONFIG WORKLOAD: the median of its runs.
-median() {
-  tr ' ' '\n' <<< "${seconds[$1/$2]}" | sort -g |
-    awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+# median_of CONFIG WORKLOAD: the median of its runs.
+median_of() { tr ' ' '\n' <<< "${seconds[$1/$2]}" | median; }
 
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tmp: $work ($(stat -f -c %T "$work"))"
@@ -125,13 +103,13 @@ if [[ " $parts " == *" workloads "* ]]; then
   echo
   for config in "${configs[@]}"; do
     printf '%-12s' "$config"
-    for w in insert reads scan txn txn-cold; do printf '%12.4f' "$(median "$config" "$w")"; done
+    for w in insert reads scan txn txn-cold; do printf '%12.4f' "$(median_of "$config" "$w")"; done
     echo
   done
   ratio_row() {  # ratio_row LABEL NUMERATOR_CONFIG DENOMINATOR_CONFIG
     printf '%-24s' "$1"
     for w in insert reads scan txn txn-cold; do
-      awk -v a="$(median "$2" "$w")" -v b="$(median "$3" "$w")" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
+      awk -v a="$(median_of "$2" "$w")" -v b="$(median_of "$3" "$w")" 'BEGIN { printf "%9.2fx", (b > 0 ? a / b : 0) }'
     done
     echo
   }
