@@ -45,16 +45,19 @@ void fn_unlink(sqlite3_context* ctx, int, sqlite3_value** argv) {
   });
 }
 
-// 1 when the file is in the store (even empty), else 0.
-void fn_exists(sqlite3_context* ctx, int, sqlite3_value** argv) {
+// Looks up the stored size of the file named by argv[0] and gives it to
+// `found`, or calls `absent` when the store has no such file; any other
+// failure is the function's error.
+template <class Found, class Absent>
+void on_stored_size(sqlite3_context* ctx, sqlite3_value** argv, Found found, Absent absent) {
   const char* path = path_arg(ctx, argv[0]);
   if (!path) return;
   (void)guarded(SQLITE_ERROR, [&] {
     auto size = stored_size(path);
     if (size) {
-      sqlite3_result_int(ctx, 1);
+      found(*size);
     } else if (size.status().is(Code::kNotFound)) {
-      sqlite3_result_int(ctx, 0);
+      absent();
     } else {
       report(ctx, size.status());
     }
@@ -62,21 +65,16 @@ void fn_exists(sqlite3_context* ctx, int, sqlite3_value** argv) {
   });
 }
 
+// 1 when the file is in the store (even empty), else 0.
+void fn_exists(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  on_stored_size(
+      ctx, argv, [&](int64_t) { sqlite3_result_int(ctx, 1); }, [&] { sqlite3_result_int(ctx, 0); });
+}
+
 // The size in bytes as SQLite sees it (xFileSize), NULL when absent.
 void fn_size(sqlite3_context* ctx, int, sqlite3_value** argv) {
-  const char* path = path_arg(ctx, argv[0]);
-  if (!path) return;
-  (void)guarded(SQLITE_ERROR, [&] {
-    auto size = stored_size(path);
-    if (size) {
-      sqlite3_result_int64(ctx, *size);
-    } else if (size.status().is(Code::kNotFound)) {
-      sqlite3_result_null(ctx);
-    } else {
-      report(ctx, size.status());
-    }
-    return SQLITE_OK;
-  });
+  on_stored_size(
+      ctx, argv, [&](int64_t size) { sqlite3_result_int64(ctx, size); }, [&] { sqlite3_result_null(ctx); });
 }
 
 // The whole file as a blob, NULL when absent.
