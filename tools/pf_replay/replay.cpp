@@ -285,13 +285,19 @@ class Replayer {
     return index;
   }
 
-  void issue_read(const TraceOp& op, ReplayFile& file) {
+  // The entry of `op`, made once the window has room for it.
+  Pending pending_for(OpKind kind, const TraceOp& op) {
     make_room();
-    Pending read;
-    read.kind = OpKind::kRead;
-    read.file = op.file;
-    read.line = op.line;
-    read.page = op.page;
+    Pending entry;
+    entry.kind = kind;
+    entry.file = op.file;
+    entry.line = op.line;
+    entry.page = op.page;
+    return entry;
+  }
+
+  void issue_read(const TraceOp& op, ReplayFile& file) {
+    Pending read = pending_for(OpKind::kRead, op);
     read.expect = file.expect(op.page);
     read.buffer = take_read_buffer(file.page_size);
     std::span<std::byte> buffer(read_buffers_[read.buffer].data(), file.page_size);
@@ -316,12 +322,7 @@ class Replayer {
   }
 
   void issue_write(const TraceOp& op, ReplayFile& file) {
-    make_room();
-    Pending write;
-    write.kind = OpKind::kWrite;
-    write.file = op.file;
-    write.line = op.line;
-    write.page = op.page;
+    Pending write = pending_for(OpKind::kWrite, op);
     write.version = options_.version_base + static_cast<uint64_t>(++writes_issued_);
     std::span<std::byte> data(write_buffer_.data(), file.page_size);
     stamp_page(data, name(op.file), op.page, write.version);
