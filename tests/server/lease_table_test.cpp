@@ -27,6 +27,15 @@ constexpr LockLevel kExclusive = LockLevel::kExclusive;
 
 }  // namespace
 
+// Owner `owner` asks for `level` on kFile and is refused with kBusy and
+// `message`, left at `left_at`.
+void check_refused(LeaseTable& t, uint64_t owner, LockLevel level, std::string_view message, LockLevel left_at) {
+  Status s = t.set_level(kFile, owner, level);
+  CHECK_CODE(s, Code::kBusy);
+  CHECK(s.message() == message);
+  CHECK(t.level(kFile, owner) == left_at);
+}
+
 TEST_CASE("lock levels have SQLite's names") {
   CHECK(lock_level_name(kNone) == "NONE");
   CHECK(lock_level_name(kShared) == "SHARED");
@@ -44,10 +53,7 @@ TEST_CASE("many owners share; a writer reserves beside them") {
   // RESERVED coexists with SHARED: new readers still come in.
   CHECK_OK(t.set_level(kFile, 5, kShared));
   // ...but a second writer does not.
-  Status s = t.set_level(kFile, 2, kReserved);
-  CHECK_CODE(s, Code::kBusy);
-  CHECK(s.message() == "file 7: RESERVED for owner 2: owner 1 holds RESERVED");
-  CHECK(t.level(kFile, 2) == kShared);
+  check_refused(t, 2, kReserved, "file 7: RESERVED for owner 2: owner 1 holds RESERVED", kShared);
   // Nor may another owner go for EXCLUSIVE past the writer; it keeps SHARED
   // rather than becoming a second writer at PENDING.
   CHECK_CODE(t.set_level(kFile, 3, kExclusive), Code::kBusy);
@@ -61,19 +67,12 @@ TEST_CASE("EXCLUSIVE with readers present stops at PENDING, and a retry succeeds
   REQUIRE_OK(t.set_level(kFile, 2, kShared));
   REQUIRE_OK(t.set_level(kFile, 2, kReserved));
 
-  Status s = t.set_level(kFile, 2, kExclusive);
-  CHECK_CODE(s, Code::kBusy);
-  CHECK(s.message() ==
-        "file 7: EXCLUSIVE for owner 2: owner 1 holds SHARED; owner 2 left at PENDING");
-  CHECK(t.level(kFile, 2) == kPending);
+  check_refused(t, 2, kExclusive, "file 7: EXCLUSIVE for owner 2: owner 1 holds SHARED; owner 2 left at PENDING", kPending);
   CHECK(t.reserved_by_other(kFile, 1));
 
   // PENDING lets the existing reader stay and keeps new ones out.
   CHECK(t.level(kFile, 1) == kShared);
-  Status refused = t.set_level(kFile, 3, kShared);
-  CHECK_CODE(refused, Code::kBusy);
-  CHECK(refused.message() == "file 7: SHARED for owner 3: owner 2 holds PENDING");
-  CHECK(t.level(kFile, 3) == kNone);
+  check_refused(t, 3, kShared, "file 7: SHARED for owner 3: owner 2 holds PENDING", kNone);
 
   // Still busy while the reader stays; the asker stays at PENDING.
   CHECK_CODE(t.set_level(kFile, 2, kExclusive), Code::kBusy);
@@ -94,11 +93,7 @@ TEST_CASE("EXCLUSIVE straight from SHARED (SQLite's hot-journal path)") {
   REQUIRE_OK(t.set_level(kFile, 1, kShared));
   REQUIRE_OK(t.set_level(kFile, 2, kShared));
   REQUIRE_OK(t.set_level(kFile, 3, kShared));
-  Status s = t.set_level(kFile, 1, kExclusive);
-  CHECK_CODE(s, Code::kBusy);
-  CHECK(s.message() ==
-        "file 7: EXCLUSIVE for owner 1: owners 2, 3 hold SHARED; owner 1 left at PENDING");
-  CHECK(t.level(kFile, 1) == kPending);
+  check_refused(t, 1, kExclusive, "file 7: EXCLUSIVE for owner 1: owners 2, 3 hold SHARED; owner 1 left at PENDING", kPending);
 }
 
 TEST_CASE("EXCLUSIVE coexists with nothing") {
@@ -108,10 +103,7 @@ TEST_CASE("EXCLUSIVE coexists with nothing") {
   REQUIRE_OK(t.set_level(kFile, 1, kReserved));
   REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
 
-  Status s = t.set_level(kFile, 2, kShared);
-  CHECK_CODE(s, Code::kBusy);
-  CHECK(s.message() == "file 7: SHARED for owner 2: owner 1 holds EXCLUSIVE");
-  CHECK(t.level(kFile, 2) == kNone);
+  check_refused(t, 2, kShared, "file 7: SHARED for owner 2: owner 1 holds EXCLUSIVE", kNone);
   CHECK(t.list().size() == 1);  // the refused asker left no entry behind
 
   // Other files are independent.
