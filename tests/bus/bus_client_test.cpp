@@ -8,19 +8,13 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "bus/bus_client.h"
-#include "tests/support/server_process.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
 using namespace pagefile::net;
+using namespace pagefile::test;
 using namespace std::chrono_literals;
-using pagefile::test::free_tcp_port;
-using pagefile::test::page_pattern;
-using pagefile::test::ServerProcess;
-using pagefile::test::TempDir;
 
 namespace {
 
@@ -31,6 +25,19 @@ std::unique_ptr<BusClient> start_bus(const std::string& spec, const TempDir& dir
   REQUIRE_OK(bus);
   return std::move(*bus);
 }
+
+// One pagefiled on loopback, started with `args`, and a bus to it.
+struct OneServer {
+  explicit OneServer(std::vector<std::string> args = {}) : cluster(1, std::move(args)) {}
+  PagefiledCluster cluster;
+  ServerProcess& server = cluster.server(0);
+  std::unique_ptr<BusClient> bus = start_bus(server.address(), cluster.dir());
+};
+
+// Its disk slow (200 ms a request, one arm) and no cache: every read waits.
+struct SlowServer : OneServer {
+  SlowServer() : OneServer({"--disk-latency", "200", "--cache-pages", "0"}) {}
+};
 
 constexpr uint32_t kPageSize = 1024;
 
@@ -52,10 +59,7 @@ void build_read(wire::Request::Builder r, int64_t page) {
 
 }  // namespace
 
-TEST_CASE("an answer nobody waits for is read by the bus itself, promptly") {
-  TempDir dir;
-  ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
-  auto bus = start_bus(server.address(), dir);
+TEST_CASE_FIXTURE(OneServer, "an answer nobody waits for is read by the bus itself, promptly") {
   for (int i = 0; i < 20; ++i) {
     std::promise<std::thread::id> answered;
     auto future = answered.get_future();
@@ -70,10 +74,7 @@ TEST_CASE("an answer nobody waits for is read by the bus itself, promptly") {
   }
 }
 
-TEST_CASE("threads waiting on one connection each get their own answer") {
-  TempDir dir;
-  ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
-  auto bus = start_bus(server.address(), dir);
+TEST_CASE_FIXTURE(OneServer, "threads waiting on one connection each get their own answer") {
   constexpr int kThreads = 6;
   constexpr int kPagesEach = 150;
   std::atomic<int> mismatches{0};
@@ -103,10 +104,7 @@ TEST_CASE("threads waiting on one connection each get their own answer") {
   CHECK(mismatches.load() == 0);
 }
 
-TEST_CASE("read_as_waiter() delivers every answer that arrives, whoever asked, and returns when the time is up") {
-  TempDir dir;
-  ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
-  auto bus = start_bus(server.address(), dir);
+TEST_CASE_FIXTURE(OneServer, "read_as_waiter() delivers every answer that arrives, whoever asked, and returns when the time is up") {
   constexpr int kCalls = 64;
   std::atomic<int> answered{0};
   for (int i = 0; i < kCalls; ++i) {
@@ -125,11 +123,7 @@ TEST_CASE("read_as_waiter() delivers every answer that arrives, whoever asked, a
   CHECK(std::chrono::steady_clock::now() - before >= 30ms);
 }
 
-TEST_CASE("a server killed while a thread reads its answers: every wait ends with kDisconnected") {
-  TempDir dir;
-  ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s",
-                       {"--disk-latency", "200", "--cache-pages", "0"});
-  auto bus = start_bus(server.address(), dir);
+TEST_CASE_FIXTURE(SlowServer, "a server killed while a thread reads its answers: every wait ends with kDisconnected") {
   for (int64_t page = 0; page < 4; ++page) {
     const auto data = page_pattern(kPageSize, page, 5);
     REQUIRE_OK(bus->call_sync(server.address(), [&](wire::Request::Builder r) { build_write(r, page, data); }));

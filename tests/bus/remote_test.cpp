@@ -11,26 +11,17 @@
 #include <fmt/format.h>
 
 #include "pagefile/pagefile.h"
-#include "tests/support/server_process.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
-using pagefile::test::free_tcp_port;
-using pagefile::test::page_pattern;
-using pagefile::test::ServerProcess;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
-std::unique_ptr<Client> start_client(const std::string& bus, const TempDir& dir, uint32_t concurrency = 12,
-                                     int timeout_ms = 10'000) {
-  auto c = Client::start({.local_dir = dir.path(),
-                          .concurrency = concurrency,
-                          .bus = bus,
-                          .home = dir / "home",
-                          .request_timeout_ms = timeout_ms});
-  REQUIRE_OK(c);
-  return std::move(*c);
+// The clients here keep 12 requests of a file in flight, and give a request
+// 10 s before it counts as lost.
+ClientOptions client_options(uint32_t concurrency = 12, int timeout_ms = 10'000) {
+  return {.concurrency = concurrency, .request_timeout_ms = timeout_ms};
 }
 
 OpenOptions remote(Placement placement, uint32_t stripe_pages = 1, uint32_t page_size = 4096) {
@@ -84,12 +75,6 @@ void check_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_
   CHECK(st->pages == pages);
 }
 
-std::string join(const std::vector<std::unique_ptr<ServerProcess>>& servers) {
-  std::string out;
-  for (const auto& s : servers) out += (out.empty() ? "" : ",") + s->address();
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("in-process bus: striped and hashed files over 1, 3 and 6 servers, across client restarts") {
@@ -98,7 +83,7 @@ TEST_CASE("in-process bus: striped and hashed files over 1, 3 and 6 servers, acr
     std::string bus = fmt::format("inproc:{}", n);
     INFO(bus);
     {
-      auto client = start_client(bus, dir);
+      auto client = start_client(dir.path(), bus, client_options());
       auto striped = client->open(fmt::format("striped{}", n), remote(Placement::kStripe, 2));
       REQUIRE_OK(striped);
       auto hashed = client->open(fmt::format("hashed{}", n), remote(Placement::kHash, 1, 8192));
@@ -115,7 +100,7 @@ TEST_CASE("in-process bus: striped and hashed files over 1, 3 and 6 servers, acr
       CHECK_OK(client->stop());
     }
     // A new client (its embedded servers restart over the same directories).
-    auto client = start_client(bus, dir);
+    auto client = start_client(dir.path(), bus, client_options());
     auto striped = client->open(fmt::format("striped{}", n), {.location = Location::kRemote});
     REQUIRE_OK(striped);
     auto hashed = client->open(fmt::format("hashed{}", n), {.location = Location::kRemote});
@@ -126,20 +111,10 @@ TEST_CASE("in-process bus: striped and hashed files over 1, 3 and 6 servers, acr
 }
 
 TEST_CASE("pagefiled over tcp: 3 servers, stripe and hash, across server restarts") {
-  TempDir dir;
-  std::vector<int> ports = {free_tcp_port(), free_tcp_port(), free_tcp_port()};
-  auto start_servers = [&] {
-    std::vector<std::unique_ptr<ServerProcess>> servers;
-    for (size_t i = 0; i < ports.size(); ++i) {
-      servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", ports[i]),
-                                                        dir / fmt::format("s{}", i)));
-    }
-    return servers;
-  };
-  auto servers = start_servers();
-  std::string bus = join(servers);
+  PagefiledCluster servers(3);
+  const std::string bus = servers.bus();
   {
-    auto client = start_client(bus, dir);
+    auto client = servers.client(client_options());
     auto striped = client->open("striped", remote(Placement::kStripe, 4, 1024));
     auto hashed = client->open("hashed", remote(Placement::kHash, 1, 2048));
     REQUIRE_OK(striped);
@@ -148,10 +123,9 @@ TEST_CASE("pagefiled over tcp: 3 servers, stripe and hash, across server restart
     write_all(*client, *hashed, 150, 2048, 8);
     check_all(*client, *striped, 200, 1024, 7);
   }
-  for (auto& s : servers) CHECK(s->stop() == 0);  // SIGTERM: a clean stop
-  servers = start_servers();
-  CHECK(join(servers) == bus);
-  auto client = start_client(bus, dir);
+  servers.restart();
+  CHECK(servers.bus() == bus);
+  auto client = servers.client(client_options());
   auto striped = client->open("striped", {.location = Location::kRemote});
   auto hashed = client->open("hashed", {.location = Location::kRemote, .page_size = 2048});
   REQUIRE_OK(striped);
@@ -162,18 +136,13 @@ TEST_CASE("pagefiled over tcp: 3 servers, stripe and hash, across server restart
 }
 
 TEST_CASE("pagefiled over unix sockets: 6 servers, and the catalog named explicitly") {
-  TempDir dir;
-  std::vector<std::unique_ptr<ServerProcess>> servers;
-  for (int i = 0; i < 6; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(fmt::format("unix:{}", (dir / fmt::format("s{}.sock", i)).string()),
-                                                      dir / fmt::format("s{}", i)));
-  }
-  std::string bus = join(servers);
+  PagefiledCluster servers(6, {}, Listen::kUnix);
+  const std::string bus = servers.bus();
   // The last server is the catalog here.
-  std::string named = bus.substr(0, bus.rfind(',') + 1) + "catalog=" + servers.back()->address();
+  std::string named = bus.substr(0, bus.rfind(',') + 1) + "catalog=" + servers.server(5).address();
   for (const std::string& b : {bus, named}) {
     INFO(b);
-    auto client = start_client(b, dir);
+    auto client = start_client(servers.dir().path(), b, client_options());
     std::string name = b == bus ? "six" : "six-named";
     auto striped = client->open(name, remote(Placement::kStripe, 1, 512));
     REQUIRE_OK(striped);
@@ -188,7 +157,7 @@ TEST_CASE("pagefiled over unix sockets: 6 servers, and the catalog named explici
 
 TEST_CASE("catalog: open without create, exclusive, unlink, truncate and size") {
   TempDir dir;
-  auto client = start_client("inproc:2", dir);
+  auto client = start_client(dir.path(), "inproc:2", client_options());
   CHECK_CODE(client->open("nope", {.location = Location::kRemote}), Code::kNotFound);
   auto fd = client->open("f", remote(Placement::kStripe));
   REQUIRE_OK(fd);
@@ -217,8 +186,8 @@ TEST_CASE("catalog: open without create, exclusive, unlink, truncate and size") 
 
 TEST_CASE("a server that is down: a clear error, promptly, and no hang") {
   TempDir dir;
-  int port = free_tcp_port();  // nothing listens here
-  auto client = start_client(fmt::format("tcp://127.0.0.1:{}", port), dir, 4, 3000);
+  // Nothing listens at a free port.
+  auto client = start_client(dir.path(), free_tcp_address(), client_options(4, 3000));
   auto t0 = std::chrono::steady_clock::now();
   auto fd = client->open("f", remote(Placement::kStripe));
   CHECK_CODE(fd, Code::kDisconnected);
@@ -226,19 +195,13 @@ TEST_CASE("a server that is down: a clear error, promptly, and no hang") {
 }
 
 TEST_CASE("a server that dies mid-run: writes in flight fail with kDisconnected; the rest keep working") {
-  TempDir dir;
-  std::vector<std::unique_ptr<ServerProcess>> servers;
-  for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()),
-                                                      dir / fmt::format("s{}", i),
-                                                      std::vector<std::string>{"--disk-latency", "5"}));
-  }
-  auto client = start_client(join(servers), dir, 16, 5000);
+  PagefiledCluster servers(2, {"--disk-latency", "5"});
+  auto client = servers.client(client_options(16, 5000));
   auto fd = client->open("f", remote(Placement::kStripe));
   REQUIRE_OK(fd);
   std::vector<Ticket> tickets;
   for (int64_t p = 0; p < 40; ++p) tickets.push_back(*client->write_request(*fd, p, page_pattern(4096, p)));
-  servers[1]->kill();  // holds the odd pages; the catalog (server 0) lives
+  servers.server(1).kill();  // holds the odd pages; the catalog (server 0) lives
   int failed = 0;
   for (Ticket t : tickets) {
     Status s = client->write_confirm(t);
@@ -257,12 +220,10 @@ TEST_CASE("a server that dies mid-run: writes in flight fail with kDisconnected;
 }
 
 TEST_CASE("a lock held by a killed client is free after its lease, not before") {
-  TempDir dir;
-  auto server = std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s",
-                                                std::vector<std::string>{"--lease-ms", "1500"});
-  std::string bus = server->address();
+  PagefiledCluster server(1, {"--lease-ms", "1500"});
+  const std::string bus = server.bus();
   {
-    auto setup = start_client(bus, dir);
+    auto setup = server.client(client_options());
     REQUIRE_OK(setup->open("locked", remote(Placement::kStripe)));
   }
   int ready[2];
@@ -271,7 +232,7 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
   REQUIRE(holder >= 0);
   if (holder == 0) {
     ::close(ready[0]);
-    auto client = Client::start({.bus = bus, .home = dir / "home"});
+    auto client = Client::start({.bus = bus, .home = server.dir() / "home"});
     if (!client) _exit(10);
     auto fd = (*client)->open("locked", {.location = Location::kRemote});
     if (!fd || !(*client)->lock(*fd, LockMode::kExclusive)) _exit(11);
@@ -285,7 +246,7 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
   REQUIRE(::read(ready[0], &c, 1) == 1);
   ::close(ready[0]);
 
-  auto client = start_client(bus, dir);
+  auto client = server.client(client_options());
   auto fd = client->open("locked", {.location = Location::kRemote});
   REQUIRE_OK(fd);
   // Alive, the holder keeps the lock well past one lease.
@@ -313,7 +274,7 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
 
 TEST_CASE("remote locks are per descriptor, like local ones") {
   TempDir dir;
-  auto client = start_client("inproc:2", dir);
+  auto client = start_client(dir.path(), "inproc:2", client_options());
   auto [a, b] = two_descriptors(*client, "f");
   CHECK_OK(client->lock(a, LockMode::kExclusive));
   CHECK_CODE(client->lock(b, LockMode::kShared), Code::kBusy);
@@ -329,7 +290,7 @@ TEST_CASE("remote locks are per descriptor, like local ones") {
 
 TEST_CASE("a descriptor with an older view of the size never shrinks the file") {
   TempDir dir;
-  auto client = start_client("inproc:2", dir);
+  auto client = start_client(dir.path(), "inproc:2", client_options());
   auto [a, b] = two_descriptors(*client, "f");
   write_all(*client, a, 10, 4096, 5);
   CHECK_OK(client->write(b, 0, page_pattern(4096, 0, 5)));
@@ -351,7 +312,7 @@ TEST_CASE("a descriptor with an older view of the size never shrinks the file") 
 
 TEST_CASE("syncs of one descriptor from several threads all wait for durability") {
   TempDir dir;
-  auto client = start_client("inproc:3", dir);
+  auto client = start_client(dir.path(), "inproc:3", client_options());
   auto fd = client->open("f", remote(Placement::kHash));
   REQUIRE_OK(fd);
   std::vector<std::thread> threads;
@@ -372,7 +333,7 @@ TEST_CASE("syncs of one descriptor from several threads all wait for durability"
 
 TEST_CASE("server_of names the server of a page as the file's placement does") {
   TempDir dir;
-  auto client = start_client("inproc:3", dir);
+  auto client = start_client(dir.path(), "inproc:3", client_options());
   auto striped = client->open("striped", remote(Placement::kStripe, 2));
   REQUIRE_OK(striped);
   // Round-robin in units of two pages over three servers.
@@ -460,17 +421,16 @@ void check_unchanged_since_unlock(Client& rc, Fd r, Client& wc, Fd w) {
 TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a writer came since its last lock") {
   SUBCASE("two descriptors of one client, embedded catalog (direct calls)") {
     TempDir dir;
-    auto client = start_client("inproc:2", dir);
+    auto client = start_client(dir.path(), "inproc:2", client_options());
     auto [r, w] = two_descriptors(*client, "v");
     write_all(*client, w, 4, 4096, 3);
     check_unchanged_since_unlock(*client, r, *client, w);
   }
   SUBCASE("two clients of pagefiled over tcp") {
-    TempDir dir;
-    ServerProcess server(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "s");
+    PagefiledCluster server(1);
     TempDir da, db;
-    auto reader = start_client(server.address(), da);
-    auto writer = start_client(server.address(), db);
+    auto reader = start_client(da.path(), server.bus(), client_options());
+    auto writer = start_client(db.path(), server.bus(), client_options());
     auto r = reader->open("v", remote(Placement::kStripe));
     REQUIRE_OK(r);
     auto w = writer->open("v", {.location = Location::kRemote});
@@ -479,17 +439,14 @@ TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a write
     check_unchanged_since_unlock(*reader, *r, *writer, *w);
   }
   SUBCASE("a restarted catalog is a change") {
-    TempDir dir;
-    std::string address = fmt::format("tcp://127.0.0.1:{}", free_tcp_port());
-    auto server = std::make_unique<ServerProcess>(address, dir / "s");
+    PagefiledCluster server(1);
     TempDir da;
-    auto client = start_client(address, da);
+    auto client = start_client(da.path(), server.bus(), client_options());
     auto r = client->open("v", remote(Placement::kStripe));
     REQUIRE_OK(r);
     REQUIRE_OK(client->set_lock_level(*r, LockLevel::kShared));
     REQUIRE_OK(client->set_lock_level(*r, LockLevel::kNone));
-    server.reset();
-    server = std::make_unique<ServerProcess>(address, dir / "s");
+    server.restart();
     Status s;
     for (int i = 0; i < 50; ++i) {  // the client reconnects on its next request
       s = client->set_lock_level(*r, LockLevel::kShared);
@@ -503,7 +460,7 @@ TEST_CASE("unchanged_since_unlock: a lock's grant tells a reader whether a write
 
 TEST_CASE("embedded bus: a read answered from a server's cache on the caller's thread never overtakes a write") {
   TempDir dir;
-  auto client = start_client("inproc:2", dir, /*concurrency=*/16);
+  auto client = start_client(dir.path(), "inproc:2", client_options(/*concurrency=*/16));
   auto [a, b] = two_descriptors(*client, "direct");
   write_all(*client, a, 8, 4096, 1);  // every page now in the servers' caches
   REQUIRE(client->status(b)->pages == 8);  // b learns the size (a read past what it knows is zeros)

@@ -9,32 +9,24 @@
 #include "pagefile/pagefile.h"
 #include "pagefile/policy.h"
 #include "tests/policies/clock_policy.h"
-#include "tests/support/server_process.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
-using pagefile::test::ClockPolicy;
-using pagefile::test::free_tcp_port;
-using pagefile::test::page_pattern;
-using pagefile::test::ServerProcess;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
 constexpr uint32_t kPageSize = 1024;
 
+// A client with a pool of `cache_pages` (0: none).
 std::unique_ptr<Client> start(const TempDir& dir, uint32_t cache_pages, uint32_t concurrency = 4,
-                              std::string bus = "inproc:1",
+                              const std::string& bus = "inproc:1",
                               std::shared_ptr<const PolicyRegistry> policies = nullptr) {
-  auto c = Client::start({.local_dir = dir.path(),
-                          .concurrency = concurrency,
-                          .bus = bus,
-                          .home = dir / "home",
-                          .request_timeout_ms = 10'000,
-                          .cache_pages = cache_pages,
-                          .policies = std::move(policies)});
-  REQUIRE_OK(c);
-  return std::move(*c);
+  return start_client(dir.path(), bus,
+                      {.concurrency = concurrency,
+                       .request_timeout_ms = 10'000,
+                       .cache_pages = cache_pages,
+                       .policies = std::move(policies)});
 }
 
 OpenOptions with_policy(std::string_view name, uint32_t max_pages = 0, Location location = Location::kLocal) {
@@ -265,16 +257,9 @@ TEST_CASE("a custom policy is selected by name, recorded in the file, and falls 
 }
 
 TEST_CASE("remote files on pagefiled: counters, read-ahead, and drop_cached after another client's write") {
-  TempDir dir;
-  std::vector<std::unique_ptr<ServerProcess>> servers;
-  std::string bus;
-  for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()),
-                                                      dir / fmt::format("s{}", i)));
-    bus += (bus.empty() ? "" : ",") + servers.back()->address();
-  }
-  auto reader = start(dir, 32, 4, bus);
-  auto writer = start(dir, 0, 4, bus);
+  PagefiledCluster servers(2);
+  auto reader = start(servers.dir(), 32, 4, servers.bus());
+  auto writer = start(servers.dir(), 0, 4, servers.bus());
 
   auto w = writer->open("shared", with_policy("random", 0, Location::kRemote));
   REQUIRE_OK(w);

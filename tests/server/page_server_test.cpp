@@ -24,12 +24,11 @@
 #include "wire/transport.h"
 #include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
 using namespace pagefile::net;
-using pagefile::test::page_pattern;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -95,15 +94,6 @@ class RawClient {
   Status close_status_;
 };
 
-std::unique_ptr<PageServer> start_server(const TempDir& dir, ServerOptions options = {}) {
-  options.dir = dir / "server";
-  auto address = parse_address("tcp://127.0.0.1:0");
-  REQUIRE_OK(address);
-  auto server = PageServer::start(options, *address);
-  REQUIRE_OK(server);
-  return std::move(*server);
-}
-
 capnp::MallocMessageBuilder& request(capnp::MallocMessageBuilder& m, uint64_t id) {
   auto r = m.initRoot<wire::Request>();
   r.setId(id);
@@ -115,6 +105,30 @@ Status error_of(const ReplyPtr& reply) {
   REQUIRE(reply != nullptr);
   if (!reply->root().isError()) return Status::ok();
   return from_wire(reply->root().getError());
+}
+
+// Sends request `id`: a write of `data` to `page` of share `file`, whose
+// pages are `page_size` bytes.
+void send_write(RawClient& c, uint64_t id, uint64_t file, uint32_t page_size, int64_t page,
+                const std::vector<std::byte>& data) {
+  capnp::MallocMessageBuilder m;
+  auto w = request(m, id).getRoot<wire::Request>().initWrite();
+  w.getShare().setFileId(file);
+  w.getShare().setPageSize(page_size);
+  w.setPage(page);
+  w.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  c.send(m);
+}
+
+// Sends request `id`: a read of `count` pages from `page` of share `file`.
+void send_read(RawClient& c, uint64_t id, uint64_t file, uint32_t page_size, int64_t page, uint32_t count) {
+  capnp::MallocMessageBuilder m;
+  auto r = request(m, id).getRoot<wire::Request>().initRead();
+  r.getShare().setFileId(file);
+  r.getShare().setPageSize(page_size);
+  r.setPage(page);
+  r.setCount(count);
+  c.send(m);
 }
 
 void ping_ok(const Address& address) {
@@ -132,7 +146,7 @@ void ping_ok(const Address& address) {
 
 TEST_CASE("a frame that is not a message: an error, the connection closed, other clients served") {
   TempDir dir;
-  auto server = start_server(dir);
+  auto server = start_page_server(dir / "server");
   RawClient bad(server->address());
   Frame garbage(16);
   auto* bytes = reinterpret_cast<unsigned char*>(garbage.data());
@@ -149,7 +163,7 @@ TEST_CASE("a frame that is not a message: an error, the connection closed, other
 
 TEST_CASE("another protocol version and an unknown request are refused by name") {
   TempDir dir;
-  auto server = start_server(dir);
+  auto server = start_page_server(dir / "server");
   RawClient c(server->address());
   {
     capnp::MallocMessageBuilder m;
@@ -187,16 +201,10 @@ TEST_CASE("another protocol version and an unknown request are refused by name")
 
 TEST_CASE("bad page numbers, page sizes and runs are refused; unknown files read as zeros") {
   TempDir dir;
-  auto server = start_server(dir);
+  auto server = start_page_server(dir / "server");
   RawClient c(server->address());
   auto read = [&](uint64_t id, int64_t page, uint32_t count, uint32_t page_size) {
-    capnp::MallocMessageBuilder m;
-    auto r = request(m, id).getRoot<wire::Request>().initRead();
-    r.getShare().setFileId(99);
-    r.getShare().setPageSize(page_size);
-    r.setPage(page);
-    r.setCount(count);
-    c.send(m);
+    send_read(c, id, 99, page_size, page, count);
     auto reply = c.next();
     REQUIRE(reply != nullptr);
     CHECK(reply->root().getId() == id);
@@ -213,29 +221,11 @@ TEST_CASE("bad page numbers, page sizes and runs are refused; unknown files read
   for (auto b : zeros->root().getPages()) REQUIRE(b == 0);
 
   // A write of a partial page, and one with the wrong page size for a share.
-  capnp::MallocMessageBuilder m;
-  auto w = request(m, 10).getRoot<wire::Request>().initWrite();
-  w.getShare().setFileId(5);
-  w.getShare().setPageSize(4096);
-  w.setPage(0);
-  w.initData(100);
-  c.send(m);
+  send_write(c, 10, 5, 4096, 0, std::vector<std::byte>(100));
   CHECK(error_of(c.next()).is(Code::kInvalidArgument));
-  capnp::MallocMessageBuilder m2;
-  auto w2 = request(m2, 11).getRoot<wire::Request>().initWrite();
-  w2.getShare().setFileId(5);
-  w2.getShare().setPageSize(4096);
-  w2.setPage(0);
-  w2.initData(4096);
-  c.send(m2);
+  send_write(c, 11, 5, 4096, 0, std::vector<std::byte>(4096));
   CHECK(error_of(c.next()).is_ok());
-  capnp::MallocMessageBuilder m3;
-  auto w3 = request(m3, 12).getRoot<wire::Request>().initWrite();
-  w3.getShare().setFileId(5);
-  w3.getShare().setPageSize(8192);
-  w3.setPage(1);
-  w3.initData(8192);
-  c.send(m3);
+  send_write(c, 12, 5, 8192, 1, std::vector<std::byte>(8192));
   Status s = error_of(c.next());
   CHECK(s.is(Code::kInvalidArgument));
   CHECK(s.message().find("page size 4096") != std::string::npos);
@@ -243,7 +233,7 @@ TEST_CASE("bad page numbers, page sizes and runs are refused; unknown files read
 
 TEST_CASE("catalog: unknown files and locks on them") {
   TempDir dir;
-  auto server = start_server(dir);
+  auto server = start_page_server(dir / "server");
   RawClient c(server->address());
   capnp::MallocMessageBuilder m;
   request(m, 1).getRoot<wire::Request>().setStat("nope");
@@ -266,18 +256,12 @@ TEST_CASE("a client that vanishes with writes in flight: the server carries on")
   TempDir dir;
   ServerOptions options;
   options.disk_latency = std::chrono::milliseconds(2);
-  auto server = start_server(dir, options);
+  auto server = start_page_server(dir / "server", options);
   {
     RawClient c(server->address());
     for (uint64_t id = 1; id <= 50; ++id) {
-      capnp::MallocMessageBuilder m;
-      auto w = request(m, id).getRoot<wire::Request>().initWrite();
-      w.getShare().setFileId(1);
-      w.getShare().setPageSize(4096);
-      w.setPage(static_cast<int64_t>(id));
-      auto page = page_pattern(4096, static_cast<int64_t>(id));
-      w.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(page.data()), page.size()));
-      c.send(m);
+      const auto page = static_cast<int64_t>(id);
+      send_write(c, id, 1, 4096, page, page_pattern(4096, page));
     }
     c.close_after_sending();  // gone, with its writes in flight at the server
     REQUIRE(c.wait_closed());
@@ -306,15 +290,14 @@ TEST_CASE("flow control: unconfirmed write bytes stay bounded; every write lands
   options.max_unconfirmed_write_bytes = 64 * 1024;
   options.disk_latency = std::chrono::microseconds(500);
   options.threads = 4;
-  auto server = start_server(dir, options);
-  auto client = Client::start({.concurrency = 64, .bus = server->address().text(), .home = dir / "home"});
-  REQUIRE_OK(client);
-  auto fd = (*client)->open("f", {.location = Location::kRemote, .page_size = 8192, .create = true});
+  auto server = start_page_server(dir / "server", options);
+  auto client = start_client(dir.path(), server->address().text(), {.concurrency = 64});
+  auto fd = client->open("f", {.location = Location::kRemote, .page_size = 8192, .create = true});
   REQUIRE_OK(fd);
   std::vector<Ticket> tickets;
-  for (int64_t p = 0; p < 300; ++p) tickets.push_back(*(*client)->write_request(*fd, p, page_pattern(8192, p)));
-  for (Ticket t : tickets) CHECK_OK((*client)->write_confirm(t));
-  CHECK_OK((*client)->sync(*fd));
+  for (int64_t p = 0; p < 300; ++p) tickets.push_back(*client->write_request(*fd, p, page_pattern(8192, p)));
+  for (Ticket t : tickets) CHECK_OK(client->write_confirm(t));
+  CHECK_OK(client->sync(*fd));
   auto c = server->counters();
   INFO("peak unconfirmed write bytes " << c.peak_unconfirmed_write_bytes);
   CHECK(c.peak_unconfirmed_write_bytes > 0);
@@ -323,7 +306,7 @@ TEST_CASE("flow control: unconfirmed write bytes stay bounded; every write lands
   CHECK(c.pages_written == 300);
   std::vector<std::byte> buf(8192);
   for (int64_t p = 0; p < 300; p += 37) {
-    REQUIRE(*(*client)->read(*fd, p, buf) == PageRead::kData);
+    REQUIRE(*client->read(*fd, p, buf) == PageRead::kData);
     CHECK(buf == page_pattern(8192, p));
   }
 }
@@ -334,28 +317,15 @@ TEST_CASE("requests of one connection on the same page keep their order") {
   options.threads = 8;
   options.cache_pages = 0;  // every access goes to the (emulated) disk
   options.disk_latency = std::chrono::microseconds(300);
-  auto server = start_server(dir, options);
+  auto server = start_page_server(dir / "server", options);
   RawClient c(server->address());
   // Pipelined without waiting: write v, read, for versions 1..20 of pages 0..3.
   uint64_t id = 0;
   std::map<uint64_t, std::pair<int64_t, int>> reads;  // id -> (page, version it must see)
   for (int v = 1; v <= 20; ++v) {
     for (int64_t page = 0; page < 4; ++page) {
-      capnp::MallocMessageBuilder w;
-      auto write = request(w, ++id).getRoot<wire::Request>().initWrite();
-      write.getShare().setFileId(3);
-      write.getShare().setPageSize(1024);
-      write.setPage(page);
-      auto bytes = page_pattern(1024, page, static_cast<uint64_t>(v));
-      write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
-      c.send(w);
-      capnp::MallocMessageBuilder r;
-      auto read = request(r, ++id).getRoot<wire::Request>().initRead();
-      read.getShare().setFileId(3);
-      read.getShare().setPageSize(1024);
-      read.setPage(page);
-      read.setCount(1);
-      c.send(r);
+      send_write(c, ++id, 3, 1024, page, page_pattern(1024, page, static_cast<uint64_t>(v)));
+      send_read(c, ++id, 3, 1024, page, 1);
       reads[id] = {page, v};
     }
   }
@@ -379,7 +349,7 @@ TEST_CASE("requests of one connection on the same page keep their order") {
 
 TEST_CASE("one server per directory, in this process too; the directory is free again after stop") {
   TempDir dir;
-  auto first = start_server(dir);
+  auto first = start_page_server(dir / "server");
   ServerOptions options;
   options.dir = dir / "server";
   auto address = parse_address("tcp://127.0.0.1:0");

@@ -8,35 +8,16 @@
 
 #include <fmt/format.h>
 
-#include "wire/address.h"
-#include "server/page_server.h"
-#include "pagefile/pagefile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
+using namespace pagefile::test;
 using pagefile::net::PageServer;
 using pagefile::net::ServerOptions;
-using pagefile::test::page_pattern;
-using pagefile::test::TempDir;
 
 namespace {
 
 constexpr uint32_t kPageSize = 4096;
-
-std::unique_ptr<PageServer> start_server(const std::filesystem::path& dir, ServerOptions options) {
-  options.dir = dir;
-  auto address = net::parse_address("tcp://127.0.0.1:0");
-  REQUIRE_OK(address);
-  auto server = PageServer::start(options, *address);
-  REQUIRE_OK(server);
-  return std::move(*server);
-}
-
-std::unique_ptr<Client> start_client(const std::string& bus, const TempDir& dir, uint32_t concurrency) {
-  auto c = Client::start({.local_dir = dir.path(), .concurrency = concurrency, .bus = bus, .home = dir / "home"});
-  REQUIRE_OK(c);
-  return std::move(*c);
-}
 
 OpenOptions remote(std::string policy) {
   return {.location = Location::kRemote,
@@ -71,32 +52,26 @@ FileCounters server_counters(const PageServer& server, std::string_view policy) 
 TEST_CASE("global-sequential: three clients reading interleaved pages read the disk once, in ascending order") {
   for (size_t server_count : {size_t{1}, size_t{2}}) {
     CAPTURE(server_count);
-    TempDir dir;
     ServerOptions options;
     options.cache_pages = 4096;  // room for every page fetched ahead
     options.prefetch_pages = 16;
-    std::vector<std::unique_ptr<PageServer>> servers;
-    std::string bus;
-    for (size_t i = 0; i < server_count; ++i) {
-      servers.push_back(start_server(dir / fmt::format("s{}", i), options));
-      bus += (bus.empty() ? "" : ",") + servers.back()->address().text();
-    }
+    PageServerCluster servers(server_count, options);
     constexpr int64_t kPages = 600;
     {
-      auto writer = start_client(bus, dir, 8);
+      auto writer = servers.client({.concurrency = 8});
       auto fd = writer->open("scan", remote("global-sequential"));
       REQUIRE_OK(fd);
       write_all(*writer, *fd, kPages);
       REQUIRE_OK(writer->close(*fd));
     }
-    for (auto& s : servers) CHECK(s->disk_read_log().empty());  // writes are not reads
+    for (size_t i = 0; i < server_count; ++i) CHECK(servers.server(i).disk_read_log().empty());  // writes are not reads
 
     // Client k reads pages k, k + 3, k + 6, ... with 4 in flight.
     std::vector<std::thread> readers;
     std::vector<int> bad(3, 0);
     for (int k = 0; k < 3; ++k) {
       readers.emplace_back([&, k] {
-        auto client = start_client(bus, dir, 4);
+        auto client = servers.client({.concurrency = 4});
         auto fd = client->open("scan", {.location = Location::kRemote});  // the recorded policy
         REQUIRE_OK(fd);
         auto st = client->status(*fd);
@@ -119,8 +94,8 @@ TEST_CASE("global-sequential: three clients reading interleaved pages read the d
     CHECK(bad == std::vector<int>{0, 0, 0});
 
     int64_t read_in_all = 0;
-    for (size_t i = 0; i < servers.size(); ++i) {
-      auto log = servers[i]->disk_read_log();
+    for (size_t i = 0; i < server_count; ++i) {
+      auto log = servers.server(i).disk_read_log();
       std::vector<int64_t> pages;
       for (auto [file, page] : log) pages.push_back(page);
       CAPTURE(i);
@@ -130,7 +105,7 @@ TEST_CASE("global-sequential: three clients reading interleaved pages read the d
       CHECK(twice == pages.end());  // none twice
       for (int64_t p : pages) CHECK(static_cast<size_t>(p) % server_count == i);  // its own pages only
       read_in_all += static_cast<int64_t>(pages.size());
-      FileCounters c = server_counters(*servers[i], "global-sequential");
+      FileCounters c = server_counters(servers.server(i), "global-sequential");
       MESSAGE(fmt::format("server {} of {}: {} disk reads, hits {}, misses {}, prefetch used {}, wasted {}",
                           i, server_count, pages.size(), c.hits, c.misses, c.prefetch_used, c.prefetch_wasted));
       CHECK(c.prefetch_used > 0);
@@ -141,13 +116,13 @@ TEST_CASE("global-sequential: three clients reading interleaved pages read the d
 }
 
 TEST_CASE("the server pool runs each file's policy: a loop one page larger than the pool") {
-  TempDir dir;
   constexpr int64_t kFrames = 32;
   ServerOptions options;
   options.cache_pages = kFrames;
   options.prefetch_pages = 8;
-  auto server = start_server(dir / "s", options);
-  auto client = start_client(server->address().text(), dir, 8);
+  PageServerCluster one(1, options);
+  PageServer& server = one.server(0);
+  auto client = one.client({.concurrency = 8});
   constexpr int passes = 5;
   std::vector<std::byte> buf(kPageSize);
   // One file at a time, so each has the whole pool.
@@ -163,9 +138,9 @@ TEST_CASE("the server pool runs each file's policy: a loop one page larger than 
       }
     };
     read_pass();  // the loop settles
-    FileCounters before = server_counters(*server, policy);
+    FileCounters before = server_counters(server, policy);
     for (int i = 1; i < passes; ++i) read_pass();
-    FileCounters after = server_counters(*server, policy);
+    FileCounters after = server_counters(server, policy);
     uint64_t hits = after.hits - before.hits;
     uint64_t misses = after.misses - before.misses;
     MESSAGE(fmt::format("{}: {} passes of {} pages over {} frames: hits {}, misses {}, pages held {}", policy,

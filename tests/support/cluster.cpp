@@ -1,0 +1,74 @@
+#include "tests/support/cluster.h"
+
+#include <fmt/format.h>
+
+#include "wire/address.h"
+
+namespace pagefile::test {
+
+namespace {
+
+void add_to_bus(std::string& bus, const std::string& address) { bus += (bus.empty() ? "" : ",") + address; }
+
+std::string server_dir_name(size_t i) { return fmt::format("s{}", i); }
+
+}  // namespace
+
+std::string free_tcp_address() { return fmt::format("tcp://127.0.0.1:{}", free_tcp_port()); }
+
+std::unique_ptr<Client> start_client(const std::filesystem::path& dir, const std::string& bus, ClientOptions options) {
+  options.local_dir = dir;
+  options.bus = bus;
+  options.home = dir / "home";
+  auto client = Client::start(options);
+  REQUIRE_OK(client);
+  return std::move(*client);
+}
+
+std::unique_ptr<net::PageServer> start_page_server(const std::filesystem::path& dir, net::ServerOptions options) {
+  options.dir = dir;
+  auto address = net::parse_address("tcp://127.0.0.1:0");
+  REQUIRE_OK(address);
+  auto server = net::PageServer::start(options, *address);
+  REQUIRE_OK(server);
+  return std::move(*server);
+}
+
+PagefiledCluster::PagefiledCluster(size_t n, std::vector<std::string> args, Listen listen) : args_(std::move(args)) {
+  for (size_t i = 0; i < n; ++i) {
+    listen_.push_back(listen == Listen::kTcp ? free_tcp_address()
+                                             : "unix:" + (dir_ / (server_dir_name(i) + ".sock")).string());
+  }
+  start_all();
+}
+
+void PagefiledCluster::start_all() {
+  servers_.clear();
+  bus_.clear();
+  for (size_t i = 0; i < listen_.size(); ++i) {
+    servers_.push_back(std::make_unique<ServerProcess>(listen_[i], dir_ / server_dir_name(i), args_));
+    add_to_bus(bus_, servers_.back()->address());
+  }
+}
+
+void PagefiledCluster::restart() {
+  for (auto& server : servers_) CHECK(server->stop() == 0);  // SIGTERM: a clean stop
+  start_all();
+}
+
+std::unique_ptr<Client> PagefiledCluster::client(ClientOptions options) const {
+  return start_client(dir_.path(), bus_, std::move(options));
+}
+
+PageServerCluster::PageServerCluster(size_t n, net::ServerOptions options) {
+  for (size_t i = 0; i < n; ++i) {
+    servers_.push_back(start_page_server(dir_ / server_dir_name(i), options));
+    add_to_bus(bus_, servers_.back()->address().text());
+  }
+}
+
+std::unique_ptr<Client> PageServerCluster::client(ClientOptions options) const {
+  return start_client(dir_.path(), bus_, std::move(options));
+}
+
+}  // namespace pagefile::test
