@@ -50,6 +50,15 @@ void check_page(Client& client, Fd fd, int64_t page, uint64_t seed) {
   CHECK(buf == page_pattern(kPageSize, page, seed));
 }
 
+// Creates the local file `name` under `policy` and writes pages [0, pages)
+// of `seed`.
+Fd create_written(Client& client, const std::string& name, std::string_view policy, int64_t pages, uint64_t seed) {
+  auto fd = client.open(name, with_policy(policy));
+  REQUIRE_OK(fd);
+  write_pages(client, *fd, pages, seed);
+  return *fd;
+}
+
 FileCounters counters(Client& client, Fd fd) {
   auto c = client.counters(fd);
   REQUIRE_OK(c);
@@ -61,32 +70,28 @@ FileCounters counters(Client& client, Fd fd) {
 TEST_CASE("without a pool nothing is counted and pin is not supported") {
   TempDir dir;
   auto client = start(dir, 0);
-  auto fd = client->open("f", with_policy("random"));
-  REQUIRE_OK(fd);
-  write_pages(*client, *fd, 4, 1);
-  for (int64_t p = 0; p < 4; ++p) check_page(*client, *fd, p, 1);
-  CHECK(counters(*client, *fd) == FileCounters{});
-  CHECK_CODE(client->pin(*fd, 0), Code::kNotSupported);
-  CHECK_OK(client->drop_cached(*fd));
+  Fd fd = create_written(*client, "f", "random", 4, 1);
+  for (int64_t p = 0; p < 4; ++p) check_page(*client, fd, p, 1);
+  CHECK(counters(*client, fd) == FileCounters{});
+  CHECK_CODE(client->pin(fd, 0), Code::kNotSupported);
+  CHECK_OK(client->drop_cached(fd));
 }
 
 TEST_CASE("local file: misses then hits, counted per file and reported by status") {
   TempDir dir;
   auto client = start(dir, 64);
-  auto fd = client->open("f", with_policy("random"));
-  REQUIRE_OK(fd);
-  write_pages(*client, *fd, 32, 1);
-  CHECK_OK(client->drop_cached(*fd));  // the writes put the pages in the pool
-  for (int64_t p = 0; p < 32; ++p) check_page(*client, *fd, p, 1);
-  FileCounters c = counters(*client, *fd);
+  Fd fd = create_written(*client, "f", "random", 32, 1);
+  CHECK_OK(client->drop_cached(fd));  // the writes put the pages in the pool
+  for (int64_t p = 0; p < 32; ++p) check_page(*client, fd, p, 1);
+  FileCounters c = counters(*client, fd);
   CHECK(c.misses == 32);
   CHECK(c.hits == 0);
   CHECK(c.pages == 32);
-  for (int64_t p = 0; p < 32; ++p) check_page(*client, *fd, p, 1);
-  c = counters(*client, *fd);
+  for (int64_t p = 0; p < 32; ++p) check_page(*client, fd, p, 1);
+  c = counters(*client, fd);
   CHECK(c.hits == 32);
   CHECK(c.misses == 32);
-  auto st = client->status(*fd);
+  auto st = client->status(fd);
   REQUIRE_OK(st);
   CHECK(st->cache == c);
   CHECK(policy_name(st->policy) == "random");
@@ -120,15 +125,13 @@ TEST_CASE("local file: sequential reads ahead within the window and keeps no mor
   TempDir dir;
   constexpr uint32_t kWindow = 4;
   auto client = start(dir, 64, kWindow);
-  auto fd = client->open("scan", with_policy("sequential"));
-  REQUIRE_OK(fd);
-  write_pages(*client, *fd, 200, 3);
-  CHECK_OK(client->drop_cached(*fd));
+  Fd fd = create_written(*client, "scan", "sequential", 200, 3);
+  CHECK_OK(client->drop_cached(fd));
   for (int64_t p = 0; p < 200; ++p) {
-    check_page(*client, *fd, p, 3);
-    CHECK(counters(*client, *fd).pages <= kWindow);
+    check_page(*client, fd, p, 3);
+    CHECK(counters(*client, fd).pages <= kWindow);
   }
-  FileCounters c = counters(*client, *fd);
+  FileCounters c = counters(*client, fd);
   CHECK(c.hits + c.misses == 200);
   CHECK(c.prefetch_used == c.hits);  // a scan hits only on what was fetched ahead
   CHECK(c.hits >= 150);
@@ -190,41 +193,37 @@ TEST_CASE("local file: every read returns the data last written, under pipelined
 TEST_CASE("local file: truncate drops pooled pages beyond the end") {
   TempDir dir;
   auto client = start(dir, 32);
-  auto fd = client->open("t", with_policy("random"));
-  REQUIRE_OK(fd);
-  write_pages(*client, *fd, 10, 4);
-  CHECK(counters(*client, *fd).pages == 10);
-  CHECK_OK(client->truncate(*fd, 5));
-  CHECK(counters(*client, *fd).pages == 5);
+  Fd fd = create_written(*client, "t", "random", 10, 4);
+  CHECK(counters(*client, fd).pages == 10);
+  CHECK_OK(client->truncate(fd, 5));
+  CHECK(counters(*client, fd).pages == 5);
   std::vector<std::byte> buf(kPageSize, std::byte{7});
-  auto r = client->read(*fd, 7, buf);
+  auto r = client->read(fd, 7, buf);
   REQUIRE_OK(r);
   CHECK(*r == PageRead::kBeyondEnd);
-  CHECK_OK(client->truncate(*fd, 10));
-  r = client->read(*fd, 7, buf);
+  CHECK_OK(client->truncate(fd, 10));
+  r = client->read(fd, 7, buf);
   REQUIRE_OK(r);
   CHECK(*r == PageRead::kData);
   CHECK(buf == std::vector<std::byte>(kPageSize));
-  check_page(*client, *fd, 3, 4);
+  check_page(*client, fd, 3, 4);
 }
 
 TEST_CASE("local file: a pinned page stays through a scan far larger than the pool") {
   TempDir dir;
   auto client = start(dir, 4);
-  auto fd = client->open("p", with_policy("random"));
-  REQUIRE_OK(fd);
-  write_pages(*client, *fd, 60, 5);
-  CHECK_OK(client->drop_cached(*fd));
-  CHECK_OK(client->pin(*fd, 0));  // reads it in
-  CHECK(counters(*client, *fd).misses == 1);
-  for (int64_t p = 1; p < 60; ++p) check_page(*client, *fd, p, 5);
-  uint64_t hits = counters(*client, *fd).hits;
-  check_page(*client, *fd, 0, 5);
-  CHECK(counters(*client, *fd).hits == hits + 1);
-  CHECK(counters(*client, *fd).pinned == 1);
-  CHECK_OK(client->unpin(*fd, 0));
-  CHECK_CODE(client->unpin(*fd, 0), Code::kInvalidArgument);
-  CHECK_CODE(client->pin(*fd, -1), Code::kInvalidArgument);
+  Fd fd = create_written(*client, "p", "random", 60, 5);
+  CHECK_OK(client->drop_cached(fd));
+  CHECK_OK(client->pin(fd, 0));  // reads it in
+  CHECK(counters(*client, fd).misses == 1);
+  for (int64_t p = 1; p < 60; ++p) check_page(*client, fd, p, 5);
+  uint64_t hits = counters(*client, fd).hits;
+  check_page(*client, fd, 0, 5);
+  CHECK(counters(*client, fd).hits == hits + 1);
+  CHECK(counters(*client, fd).pinned == 1);
+  CHECK_OK(client->unpin(fd, 0));
+  CHECK_CODE(client->unpin(fd, 0), Code::kInvalidArgument);
+  CHECK_CODE(client->pin(fd, -1), Code::kInvalidArgument);
 }
 
 TEST_CASE("a custom policy is selected by name, recorded in the file, and falls back when unknown") {

@@ -11,11 +11,10 @@
 #include <cstring>
 
 #include "pagefile/pagefile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
-using pagefile::test::page_pattern;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -44,6 +43,27 @@ std::unique_ptr<Client> start(const std::filesystem::path& dir) {
   return std::move(*c);
 }
 
+// A Client of the local files on `disk`, and a new file `name` there with
+// pages of `page_size`.
+struct ClientWithFile {
+  std::unique_ptr<Client> client;
+  Fd fd;
+};
+ClientWithFile client_with_file(const SmallDisk& disk, const std::string& name, uint32_t page_size) {
+  auto client = start(disk.path());
+  auto fd = client->open(name, {.page_size = page_size, .create = true});
+  REQUIRE_OK(fd);
+  return {std::move(client), *fd};
+}
+
+// REQUIREs that `page` of `fd` holds data, and CHECKs that it is the page
+// written with page_pattern(page_size, page, seed).
+void check_page(Client& client, Fd fd, uint32_t page_size, int64_t page, uint64_t seed = 1) {
+  std::vector<std::byte> buf(page_size);
+  REQUIRE(*client.read(fd, page, buf) == PageRead::kData);
+  CHECK(buf == page_pattern(page_size, page, seed));
+}
+
 // Writes 4 KiB pages 0, 1, 2, ... until the disk is full (at most 1000),
 // checks that the write that failed says kNoSpace and names its page, and
 // returns how many were written.
@@ -66,17 +86,13 @@ int64_t fill_until_full(Client& client, Fd fd) {
 
 TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusable") {
   SmallDisk disk(256 * 1024);
-  auto client = start(disk.path());
-  Fd fd = *client->open("f", {.page_size = 4096, .create = true});
+  auto [client, fd] = client_with_file(disk, "f", 4096);
   int64_t written = fill_until_full(*client, fd);  // the disk holds at most ~60 pages
 
   // Nothing acknowledged was lost, and the failed page is not half there.
   CHECK(client->status(fd)->pages == written);
+  for (int64_t p = 0; p < written; ++p) check_page(*client, fd, 4096, p);
   std::vector<std::byte> buf(4096);
-  for (int64_t p = 0; p < written; ++p) {
-    REQUIRE(*client->read(fd, p, buf) == PageRead::kData);
-    CHECK(buf == page_pattern(4096, p));
-  }
   CHECK(*client->read(fd, written, buf) == PageRead::kBeyondEnd);
 
   // The failed write is not durable, so sync must not say it is.
@@ -93,14 +109,12 @@ TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusa
   CHECK_OK(client->sync(fd));
   CHECK_OK(client->write(fd, written / 2, page_pattern(4096, written / 2, 5)));
   CHECK_OK(client->sync(fd));
-  REQUIRE(*client->read(fd, 0, buf) == PageRead::kData);
-  CHECK(buf == page_pattern(4096, 0, 9));
+  check_page(*client, fd, 4096, 0, 9);
 }
 
 TEST_CASE("a full disk: an unconfirmed failed write is reported by close") {
   SmallDisk disk(128 * 1024);
-  auto client = start(disk.path());
-  Fd fd = *client->open("f", {.page_size = 8192, .create = true});
+  auto [client, fd] = client_with_file(disk, "f", 8192);
   for (int64_t p = 0; p < 40; ++p) REQUIRE_OK(client->write_request(fd, p, page_pattern(8192, p)));
   Status closed = client->close(fd);
   CHECK(closed.is(Code::kNoSpace));
@@ -109,8 +123,7 @@ TEST_CASE("a full disk: an unconfirmed failed write is reported by close") {
 
 TEST_CASE("a full disk: creating a file fails cleanly and leaves nothing") {
   SmallDisk disk(64 * 1024);
-  auto client = start(disk.path());
-  Fd fd = *client->open("big", {.page_size = 4096, .create = true});
+  auto [client, fd] = client_with_file(disk, "big", 4096);
   for (int64_t p = 0; p < 100; ++p) {
     if (!client->write(fd, p, page_pattern(4096, p))) break;
   }
@@ -128,31 +141,23 @@ TEST_CASE("a full disk under the embedded bus: writes done on the caller's threa
   // writer's thread (PageIo::write_direct); when it fails there it must still
   // be reported, and sync must still refuse.
   SmallDisk disk(1024 * 1024);
-  auto c = Client::start({.concurrency = 8, .bus = "inproc:2", .home = disk.path() / "home"});
-  REQUIRE_OK(c);
-  auto& client = *c;
+  auto client = start_client(disk.path(), "inproc:2", {.concurrency = 8});
   auto opened = client->open("f", {.location = Location::kRemote, .page_size = 4096, .create = true});
   REQUIRE_OK(opened);
   Fd fd = *opened;
   int64_t written = fill_until_full(*client, fd);  // the disk holds at most ~250 pages
-  std::vector<std::byte> buf(4096);
-  for (int64_t p = 0; p < written; ++p) {
-    REQUIRE(*client->read(fd, p, buf) == PageRead::kData);
-    CHECK(buf == page_pattern(4096, p));
-  }
+  for (int64_t p = 0; p < written; ++p) check_page(*client, fd, 4096, p);
   CHECK(client->sync(fd).is(Code::kNoSpace));
   // An overwrite needs no new space, on either server.
   CHECK_OK(client->write(fd, 0, page_pattern(4096, 0, 9)));
   CHECK_OK(client->write(fd, 1, page_pattern(4096, 1, 9)));
-  REQUIRE(*client->read(fd, 1, buf) == PageRead::kData);
-  CHECK(buf == page_pattern(4096, 1, 9));
+  check_page(*client, fd, 4096, 1, 9);
 }
 
 TEST_CASE("a read-only disk: reads work, everything that writes says kReadOnly") {
   SmallDisk disk(1024 * 1024);
   {
-    auto client = start(disk.path());
-    Fd fd = *client->open("f", {.page_size = 2048, .create = true});
+    auto [client, fd] = client_with_file(disk, "f", 2048);
     for (int64_t p = 0; p < 8; ++p) CHECK_OK(client->write(fd, p, page_pattern(2048, p)));
     CHECK_OK(client->sync(fd));
   }
@@ -164,12 +169,8 @@ TEST_CASE("a read-only disk: reads work, everything that writes says kReadOnly")
   CHECK_CODE(client->unlink("f"), Code::kReadOnly);
   auto ro = client->open("f", {.read_only = true});
   REQUIRE_OK(ro);
-  std::vector<std::byte> buf(2048);
-  for (int64_t p = 0; p < 8; ++p) {
-    REQUIRE(*client->read(*ro, p, buf) == PageRead::kData);
-    CHECK(buf == page_pattern(2048, p));
-  }
-  CHECK_CODE(client->write(*ro, 0, buf), Code::kReadOnly);
+  for (int64_t p = 0; p < 8; ++p) check_page(*client, *ro, 2048, p);
+  CHECK_CODE(client->write(*ro, 0, page_pattern(2048, 0)), Code::kReadOnly);
 }
 
 int main(int argc, char** argv) {

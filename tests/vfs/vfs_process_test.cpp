@@ -15,8 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "tests/support/server_process.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/sqlite_db.h"
 #include "pagefile/pagefile_vfs.h"
@@ -27,10 +26,8 @@ namespace {
 
 // Two pagefiled processes with a short lease, so a killed client's locks go soon.
 struct Cluster {
-  TempDir dir;
-  ServerProcess a{fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "a", {"--lease-ms", "600"}};
-  ServerProcess b{fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "b", {"--lease-ms", "600"}};
-  std::string bus = a.address() + "," + b.address();
+  PagefiledCluster servers{2, {"--lease-ms", "600"}};
+  std::string bus = servers.bus();
 
   Cluster() { REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK); }
   std::string uri(const std::string& name) const { return fmt::format("file:{}?vfs=pagefile&bus={}", name, bus); }
@@ -190,7 +187,7 @@ TEST_CASE("a page server killed mid-transaction gives SQLITE_IOERR, not a hang o
   db.run("PRAGMA cache_size=5; BEGIN");
   db.run("INSERT INTO t(tag, i, pad) SELECT 'during', value, randomblob(2000) FROM "
          "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 50) SELECT value FROM s)");
-  c.b.kill();  // holds half the pages (stripe placement)
+  c.servers.server(1).kill();  // holds half the pages (stripe placement)
   int rc = db.exec("INSERT INTO t(tag, i, pad) SELECT 'during', value, randomblob(2000) FROM "
                    "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 500) SELECT value FROM s)");
   if (rc == SQLITE_OK) rc = db.exec("COMMIT");
