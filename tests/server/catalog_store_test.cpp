@@ -33,6 +33,25 @@ std::unique_ptr<CatalogStore> open_ok(const std::filesystem::path& path) {
   return std::move(*store);
 }
 
+// Creates sample(name) for each name, in order; returns the records made.
+std::vector<FileRecord> create_all(CatalogStore& store, std::initializer_list<const char*> names) {
+  std::vector<FileRecord> made;
+  for (const char* name : names) {
+    auto r = store.create(sample(name));
+    REQUIRE_OK(r);
+    made.push_back(*r);
+  }
+  return made;
+}
+
+// The path of a catalog made in `dir` that holds sample(name), closed again.
+std::filesystem::path catalog_holding(const test::TempDir& dir, const std::string& name) {
+  auto path = dir / "catalog.db";
+  auto store = open_ok(path);
+  REQUIRE_OK(store->create(sample(name)));
+  return path;
+}
+
 // Runs `sql` on a database with SQLite directly, as another program would.
 void run_sql(const std::filesystem::path& path, const char* sql) {
   sqlite3* db = nullptr;
@@ -238,11 +257,7 @@ TEST_CASE("ids are never reused, across remove and reopen") {
   std::vector<uint64_t> seen;
   {
     auto store = open_ok(dir / "catalog.db");
-    for (const char* name : {"a", "b", "c"}) {
-      auto r = store->create(sample(name));
-      REQUIRE_OK(r);
-      seen.push_back(r->id);
-    }
+    for (const FileRecord& r : create_all(*store, {"a", "b", "c"})) seen.push_back(r.id);
     // Removing the newest is the case an ordinary max(id) + 1 would reuse.
     REQUIRE_OK(store->remove("c"));
     auto again = store->create(sample("c"));
@@ -265,11 +280,7 @@ TEST_CASE("records survive close and reopen") {
   std::vector<FileRecord> written;
   {
     auto store = open_ok(dir / "catalog.db");
-    for (const char* name : {"zeta", "alpha", "mid"}) {
-      auto r = store->create(sample(name));
-      REQUIRE_OK(r);
-      written.push_back(*r);
-    }
+    written = create_all(*store, {"zeta", "alpha", "mid"});
     REQUIRE_OK(store->set_size(written[0].id, 77));
     written[0].size_pages = 77;
   }
@@ -325,11 +336,7 @@ TEST_CASE("a catalog from a newer build is not opened") {
 
 TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and gain a policy name") {
   test::TempDir dir;
-  auto path = dir / "catalog.db";
-  {
-    auto store = open_ok(path);
-    REQUIRE_OK(store->create(sample("old")));
-  }
+  auto path = catalog_holding(dir, "old");
   // Make it what a version 1 build wrote: no policy_name column.
   run_sql(path, "ALTER TABLE files DROP COLUMN policy_name; PRAGMA user_version = 1;");
   auto store = open_ok(path);
@@ -358,11 +365,7 @@ TEST_CASE("a file that is not SQLite is corruption") {
 
 TEST_CASE("a damaged record is corruption, not a bad value") {
   test::TempDir dir;
-  auto path = dir / "catalog.db";
-  {
-    auto store = open_ok(path);
-    REQUIRE_OK(store->create(sample("orders")));
-  }
+  auto path = catalog_holding(dir, "orders");
   run_sql(path, "UPDATE files SET placement = 'ring' WHERE name = 'orders';");
   auto store = open_ok(path);
   CHECK_CODE(store->lookup("orders"), Code::kCorruption);

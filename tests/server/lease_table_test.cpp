@@ -25,6 +25,41 @@ constexpr LockLevel kReserved = LockLevel::kReserved;
 constexpr LockLevel kPending = LockLevel::kPending;
 constexpr LockLevel kExclusive = LockLevel::kExclusive;
 
+// One owner's `level` on `file`.
+struct Hold {
+  uint64_t file;
+  uint64_t owner;
+  LockLevel level;
+};
+
+// A table whose leases last `lease` on a FakeClock.
+struct Table {
+  explicit Table(std::chrono::milliseconds lease = 1000ms) : t(lease, clock.fn()) {}
+  FakeClock clock;
+  LeaseTable t;
+
+  // Asks for each hold in turn; each must be granted.
+  void grant(std::initializer_list<Hold> holds) {
+    for (const Hold& h : holds) {
+      CAPTURE(h.file);
+      CAPTURE(h.owner);
+      REQUIRE_OK(t.set_level(h.file, h.owner, h.level));
+    }
+  }
+  // CHECKs that each owner is at the level of its hold.
+  void check_levels(std::initializer_list<Hold> holds) {
+    for (const Hold& h : holds) {
+      CAPTURE(h.file);
+      CAPTURE(h.owner);
+      CHECK(t.level(h.file, h.owner) == h.level);
+    }
+  }
+};
+
+struct ShortLeaseTable : Table {
+  ShortLeaseTable() : Table(500ms) {}
+};
+
 }  // namespace
 
 // Owner `owner` asks for `level` on kFile and is refused with kBusy and
@@ -44,9 +79,7 @@ TEST_CASE("lock levels have SQLite's names") {
   CHECK(lock_level_name(kExclusive) == "EXCLUSIVE");
 }
 
-TEST_CASE("many owners share; a writer reserves beside them") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "many owners share; a writer reserves beside them") {
   for (uint64_t owner = 1; owner <= 4; ++owner) CHECK_OK(t.set_level(kFile, owner, kShared));
   CHECK_OK(t.set_level(kFile, 1, kReserved));
   CHECK(t.level(kFile, 1) == kReserved);
@@ -60,12 +93,8 @@ TEST_CASE("many owners share; a writer reserves beside them") {
   CHECK(t.level(kFile, 3) == kShared);
 }
 
-TEST_CASE("EXCLUSIVE with readers present stops at PENDING, and a retry succeeds once they leave") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kReserved));
+TEST_CASE_FIXTURE(Table, "EXCLUSIVE with readers present stops at PENDING, and a retry succeeds once they leave") {
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}, {kFile, 2, kReserved}});
 
   check_refused(t, 2, kExclusive, "file 7: EXCLUSIVE for owner 2: owner 1 holds SHARED; owner 2 left at PENDING", kPending);
   CHECK(t.reserved_by_other(kFile, 1));
@@ -83,25 +112,17 @@ TEST_CASE("EXCLUSIVE with readers present stops at PENDING, and a retry succeeds
   CHECK(t.level(kFile, 2) == kExclusive);
 }
 
-TEST_CASE("EXCLUSIVE straight from SHARED (SQLite's hot-journal path)") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "EXCLUSIVE straight from SHARED (SQLite's hot-journal path)") {
   REQUIRE_OK(t.set_level(kFile, 1, kShared));
   CHECK_OK(t.set_level(kFile, 1, kExclusive));  // alone: granted at once
   CHECK_OK(t.set_level(kFile, 1, kNone));
 
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
-  REQUIRE_OK(t.set_level(kFile, 3, kShared));
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}, {kFile, 3, kShared}});
   check_refused(t, 1, kExclusive, "file 7: EXCLUSIVE for owner 1: owners 2, 3 hold SHARED; owner 1 left at PENDING", kPending);
 }
 
-TEST_CASE("EXCLUSIVE coexists with nothing") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
-  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+TEST_CASE_FIXTURE(Table, "EXCLUSIVE coexists with nothing") {
+  grant({{kFile, 1, kShared}, {kFile, 1, kReserved}, {kFile, 1, kExclusive}});
 
   check_refused(t, 2, kShared, "file 7: SHARED for owner 2: owner 1 holds EXCLUSIVE", kNone);
   CHECK(t.list().size() == 1);  // the refused asker left no entry behind
@@ -111,9 +132,7 @@ TEST_CASE("EXCLUSIVE coexists with nothing") {
   CHECK_OK(t.set_level(kFile + 1, 2, kExclusive));
 }
 
-TEST_CASE("nonsense transitions are refused and change nothing") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "nonsense transitions are refused and change nothing") {
   // Nothing above SHARED without SHARED first.
   CHECK_CODE(t.set_level(kFile, 1, kReserved), Code::kInvalidArgument);
   CHECK_CODE(t.set_level(kFile, 1, kExclusive), Code::kInvalidArgument);
@@ -140,14 +159,10 @@ TEST_CASE("nonsense transitions are refused and change nothing") {
   CHECK(t.level(kFile, 1) == kExclusive);
 }
 
-TEST_CASE("asking for the level held changes nothing and succeeds") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "asking for the level held changes nothing and succeeds") {
   CHECK_OK(t.set_level(kFile, 1, kNone));
   CHECK(t.list().empty());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kReserved));
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}, {kFile, 2, kReserved}});
   CHECK_CODE(t.set_level(kFile, 2, kExclusive), Code::kBusy);
   // Re-asking SHARED while a PENDING writer waits is not a new reader.
   CHECK_OK(t.set_level(kFile, 1, kShared));
@@ -155,21 +170,17 @@ TEST_CASE("asking for the level held changes nothing and succeeds") {
   CHECK(t.level(kFile, 2) == kPending);
 }
 
-TEST_CASE("lowering always succeeds") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "lowering always succeeds") {
   for (LockLevel from : {kShared, kReserved, kPending, kExclusive}) {
     for (LockLevel to : {kShared, kNone}) {
       if (to >= from) continue;
       CAPTURE(lock_level_name(from));
       CAPTURE(lock_level_name(to));
-      REQUIRE_OK(t.set_level(kFile, 1, kShared));
-      REQUIRE_OK(t.set_level(kFile, 2, kShared));
+      grant({{kFile, 1, kShared}, {kFile, 2, kShared}});
       if (from >= kReserved) REQUIRE_OK(t.set_level(kFile, 1, kReserved));
       if (from == kPending) REQUIRE(t.set_level(kFile, 1, kExclusive).is(Code::kBusy));
       if (from == kExclusive) {
-        REQUIRE_OK(t.set_level(kFile, 2, kNone));
-        REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+        grant({{kFile, 2, kNone}, {kFile, 1, kExclusive}});
       }
       REQUIRE(t.level(kFile, 1) == from);
       CHECK_OK(t.set_level(kFile, 1, to));
@@ -182,11 +193,8 @@ TEST_CASE("lowering always succeeds") {
   }
 }
 
-TEST_CASE("going to NONE removes the entry") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+TEST_CASE_FIXTURE(Table, "going to NONE removes the entry") {
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}});
   CHECK_OK(t.set_level(kFile, 1, kNone));
   auto all = t.list();
   REQUIRE(all.size() == 1);
@@ -196,14 +204,9 @@ TEST_CASE("going to NONE removes the entry") {
   CHECK_OK(t.renew(2));
 }
 
-TEST_CASE("a lease holds until it runs out, then every lock of the owner goes") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "a lease holds until it runs out, then every lock of the owner goes") {
   CHECK(t.lease() == 1000ms);
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
-  REQUIRE_OK(t.set_level(kFile + 1, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  grant({{kFile, 1, kShared}, {kFile, 1, kReserved}, {kFile + 1, 1, kShared}, {kFile, 2, kShared}});
 
   clock.now += 999ms;
   CHECK(t.level(kFile, 1) == kReserved);
@@ -211,8 +214,7 @@ TEST_CASE("a lease holds until it runs out, then every lock of the owner goes") 
   CHECK_CODE(t.set_level(kFile, 2, kReserved), Code::kBusy);  // failure renews nothing
 
   clock.now += 1ms;
-  CHECK(t.level(kFile, 1) == kNone);
-  CHECK(t.level(kFile + 1, 1) == kNone);
+  check_levels({{kFile, 1, kNone}, {kFile + 1, 1, kNone}});
   CHECK_FALSE(t.reserved_by_other(kFile, 2));
   // Owner 2's lease started at the same time, so it is gone too.
   CHECK(t.level(kFile, 2) == kNone);
@@ -222,23 +224,18 @@ TEST_CASE("a lease holds until it runs out, then every lock of the owner goes") 
   CHECK(s.message() == "owner 1: holds no lock (never took one, or its lease ran out)");
 }
 
-TEST_CASE("renew and every successful set_level extend the lease") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+TEST_CASE_FIXTURE(Table, "renew and every successful set_level extend the lease") {
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}});
 
   clock.now += 800ms;
   CHECK_OK(t.renew(1));
   CHECK_OK(t.set_level(kFile, 2, kShared));  // re-asking renews too
   clock.now += 800ms;
-  CHECK(t.level(kFile, 1) == kShared);
-  CHECK(t.level(kFile, 2) == kShared);
+  check_levels({{kFile, 1, kShared}, {kFile, 2, kShared}});
 
   CHECK_OK(t.set_level(kFile, 2, kReserved));
   clock.now += 300ms;  // 1100 ms after owner 1's renew
-  CHECK(t.level(kFile, 1) == kNone);
-  CHECK(t.level(kFile, 2) == kReserved);
+  check_levels({{kFile, 1, kNone}, {kFile, 2, kReserved}});
   // The lease of an owner covers all its files: a lock taken on one file
   // keeps the others too.
   CHECK_OK(t.set_level(kFile + 1, 2, kShared));
@@ -249,11 +246,8 @@ TEST_CASE("renew and every successful set_level extend the lease") {
   CHECK_CODE(t.renew(2), Code::kNotFound);
 }
 
-TEST_CASE("an expired writer no longer blocks others") {
-  FakeClock clock;
-  LeaseTable t(500ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 1, kExclusive));
+TEST_CASE_FIXTURE(ShortLeaseTable, "an expired writer no longer blocks others") {
+  grant({{kFile, 1, kShared}, {kFile, 1, kExclusive}});
   clock.now += 400ms;
   REQUIRE_OK(t.set_level(kFile + 1, 2, kShared));  // owner 2 starts its lease later
   CHECK_CODE(t.set_level(kFile, 2, kShared), Code::kBusy);
@@ -262,12 +256,9 @@ TEST_CASE("an expired writer no longer blocks others") {
   CHECK_OK(t.set_level(kFile, 2, kExclusive));
 }
 
-TEST_CASE("reserved_by_other looks at other owners at RESERVED or above") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "reserved_by_other looks at other owners at RESERVED or above") {
   CHECK_FALSE(t.reserved_by_other(kFile, 1));
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}});
   CHECK_FALSE(t.reserved_by_other(kFile, 1));
   REQUIRE_OK(t.set_level(kFile, 2, kReserved));
   CHECK(t.reserved_by_other(kFile, 1));
@@ -276,73 +267,53 @@ TEST_CASE("reserved_by_other looks at other owners at RESERVED or above") {
   CHECK_FALSE(t.reserved_by_other(kFile + 1, 1));
   REQUIRE(t.set_level(kFile, 2, kExclusive).is(Code::kBusy));  // PENDING
   CHECK(t.reserved_by_other(kFile, 1));
-  REQUIRE_OK(t.set_level(kFile, 1, kNone));
-  REQUIRE_OK(t.set_level(kFile, 2, kExclusive));
+  grant({{kFile, 1, kNone}, {kFile, 2, kExclusive}});
   CHECK(t.reserved_by_other(kFile, 1));
 }
 
-TEST_CASE("release_owner drops every lock of one owner") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(1, 1, kShared));
-  REQUIRE_OK(t.set_level(2, 1, kShared));
-  REQUIRE_OK(t.set_level(2, 1, kReserved));
-  REQUIRE_OK(t.set_level(2, 2, kShared));
+TEST_CASE_FIXTURE(Table, "release_owner drops every lock of one owner") {
+  grant({{1, 1, kShared}, {2, 1, kShared}, {2, 1, kReserved}, {2, 2, kShared}});
   t.release_owner(1);
-  CHECK(t.level(1, 1) == kNone);
-  CHECK(t.level(2, 1) == kNone);
-  CHECK(t.level(2, 2) == kShared);
+  check_levels({{1, 1, kNone}, {2, 1, kNone}, {2, 2, kShared}});
   CHECK_CODE(t.renew(1), Code::kNotFound);
   CHECK_OK(t.set_level(2, 2, kReserved));  // the reservation went with it
   t.release_owner(42);                     // unknown owner: nothing happens
   CHECK(t.list().size() == 1);
 }
 
-TEST_CASE("release_file drops every lock on one file") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(1, 1, kShared));
-  REQUIRE_OK(t.set_level(1, 1, kExclusive));
-  REQUIRE_OK(t.set_level(2, 1, kShared));
-  REQUIRE_OK(t.set_level(2, 2, kShared));
-  REQUIRE_OK(t.set_level(1, 3, kNone));
+TEST_CASE_FIXTURE(Table, "release_file drops every lock on one file") {
+  grant({{1, 1, kShared}, {1, 1, kExclusive}, {2, 1, kShared}, {2, 2, kShared}, {1, 3, kNone}});
   t.release_file(2);
-  CHECK(t.level(2, 1) == kNone);
-  CHECK(t.level(2, 2) == kNone);
-  CHECK(t.level(1, 1) == kExclusive);
+  check_levels({{2, 1, kNone}, {2, 2, kNone}, {1, 1, kExclusive}});
   CHECK_OK(t.renew(1));                     // still holds file 1
   CHECK_CODE(t.renew(2), Code::kNotFound);  // held nothing else
   t.release_file(99);
   CHECK(t.list().size() == 1);
 }
 
-TEST_CASE("list orders by file then owner and shows the lease left") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
-  REQUIRE_OK(t.set_level(9, 3, kShared));
-  REQUIRE_OK(t.set_level(2, 5, kShared));
+TEST_CASE_FIXTURE(Table, "list orders by file then owner and shows the lease left") {
+  grant({{9, 3, kShared}, {2, 5, kShared}});
   clock.now += 250ms;
-  REQUIRE_OK(t.set_level(9, 1, kShared));
-  REQUIRE_OK(t.set_level(9, 1, kReserved));
-  REQUIRE_OK(t.set_level(2, 4, kShared));
+  grant({{9, 1, kShared}, {9, 1, kReserved}, {2, 4, kShared}});
   clock.now += 100ms;
 
+  struct Row {
+    uint64_t file_id;
+    uint64_t owner;
+    LockLevel level;
+    std::chrono::milliseconds expires_in;
+  };
+  const std::vector<Row> expected = {
+      {2, 4, kShared, 900ms}, {2, 5, kShared, 650ms}, {9, 1, kReserved, 900ms}, {9, 3, kShared, 650ms}};
   auto all = t.list();
-  REQUIRE(all.size() == 4);
-  CHECK(all[0].file_id == 2);
-  CHECK(all[0].owner == 4);
-  CHECK(all[0].level == kShared);
-  CHECK(all[0].expires_in == 900ms);
-  CHECK(all[1].file_id == 2);
-  CHECK(all[1].owner == 5);
-  CHECK(all[1].expires_in == 650ms);
-  CHECK(all[2].file_id == 9);
-  CHECK(all[2].owner == 1);
-  CHECK(all[2].level == kReserved);
-  CHECK(all[2].expires_in == 900ms);
-  CHECK(all[3].file_id == 9);
-  CHECK(all[3].owner == 3);
-  CHECK(all[3].expires_in == 650ms);
+  REQUIRE(all.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(all[i].file_id == expected[i].file_id);
+    CHECK(all[i].owner == expected[i].owner);
+    CHECK(all[i].level == expected[i].level);
+    CHECK(all[i].expires_in == expected[i].expires_in);
+  }
 }
 
 TEST_CASE("the default clock is the steady clock") {
@@ -354,17 +325,13 @@ TEST_CASE("the default clock is the steady clock") {
   CHECK(all[0].expires_in <= 60s);
 }
 
-TEST_CASE("a file's version moves when a writer begins and ends, and on note_change; readers move nothing") {
-  FakeClock clock;
-  LeaseTable t(1000ms, clock.fn());
+TEST_CASE_FIXTURE(Table, "a file's version moves when a writer begins and ends, and on note_change; readers move nothing") {
   const uint64_t v0 = t.version(kFile);
   CHECK(v0 != 0);  // 0 is what clients use for "unknown"
   CHECK(t.version(kFile + 1) == v0);  // every file starts at the table's base
 
   // Readers come and go: nothing they kept can be stale.
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kShared));
-  REQUIRE_OK(t.set_level(kFile, 2, kNone));
+  grant({{kFile, 1, kShared}, {kFile, 2, kShared}, {kFile, 2, kNone}});
   CHECK(t.version(kFile) == v0);
 
   // A writer: RESERVED moves it, EXCLUSIVE does not again, the end does.
@@ -395,12 +362,8 @@ TEST_CASE("a file's version moves when a writer begins and ends, and on note_cha
   CHECK(t.version(kFile) != v4);
 }
 
-TEST_CASE("a writer that dies (lease out) or says goodbye moves the version; a reader does not") {
-  FakeClock clock;
-  LeaseTable t(500ms, clock.fn());
-  REQUIRE_OK(t.set_level(kFile, 1, kShared));
-  REQUIRE_OK(t.set_level(kFile, 1, kReserved));
-  REQUIRE_OK(t.set_level(kFile + 1, 2, kShared));
+TEST_CASE_FIXTURE(ShortLeaseTable, "a writer that dies (lease out) or says goodbye moves the version; a reader does not") {
+  grant({{kFile, 1, kShared}, {kFile, 1, kReserved}, {kFile + 1, 2, kShared}});
   const uint64_t writer_file = t.version(kFile);
   const uint64_t reader_file = t.version(kFile + 1);
   clock.now += 500ms;
@@ -408,8 +371,7 @@ TEST_CASE("a writer that dies (lease out) or says goodbye moves the version; a r
   CHECK(t.version(kFile) != writer_file);  // its journal may be hot now
   CHECK(t.version(kFile + 1) == reader_file);
 
-  REQUIRE_OK(t.set_level(kFile, 3, kShared));
-  REQUIRE_OK(t.set_level(kFile, 3, kExclusive));
+  grant({{kFile, 3, kShared}, {kFile, 3, kExclusive}});
   const uint64_t before = t.version(kFile);
   t.release_owner(3);
   CHECK(t.version(kFile) != before);
