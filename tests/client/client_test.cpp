@@ -3,11 +3,10 @@
 #include <thread>
 
 #include "pagefile/pagefile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
-using pagefile::test::page_pattern;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -15,15 +14,8 @@ struct Fixture {
   TempDir dir;
   std::unique_ptr<Client> client;
 
-  explicit Fixture(uint32_t concurrency = 8) {
-    auto c = Client::start({.local_dir = dir.path(),
-                            .concurrency = concurrency,
-                            .io_threads = 8,
-                            .bus = "inproc:1",
-                            .home = dir / "home"});
-    REQUIRE_OK(c);
-    client = std::move(*c);
-  }
+  explicit Fixture(uint32_t concurrency = 8)
+      : client(start_client(dir.path(), "inproc:1", {.concurrency = concurrency, .io_threads = 8})) {}
 
   Fd create(const std::string& name, uint32_t page_size = 4096) {
     auto fd = client->open(name, {.page_size = page_size, .create = true});

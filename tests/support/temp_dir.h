@@ -39,23 +39,18 @@ const Status& status_of(const Result<T>& r) { return r.status(); }
 
 }  // namespace pagefile::test
 
+// Runs `assertion` on the Status of `expr` (a Status or Result), named
+// pagefile_test_status_, printing that Status when the assertion fails.
+#define PAGEFILE_TEST_ON_STATUS(expr, assertion)                                          \
+  do {                                                                                    \
+    const ::pagefile::Status pagefile_test_status_ = ::pagefile::test::status_of(expr); \
+    INFO(pagefile_test_status_.to_string());                                              \
+    assertion;                                                                            \
+  } while (0)
+
 // CHECK/REQUIRE that a Status or Result is OK, printing the error when not.
-#define CHECK_OK(expr)                                                   \
-  do {                                                                   \
-    const ::pagefile::Status check_ok_status_ = ::pagefile::test::status_of(expr);    \
-    INFO(check_ok_status_.to_string());                                  \
-    CHECK(check_ok_status_.is_ok());                                     \
-  } while (0)
-#define REQUIRE_OK(expr)                                                 \
-  do {                                                                   \
-    const ::pagefile::Status require_ok_status_ = ::pagefile::test::status_of(expr);  \
-    INFO(require_ok_status_.to_string());                                \
-    REQUIRE(require_ok_status_.is_ok());                                 \
-  } while (0)
+#define CHECK_OK(expr) PAGEFILE_TEST_ON_STATUS(expr, CHECK(pagefile_test_status_.is_ok()))
+#define REQUIRE_OK(expr) PAGEFILE_TEST_ON_STATUS(expr, REQUIRE(pagefile_test_status_.is_ok()))
 // CHECK that a Status or Result failed with `code`.
-#define CHECK_CODE(expr, expected_code)                                           \
-  do {                                                                   \
-    const ::pagefile::Status check_code_status_ = ::pagefile::test::status_of(expr);  \
-    INFO(check_code_status_.to_string());                                \
-    CHECK(check_code_status_.code() == (expected_code));                          \
-  } while (0)
+#define CHECK_CODE(expr, expected_code) \
+  PAGEFILE_TEST_ON_STATUS(expr, CHECK(pagefile_test_status_.code() == (expected_code)))

@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "pagefile/pagefile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/cluster.h"
 
 using namespace pagefile;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -80,9 +80,7 @@ TEST_CASE("lock levels: local files, descriptors conflict like processes") {
 
 TEST_CASE("lock levels: remote files at the catalog") {
   TempDir dir;
-  auto client = Client::start({.bus = "inproc:2", .home = dir.path()});
-  REQUIRE_OK(client);
-  check_levels(**client, "locks", Location::kRemote);
+  check_levels(*start_client(dir.path(), "inproc:2"), "locks", Location::kRemote);
 }
 
 TEST_CASE("lock levels: a read-only local descriptor cannot become a writer") {

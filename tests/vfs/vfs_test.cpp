@@ -48,6 +48,11 @@ std::string fresh(const std::string& stem) {
   return fmt::format("{}-{}-{}.db", stem, ::getpid(), ++n);
 }
 
+// The URI of database `db` on the pagefile VFS, with more `params` ("&a=b").
+std::string pagefile_uri(const std::string& db, const std::string& params = "") {
+  return "file:" + db + "?vfs=pagefile" + params;
+}
+
 // Opens a file through the VFS's xOpen, with a filename SQLite made (so URI
 // parameters work as in a real open).
 struct RawFile {
@@ -230,7 +235,7 @@ TEST_CASE("opening: a failed open leaves pMethods NULL; NULL names and temp file
   file->pMethods->xClose(file);
 
   // SQL temp tables, sorting and sub-journals work through it.
-  SqliteDb conn("file:" + fresh("temps") + "?vfs=pagefile");
+  SqliteDb conn(pagefile_uri(fresh("temps")));
   REQUIRE(conn.open_rc() == SQLITE_OK);
   conn.run("PRAGMA temp_store=FILE; CREATE TEMP TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 5000) SELECT value FROM s);"
            "CREATE TABLE m(x); BEGIN; INSERT INTO m VALUES(1); SAVEPOINT s; INSERT INTO m VALUES(2);"
@@ -268,7 +273,7 @@ TEST_CASE("xDelete and xAccess are exact; names are normalised deterministically
 
 TEST_CASE("SQL functions pagefile_exists, pagefile_size, pagefile_unlink reach the store") {
   std::string db = fresh("functions");
-  SqliteDb conn("file:" + db + "?vfs=pagefile");
+  SqliteDb conn(pagefile_uri(db));
   REQUIRE(conn.open_rc() == SQLITE_OK);
   conn.run("CREATE TABLE t(x); INSERT INTO t VALUES(randomblob(10000));");
   CHECK(conn.query(fmt::format("SELECT pagefile_exists('{0}'), pagefile_size('{0}')", db)) == "1|16384");
@@ -285,7 +290,7 @@ TEST_CASE("SQL functions pagefile_exists, pagefile_size, pagefile_unlink reach t
 
 TEST_CASE("SQL functions pagefile_copy, pagefile_read, pagefile_write, pagefile_names: byte-exact") {
   std::string db = fresh("fn-copy");
-  SqliteDb conn("file:" + db + "?vfs=pagefile&page_size=8192");
+  SqliteDb conn(pagefile_uri(db, "&page_size=8192"));
   REQUIRE(conn.open_rc() == SQLITE_OK);
   conn.run("PRAGMA page_size=8192; CREATE TABLE t(x); INSERT INTO t VALUES('hello');");
   std::string copy = fresh("fn-copy2");
@@ -303,14 +308,14 @@ TEST_CASE("SQL functions pagefile_copy, pagefile_read, pagefile_write, pagefile_
   CHECK(names.find(copy + "\n") != std::string::npos);
   CHECK(names.find(copy + "-journal\n") != std::string::npos);
   CHECK(conn.query(fmt::format("SELECT pagefile_unlink('{}-journal')", copy)) == "1");
-  SqliteDb reopened("file:" + copy + "?vfs=pagefile");
+  SqliteDb reopened(pagefile_uri(copy));
   REQUIRE(reopened.open_rc() == SQLITE_OK);
   CHECK(reopened.query("SELECT x FROM t") == "hello");
 }
 
 TEST_CASE("workload: integrity_check after inserts, updates, deletes, indexes and VACUUM") {
   std::string db = fresh("workload");
-  SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=12&policy=random&cache_pages=64&placement=hash&stripe_pages=2");
+  SqliteDb conn(pagefile_uri(db, "&concurrency=12&policy=random&cache_pages=64&placement=hash&stripe_pages=2"));
   INFO(conn.error());
   REQUIRE(conn.open_rc() == SQLITE_OK);
   conn.run("PRAGMA cache_size=20; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, w BLOB);"
@@ -325,7 +330,7 @@ TEST_CASE("workload: integrity_check after inserts, updates, deletes, indexes an
   CHECK(conn.query("PRAGMA integrity_check") == "ok");
   std::string sum = conn.query("SELECT sum(length(w)), count(*) FROM t");
   // A fresh connection (new client state) sees the same.
-  SqliteDb again("file:" + db + "?vfs=pagefile");
+  SqliteDb again(pagefile_uri(db));
   CHECK(again.query("SELECT sum(length(w)), count(*) FROM t") == sum);
   CHECK(again.query("PRAGMA integrity_check") == "ok");
 }
@@ -334,14 +339,14 @@ TEST_CASE("journal modes: DELETE, PERSIST, TRUNCATE and rollback keep the data r
   for (const char* mode : {"DELETE", "PERSIST", "TRUNCATE"}) {
     CAPTURE(mode);
     std::string db = fresh("modes");
-    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    SqliteDb conn(pagefile_uri(db));
     conn.run(fmt::format("PRAGMA journal_mode={}; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);", mode));
     conn.run("BEGIN; INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) SELECT value FROM s); DELETE FROM t WHERE x = 1; ROLLBACK;");
     CHECK(conn.query("SELECT group_concat(x) FROM t") == "1,2");
     CHECK(conn.query("PRAGMA integrity_check") == "ok");
     // Deleted or truncated: gone for xAccess; PERSIST keeps it (zeroed header).
     CHECK(access(db + "-journal") == (std::string(mode) == "PERSIST" ? 1 : 0));
-    SqliteDb again("file:" + db + "?vfs=pagefile");
+    SqliteDb again(pagefile_uri(db));
     CHECK(again.query("SELECT group_concat(x) FROM t") == "1,2");
   }
 }
@@ -436,8 +441,7 @@ TEST_CASE("journal2-1.7: a hot journal left by a failed delete is rolled back by
 }
 
 TEST_CASE("concurrency: URI parameter, PRAGMA pagefile_concurrency and PRAGMA pagefile_stats") {
-  std::string db = fresh("pragmas");
-  SqliteDb conn("file:" + db + "?vfs=pagefile&concurrency=3");
+  SqliteDb conn(pagefile_uri(fresh("pragmas"), "&concurrency=3"));
   REQUIRE(conn.open_rc() == SQLITE_OK);
   conn.run("CREATE TABLE t(x)");
   CHECK(conn.query("PRAGMA pagefile_concurrency") == "3");
@@ -466,7 +470,7 @@ TEST_CASE("sequential reads are read ahead where that pays: not when requests ar
   for (const char* location : {"local", "remote"}) {
     CAPTURE(location);
     std::string db = (std::string(location) == "local" ? (store().home / fresh("scan")).string() : fresh("scan"));
-    std::string uri = "file:" + db + "?vfs=pagefile&location=" + location;
+    std::string uri = pagefile_uri(db, "&location=") + location;
     {
       SqliteDb conn(uri);
       conn.run("CREATE TABLE t(x); INSERT INTO t SELECT randomblob(3500) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 400) SELECT value FROM s)");
@@ -527,13 +531,13 @@ TEST_CASE("on a bus whose servers all run in this process, a new file sits whole
   store();
   size_t before = shares();
   {
-    SqliteDb conn("file:" + fresh("whole") + "?vfs=pagefile");
+    SqliteDb conn(pagefile_uri(fresh("whole")));
     conn.run(fill);  // its journal came and went
     CHECK(conn.query("SELECT count(*) FROM t") == "100");
   }
   CHECK(shares() == before + 1);
   {
-    SqliteDb conn("file:" + fresh("striped") + "?vfs=pagefile&placement=stripe");
+    SqliteDb conn(pagefile_uri(fresh("striped"), "&placement=stripe"));
     conn.run(fill);
     CHECK(conn.query("PRAGMA integrity_check") == "ok");
   }
@@ -542,8 +546,8 @@ TEST_CASE("on a bus whose servers all run in this process, a new file sits whole
 
 TEST_CASE("locking: two connections, SQLITE_BUSY promptly, exact xCheckReservedLock, change counter") {
   std::string db = fresh("twoconn");
-  SqliteDb a("file:" + db + "?vfs=pagefile");
-  SqliteDb b("file:" + db + "?vfs=pagefile");
+  SqliteDb a(pagefile_uri(db));
+  SqliteDb b(pagefile_uri(db));
   a.run("CREATE TABLE t(x); INSERT INTO t VALUES(1)");
   CHECK(b.query("SELECT count(*) FROM t") == "1");  // b caches page 1 and more
   a.run("BEGIN IMMEDIATE; INSERT INTO t VALUES(2)");
@@ -570,14 +574,14 @@ TEST_CASE("locking: two connections, SQLITE_BUSY promptly, exact xCheckReservedL
 TEST_CASE("WAL: refused with a clear error unless locking_mode=EXCLUSIVE, which works") {
   std::string db = fresh("wal");
   {
-    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    SqliteDb conn(pagefile_uri(db));
     conn.run("CREATE TABLE t(x)");
     CHECK(conn.exec("PRAGMA journal_mode=WAL") == SQLITE_ERROR);
     CHECK(conn.last_error().find("locking_mode=EXCLUSIVE") != std::string::npos);
     CHECK(conn.query("PRAGMA journal_mode") == "delete");
   }
   {
-    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    SqliteDb conn(pagefile_uri(db));
     conn.run("PRAGMA locking_mode=EXCLUSIVE");
     CHECK(conn.query("PRAGMA journal_mode=WAL") == "wal");
     conn.run("INSERT INTO t SELECT randomblob(2000) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
@@ -588,10 +592,10 @@ TEST_CASE("WAL: refused with a clear error unless locking_mode=EXCLUSIVE, which 
   {
     // The database is in WAL mode now: without exclusive mode SQLite itself
     // refuses it (no xShmMap), rather than risk it.
-    SqliteDb conn("file:" + db + "?vfs=pagefile");
+    SqliteDb conn(pagefile_uri(db));
     CHECK(conn.exec("SELECT count(*) FROM t") == SQLITE_CANTOPEN);
   }
-  SqliteDb conn("file:" + db + "?vfs=pagefile");
+  SqliteDb conn(pagefile_uri(db));
   conn.run("PRAGMA locking_mode=EXCLUSIVE");
   CHECK(conn.query("SELECT count(*) FROM t") == "301");
 }
@@ -637,7 +641,7 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   char* pragma[3] = {nullptr, const_cast<char*>("cache_size"), nullptr};
   CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_PRAGMA, pragma) == SQLITE_NOTFOUND);
   // mmap asked for: SQLite falls back to xRead.
-  SqliteDb conn("file:" + fresh("mmap") + "?vfs=pagefile");
+  SqliteDb conn(pagefile_uri(fresh("mmap")));
   conn.run("PRAGMA mmap_size=1000000; CREATE TABLE t(x); INSERT INTO t VALUES(42)");
   CHECK(conn.query("SELECT x FROM t") == "42");
 }
@@ -646,7 +650,7 @@ TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
   TempDir dir;
   std::string path = (dir / "local.db").string();
   {
-    SqliteDb conn("file:" + path + "?vfs=pagefile&location=local");
+    SqliteDb conn(pagefile_uri(path, "&location=local"));
     REQUIRE(conn.open_rc() == SQLITE_OK);
     conn.run("CREATE TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000) SELECT value FROM s)");
     CHECK(conn.query("PRAGMA integrity_check") == "ok");
@@ -654,8 +658,8 @@ TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
   }
   CHECK(std::filesystem::exists(path));
   CHECK(!std::filesystem::exists(path + "-journal"));
-  SqliteDb a("file:" + path + "?vfs=pagefile&location=local");
-  SqliteDb b("file:" + path + "?vfs=pagefile&location=local");
+  SqliteDb a(pagefile_uri(path, "&location=local"));
+  SqliteDb b(pagefile_uri(path, "&location=local"));
   a.run("BEGIN IMMEDIATE");
   CHECK(b.exec("BEGIN IMMEDIATE") == SQLITE_BUSY);
   a.run("DELETE FROM t WHERE x > 10; COMMIT");
