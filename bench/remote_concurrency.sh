@@ -90,12 +90,13 @@ cluster() { start_cluster "$pagefiled" "$work/$1" "${@:2}" || exit 1; }
 # the same directories on the same addresses (so the catalog's records still
 # name them), with ARGS; their caches start empty.
 restart_cluster() {
-  local prefix=$1 i=0 address
+  local prefix=$1 i=0 listen
   shift
   stop_cluster
   IFS=, read -r -a addresses <<< "$bus"
-  for address in "${addresses[@]}"; do
-    start_pagefiled "$pagefiled" "$work/$prefix/server-$i" "$address" "$@" || exit 1
+  for listen in "${addresses[@]}"; do
+    # (start_pagefiled sets `address`; the loop has its own variable)
+    start_pagefiled "$pagefiled" "$work/$prefix/server-$i" "$listen" "$@" || exit 1
     i=$((i + 1))
   done
 }
