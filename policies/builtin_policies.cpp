@@ -1,5 +1,6 @@
-// The built-in policies: random (LRU), sequential (read-ahead, toss) and
-// looping (MRU). Their rules and a worked example are in pagefile/policy.h.
+// The built-in policies: random (LRU), sequential (read-ahead, toss),
+// looping (MRU) and, on the client, global-sequential (as random). Their
+// rules and a worked example are in pagefile/policy.h.
 #include <algorithm>
 
 #include "pagefile/options.h"

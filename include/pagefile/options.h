@@ -1,7 +1,13 @@
 // Options of the Pagefile client and of each open Pagefile.
 //
 // Every field has a default that works; a program sets only what it cares
-// about. Options are plain values and may be copied between threads.
+// about, by name, in the order the fields are declared:
+//
+//   auto client = pagefile::Client::start({.concurrency = 12, .cache_pages = 1024});
+//   auto fd = (*client)->open("orders", {.location = pagefile::Location::kRemote,
+//                                        .page_size = 8192, .create = true});
+//
+// Thread-safety: options are plain values and may be copied between threads.
 #pragma once
 
 #include <cstdint>
@@ -137,9 +143,18 @@ struct ClientOptions {
   // a queue, so a level above it gains nothing for local files.
   uint32_t io_threads = 16;
 
-  // The bus for remote files (syntax in bus/bus_config.h). Empty: the
-  // environment's PAGEFILE_BUS, else the embedded default of 4 in-process
-  // servers. The bus starts when the first remote file is opened.
+  // The bus for remote files: server addresses separated by commas or white
+  // space, the first the catalog unless one is marked `catalog=`:
+  //   tcp://10.0.0.1:7001,tcp://10.0.0.2:7001   two servers
+  //   tcp://a:1,catalog=tcp://b:1               b is the catalog (and a server)
+  //   unix:/run/pf0.sock                        one server on a Unix socket
+  //   inproc:4                                  4 servers inside this process
+  //   @/etc/pagefile.bus                        the list from a file (one per
+  //                                             line, `#` starts a comment)
+  // Empty: the environment's PAGEFILE_BUS, else the embedded default of 4
+  // in-process servers. The bus starts when the first remote file is opened;
+  // a bad bus makes that open fail with kInvalidArgument (kNotFound for a
+  // bus file that cannot be read).
   std::string bus;
   // Where embedded servers keep their data. Empty: $PAGEFILE_HOME, else
   // ./pagefile-home.

@@ -29,9 +29,9 @@
 //   "global-sequential"  a file several clients scan together, each its own
 //                 pages: the servers read ahead for all of them, keep the
 //                 pages fetched ahead until read and toss each page once
-//                 read (TOPs 2.2). On a client it is "random" (LRU, no read-ahead): a
-//                 client's own read-ahead would fetch the other clients'
-//                 pages.
+//                 read (TOPs 2.2). On a client it is "random" (LRU, no
+//                 read-ahead): a client's own read-ahead would fetch the
+//                 other clients' pages.
 //
 // A custom policy is a PagePolicy subclass registered under a new name:
 //

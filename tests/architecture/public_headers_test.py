@@ -4,14 +4,14 @@ one translation unit (its include guard works), warnings as errors; the C
 entry point (pagefile_vfs.h) also as C. A header that reaches for a private
 header (core/, wire/, ...) fails here, since only include/ is on the path.
 
-usage: public_headers_test.py SOURCE_ROOT BUILD_DIR CXX... -- CC...
+usage: public_headers_test.py SOURCE_ROOT CXX... -- CC...
 """
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 from report import report
-import tempfile
 
 # Headers a C program includes, besides C++ users.
 C_HEADERS = {"pagefile_vfs.h"}
@@ -29,12 +29,12 @@ def compile_alone(compiler, language, header, include_dir, work):
 
 def main():
     args = sys.argv[1:]
-    if len(args) < 4 or "--" not in args:
+    split = args.index("--") if "--" in args else -1
+    if split < 2 or split == len(args) - 1:
         print(__doc__)
         return 2
     root = pathlib.Path(args[0])
-    split = args.index("--")
-    cxx, cc = args[2:split], args[split + 1:]
+    cxx, cc = args[1:split], args[split + 1:]
     include_dir = root / "include"
     headers = sorted((include_dir / "pagefile").glob("*.h"))
     failures = []
