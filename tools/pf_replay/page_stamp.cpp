@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "core/little_endian.h"
+#include "tools/pf_replay/split_mix64.h"
 
 namespace pf_replay {
 
@@ -41,25 +42,16 @@ uint64_t page_checksum(std::span<const std::byte> page) {
   return XXH64_digest(&state);
 }
 
-// SplitMix64: tiny, fast, and its output is fixed by its seed on every
-// platform, which the determinism of replays relies on.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_number,
                  uint64_t version) {
   std::array<std::byte, 24> key{};
   put_le<uint64_t>(key, 0, name_hash);
   put_le<int64_t>(key, 8, page_number);
   put_le<uint64_t>(key, 16, version);
-  uint64_t state = XXH64(key.data(), key.size(), /*seed=*/0);
+  SplitMix64 random(XXH64(key.data(), key.size(), /*seed=*/0));
   size_t at = kStampHeaderSize;
-  for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, splitmix64(state));
-  uint64_t last = splitmix64(state);
+  for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, random.next());
+  uint64_t last = random.next();
   for (; at < page.size(); ++at, last >>= 8) page[at] = static_cast<std::byte>(last & 0xff);
 }
 
