@@ -57,7 +57,8 @@ TEST_CASE("the same options and seed give the same trace; another seed another")
 }
 
 TEST_CASE("the output parses and opens the file with its page size and policy") {
-  for (pagefile::AccessType pattern : {AccessType::kRandom, AccessType::kSequential, AccessType::kLooping}) {
+  for (AccessType pattern :
+       {AccessType::kRandom, AccessType::kSequential, AccessType::kLooping}) {
     CAPTURE(pagefile::access_type_name(pattern));
     GenerateOptions options = random_options();
     options.pattern = pattern;

@@ -58,11 +58,11 @@ TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and
           "the same data") {
   TempDir dir;
   generate_trace(dir.path(), "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", "2048", "--ops", "2048",
-            "--write-ratio", "1"});
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", "2048", "--ops",
+                  "2048", "--write-ratio", "1"});
   generate_trace(dir.path(), "random.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "2048", "--ops", "3000",
-            "--write-ratio", "0.3"});
+                 {"--pattern", "random", "--file", "data", "--file-pages", "2048", "--ops", "3000",
+                  "--write-ratio", "0.3"});
 
   for (const char* concurrency : {"1", "12"}) {
     CAPTURE(concurrency);
@@ -112,8 +112,8 @@ TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and
 TEST_CASE("a page damaged behind the engine's back fails the replay, naming the page") {
   TempDir dir;
   generate_trace(dir.path(), "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", "64", "--ops", "64",
-            "--write-ratio", "1"});
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", "64", "--ops", "64",
+                  "--write-ratio", "1"});
   Outcome fill = pf_replay(dir.path(), {"run", "fill.trace", "--dir", "d"});
   INFO(fill.err);
   REQUIRE(fill.exit_status == 0);
@@ -163,11 +163,11 @@ TEST_CASE("a malformed trace is refused with its line number before anything run
 TEST_CASE("a later run reading the pages of an earlier one passes its self-check") {
   TempDir dir;
   generate_trace(dir.path(), "write.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "256", "--ops", "400",
-            "--write-ratio", "1", "--seed", "7"});
+                 {"--pattern", "random", "--file", "data", "--file-pages", "256", "--ops", "400",
+                  "--write-ratio", "1", "--seed", "7"});
   generate_trace(dir.path(), "read.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "300", "--ops", "600",
-            "--seed", "8"});
+                 {"--pattern", "random", "--file", "data", "--file-pages", "300", "--ops", "600",
+                  "--seed", "8"});
   Outcome first = pf_replay(dir.path(), {"run", "write.trace", "--dir", "d", "--concurrency", "4"});
   INFO(first.err);
   REQUIRE(first.exit_status == 0);
@@ -232,7 +232,8 @@ TEST_CASE("remote options are checked before anything runs") {
 TEST_CASE("the CSV says where the files were: local rows leave bus and placement empty; a CSV "
           "of an older pf-replay is refused") {
   TempDir dir;
-  Outcome run = run_trace_text(dir, "t.trace", "open data 8192\nwrite data 0\nread data 0\nclose data\n",
+  Outcome run = run_trace_text(dir, "t.trace",
+                               "open data 8192\nwrite data 0\nread data 0\nclose data\n",
                                {"--csv", "runs.csv"});
   INFO(run.err);
   REQUIRE(run.exit_status == 0);
@@ -244,15 +245,15 @@ TEST_CASE("the CSV says where the files were: local rows leave bus and placement
 
   // The header of the pf-replay before --bus: its rows would not line up.
   check_refused_csv(dir, "old.csv",
-                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,reads,"
-                    "writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
-                    "version_base",
+                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+                    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,"
+                    "started_utc,version_base",
                     "older pf-replay");
   // The header of the pf-replay before --policy.
   check_refused_csv(dir, "older.csv",
-                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,reads,"
-                    "writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
-                    "version_base,bus,placement",
+                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+                    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,"
+                    "started_utc,version_base,bus,placement",
                     "without policy");
 }
 

@@ -23,14 +23,14 @@ constexpr int kFilePages = 512;
 void generate_traces(const std::filesystem::path& dir) {
   const std::string pages = fmt::format("{}", kFilePages);
   generate_trace(dir, "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", pages, "--ops", pages,
-            "--write-ratio", "1"});
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", pages, "--ops",
+                  pages, "--write-ratio", "1"});
   generate_trace(dir, "mix.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1500",
-            "--write-ratio", "0.3", "--seed", "5"});
+                 {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1500",
+                  "--write-ratio", "0.3", "--seed", "5"});
   generate_trace(dir, "read.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1000",
-            "--seed", "6"});
+                 {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1000",
+                  "--seed", "6"});
 }
 
 // Runs `pf-replay run ARGS` and checks that it passed its own checks.
