@@ -27,6 +27,7 @@ void check_prints(const TempDir& dir, const std::vector<std::string>& args,
                   const std::vector<std::string>& expected) {
   Outcome outcome = admin(dir, args);
   INFO(fmt::format("pagefile {}", fmt::join(args, " ")));
+  INFO(outcome.err);
   INFO(outcome.out);
   CHECK(outcome.exit_status == 0);
   for (const std::string& part : expected) {
