@@ -22,4 +22,16 @@ T get_le(std::span<const std::byte> in, size_t at) {
   return static_cast<T>(value);
 }
 
+// One field of a little-endian record: its width and its offset, named once
+// so that the record's encoder and decoder cannot disagree on either.
+template <class T>
+struct LeField {
+  size_t at;
+
+  // The offset just past the field, where a packed record's next field starts.
+  constexpr size_t end() const { return at + sizeof(T); }
+  void put(std::span<std::byte> out, T value) const { put_le<T>(out, at, value); }
+  T get(std::span<const std::byte> in) const { return get_le<T>(in, at); }
+};
+
 }  // namespace pagefile

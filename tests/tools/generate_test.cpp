@@ -25,15 +25,19 @@ std::string text_of(const GenerateOptions& options) {
   return text;
 }
 
-GenerateOptions random_options() {
+// A trace of `ops` operations over the file "data".
+GenerateOptions options_for(AccessType pattern, int64_t file_pages, int64_t ops,
+                            double write_ratio) {
   GenerateOptions options;
-  options.pattern = pagefile::AccessType::kRandom;
+  options.pattern = pattern;
   options.file = "data";
-  options.file_pages = 100;
-  options.ops = 1000;
-  options.write_ratio = 0.3;
+  options.file_pages = file_pages;
+  options.ops = ops;
+  options.write_ratio = write_ratio;
   return options;
 }
+
+GenerateOptions random_options() { return options_for(AccessType::kRandom, 100, 1000, 0.3); }
 
 // The read and write ops between the open and the closing sync/close.
 std::vector<TraceOp> page_ops(const std::vector<TraceOp>& ops) {
@@ -53,7 +57,8 @@ TEST_CASE("the same options and seed give the same trace; another seed another")
 }
 
 TEST_CASE("the output parses and opens the file with its page size and policy") {
-  for (pagefile::AccessType pattern : {pagefile::AccessType::kRandom, pagefile::AccessType::kSequential, pagefile::AccessType::kLooping}) {
+  for (AccessType pattern :
+       {AccessType::kRandom, AccessType::kSequential, AccessType::kLooping}) {
     CAPTURE(pagefile::access_type_name(pattern));
     GenerateOptions options = random_options();
     options.pattern = pattern;
@@ -72,12 +77,7 @@ TEST_CASE("the output parses and opens the file with its page size and policy") 
 }
 
 TEST_CASE("write ratio 1 writes every page it touches; sequential ops=P fills the file") {
-  GenerateOptions options;
-  options.pattern = pagefile::AccessType::kSequential;
-  options.file = "data";
-  options.file_pages = 2048;
-  options.ops = 2048;
-  options.write_ratio = 1.0;
+  GenerateOptions options = options_for(AccessType::kSequential, 2048, 2048, 1.0);
   std::vector<TraceOp> ops = page_ops(generate(options));
   REQUIRE(ops.size() == 2048);
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -150,17 +150,13 @@ TEST_CASE("a hot set takes its share of random pages; without one the trace is u
 }
 
 TEST_CASE("sequential wraps around the file; looping repeats its loop") {
-  GenerateOptions options;
-  options.file = "data";
-  options.file_pages = 5;
-  options.ops = 12;
-  options.pattern = pagefile::AccessType::kSequential;
+  GenerateOptions options = options_for(AccessType::kSequential, 5, 12, 0.0);
   std::vector<int64_t> pages;
   for (const TraceOp& op : page_ops(generate(options))) pages.push_back(op.page);
   CHECK(pages == std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1});
   CHECK(generate(options).front().policy == AccessType::kSequential);
 
-  options.pattern = pagefile::AccessType::kLooping;
+  options.pattern = AccessType::kLooping;
   options.loop_pages = 3;
   pages.clear();
   for (const TraceOp& op : page_ops(generate(options))) pages.push_back(op.page);
@@ -201,7 +197,7 @@ TEST_CASE("bad options are refused, naming the option") {
   options = random_options();
   options.loop_pages = 5;
   CHECK(message(options).starts_with("--loop-pages 5"));
-  options.pattern = pagefile::AccessType::kLooping;
+  options.pattern = AccessType::kLooping;
   options.loop_pages = 101;
   CHECK(message(options).starts_with("--loop-pages 101"));
   options = random_options();
@@ -211,7 +207,7 @@ TEST_CASE("bad options are refused, naming the option") {
   options.hot_share = 1.5;
   CHECK(message(options).starts_with("--hot-share 1.5"));
   options = random_options();
-  options.pattern = pagefile::AccessType::kSequential;
+  options.pattern = AccessType::kSequential;
   options.hot_pages = 5;
   CHECK(message(options).starts_with("--hot-pages 5"));
 

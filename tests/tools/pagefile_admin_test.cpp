@@ -18,7 +18,21 @@ using pagefile::test::TempDir;
 namespace {
 
 Outcome admin(const TempDir& dir, const std::vector<std::string>& args) {
-  return pagefile::test::run_program(pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), args);
+  return pagefile::test::pagefile_admin(dir.path(), args);
+}
+
+// `pagefile ARGS` succeeds and prints each of `expected` somewhere in its
+// output.
+void check_prints(const TempDir& dir, const std::vector<std::string>& args,
+                  const std::vector<std::string>& expected) {
+  Outcome outcome = admin(dir, args);
+  INFO(fmt::format("pagefile {}", fmt::join(args, " ")));
+  INFO(outcome.err);
+  INFO(outcome.out);
+  CHECK(outcome.exit_status == 0);
+  for (const std::string& part : expected) {
+    CHECK_MESSAGE(outcome.out.find(part) != std::string::npos, part);
+  }
 }
 
 // A real SQLite database with 8 KiB pages and enough rows for many pages.
@@ -53,30 +67,16 @@ TEST_CASE("pagefile: import, ls, stat, locks, status, export, rm against two pag
   CHECK(again.exit_status == 1);
   CHECK(again.err.find("AlreadyExists") != std::string::npos);
 
-  Outcome ls = admin(dir, {"ls", "--bus", bus});
-  CHECK(ls.exit_status == 0);
-  CHECK(ls.out.find("app") != std::string::npos);
-  CHECK(ls.out.find("hash") != std::string::npos);
-
-  Outcome stat = admin(dir, {"stat", "app", "--bus", bus});
-  CHECK(stat.exit_status == 0);
-  CHECK(stat.out.find("page size 8192 B") != std::string::npos);
-  CHECK(stat.out.find(b.address()) != std::string::npos);
-  CHECK(stat.out.find("policy random (min 0, max 0)") != std::string::npos);
-  // Each server's pool took the file (the import wrote to both) under its policy.
-  CHECK(stat.out.find(a.address() + ": policy random: hits 0, misses 0") != std::string::npos);
-  CHECK(stat.out.find(b.address() + ": policy random: hits 0, misses 0") != std::string::npos);
-
-  Outcome locks = admin(dir, {"locks", "--bus", bus});
-  CHECK(locks.exit_status == 0);
-  CHECK(locks.out.find("0 lock(s)") != std::string::npos);
-
-  Outcome status = admin(dir, {"status", "--bus", bus});
-  CHECK(status.exit_status == 0);
-  CHECK(status.out.find("2 of 2 servers up") != std::string::npos);
-  CHECK(status.out.find("(catalog)") != std::string::npos);
-  CHECK(status.out.find("pool ") != std::string::npos);
-  CHECK(status.out.find(" policy random: hits ") != std::string::npos);
+  check_prints(dir, {"ls", "--bus", bus}, {"app", "hash"});
+  check_prints(dir, {"stat", "app", "--bus", bus},
+               {"page size 8192 B", b.address(), "policy random (min 0, max 0)",
+                // Each server's pool took the file (the import wrote to both)
+                // under its policy.
+                a.address() + ": policy random: hits 0, misses 0",
+                b.address() + ": policy random: hits 0, misses 0"});
+  check_prints(dir, {"locks", "--bus", bus}, {"0 lock(s)"});
+  check_prints(dir, {"status", "--bus", bus},
+               {"2 of 2 servers up", "(catalog)", "pool ", " policy random: hits "});
 
   Outcome exported = admin(dir, {"export", "app", "copy.db", "--bus", bus});
   REQUIRE(exported.exit_status == 0);
@@ -133,9 +133,8 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
   // The embedded default under the same home would run a second catalog
   // (its own locks and leases) over the same files: refused, with nothing
   // changed.
-  Outcome embedded = pagefile::test::run_program(
-      pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), {"ls"},
-      {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
+  Outcome embedded = pagefile::test::pagefile_admin(
+      dir.path(), {"ls"}, {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
   CHECK(embedded.exit_status == 1);
   CHECK_MESSAGE(embedded.err.find(holder) != std::string::npos, embedded.err);
 
@@ -143,8 +142,7 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
   // directory serves again.
   first->kill();
   first.reset();
-  Outcome after = pagefile::test::run_program(
-      pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir.path(), {"ls"},
-      {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
+  Outcome after = pagefile::test::pagefile_admin(
+      dir.path(), {"ls"}, {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
   CHECK_MESSAGE(after.exit_status == 0, after.err);
 }

@@ -1,9 +1,7 @@
 // pf-replay as a user runs it: the built binary in a subprocess, in a fresh
 // directory. Its path comes from the environment variable PF_REPLAY (set by
 // tests/tools/meson.build).
-#include <algorithm>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -12,31 +10,11 @@
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 
+namespace pagefile::test {
 namespace {
 
 constexpr int64_t kHeaderBytes = 4096;  // store/file_header.h: pages start after it
 constexpr int64_t kPageSize = 8192;
-
-using pagefile::test::Outcome;
-using pagefile::test::lines;
-using pagefile::test::read_file;
-using pagefile::test::split;
-using pagefile::test::write_file;
-
-// Runs pf-replay with `args` in `dir`.
-Outcome pf_replay(const std::filesystem::path& dir, const std::vector<std::string>& args) {
-  return pagefile::test::run_program(pagefile::test::binary_from_env("PF_REPLAY"), dir, args);
-}
-
-// `pf-replay generate ARGS > dir/name`.
-void generate(const std::filesystem::path& dir, const std::string& name,
-              std::vector<std::string> args) {
-  args.insert(args.begin(), "generate");
-  Outcome outcome = pf_replay(dir, args);
-  INFO(outcome.err);
-  REQUIRE(outcome.exit_status == 0);
-  write_file(dir / name, outcome.out);
-}
 
 // The pages of a local Pagefile: everything after its header, which holds
 // the creation time and so differs between equal files.
@@ -56,15 +34,35 @@ void flip_byte(const std::filesystem::path& path, int64_t offset) {
   REQUIRE(file);
 }
 
+// Writes `text` to the trace dir/name and runs it:
+// `pf-replay run NAME --dir d ARGS`.
+Outcome run_trace_text(const TempDir& dir, const std::string& name, const std::string& text,
+                       const std::vector<std::string>& args = {}) {
+  write_file(dir / name, text);
+  std::vector<std::string> full = {"run", name, "--dir", "d"};
+  full.insert(full.end(), args.begin(), args.end());
+  return pf_replay(dir.path(), full);
+}
+
+// A --csv that starts with `header`, an older pf-replay's, is refused
+// before the run (exit 2) with a message that says `why`.
+void check_refused_csv(const TempDir& dir, const std::string& name,
+                       const std::string& header, std::string_view why) {
+  write_file(dir / name, header + "\n");
+  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", name});
+  CHECK(run.exit_status == 2);
+  CHECK_MESSAGE(run.err.find(why) != std::string::npos, run.err);
+}
+
 TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and writes "
           "the same data") {
-  pagefile::test::TempDir dir;
-  generate(dir.path(), "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", "2048", "--ops", "2048",
-            "--write-ratio", "1"});
-  generate(dir.path(), "random.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "2048", "--ops", "3000",
-            "--write-ratio", "0.3"});
+  TempDir dir;
+  generate_trace(dir.path(), "fill.trace",
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", "2048", "--ops",
+                  "2048", "--write-ratio", "1"});
+  generate_trace(dir.path(), "random.trace",
+                 {"--pattern", "random", "--file", "data", "--file-pages", "2048", "--ops", "3000",
+                  "--write-ratio", "0.3"});
 
   for (const char* concurrency : {"1", "12"}) {
     CAPTURE(concurrency);
@@ -112,10 +110,10 @@ TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and
 }
 
 TEST_CASE("a page damaged behind the engine's back fails the replay, naming the page") {
-  pagefile::test::TempDir dir;
-  generate(dir.path(), "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", "64", "--ops", "64",
-            "--write-ratio", "1"});
+  TempDir dir;
+  generate_trace(dir.path(), "fill.trace",
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", "64", "--ops", "64",
+                  "--write-ratio", "1"});
   Outcome fill = pf_replay(dir.path(), {"run", "fill.trace", "--dir", "d"});
   INFO(fill.err);
   REQUIRE(fill.exit_status == 0);
@@ -133,17 +131,15 @@ TEST_CASE("a page damaged behind the engine's back fails the replay, naming the 
     CHECK(run.out.find("1 mismatches") != std::string::npos);
   }
   // The CSV counts the mismatch too.
-  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
-  REQUIRE(rows.size() == 3);
-  const std::vector<std::string> header = split(rows[0], ',');
-  const auto column = std::find(header.begin(), header.end(), "mismatches") - header.begin();
-  CHECK(split(rows[1], ',')[static_cast<size_t>(column)] == "1");
+  const std::vector<CsvRow> rows = csv_rows(dir / "runs.csv");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("mismatches") == "1");
 }
 
 TEST_CASE("a malformed trace is refused with its line number before anything runs") {
-  pagefile::test::TempDir dir;
-  write_file(dir / "t.trace", "# bad\nopen data 8192\nwrite data 1\nread data x\n");
-  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "runs.csv"});
+  TempDir dir;
+  Outcome run = run_trace_text(dir, "t.trace", "# bad\nopen data 8192\nwrite data 1\nread data x\n",
+                               {"--csv", "runs.csv"});
   CHECK(run.exit_status == 2);
   CHECK(run.err == "pf-replay: t.trace:4: read: page 'x' is not a number\n");
   CHECK(run.out == "");
@@ -151,8 +147,7 @@ TEST_CASE("a malformed trace is refused with its line number before anything run
   CHECK_FALSE(std::filesystem::exists(dir / "d" / "data"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs.csv"));
 
-  write_file(dir / "u.trace", "open data\nclose data\nsync data\n");
-  run = pf_replay(dir.path(), {"run", "u.trace", "--dir", "d"});
+  run = run_trace_text(dir, "u.trace", "open data\nclose data\nsync data\n");
   CHECK(run.exit_status == 2);
   CHECK(run.err == "pf-replay: u.trace:3: sync: file 'data' is not open\n");
 
@@ -166,13 +161,13 @@ TEST_CASE("a malformed trace is refused with its line number before anything run
 }
 
 TEST_CASE("a later run reading the pages of an earlier one passes its self-check") {
-  pagefile::test::TempDir dir;
-  generate(dir.path(), "write.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "256", "--ops", "400",
-            "--write-ratio", "1", "--seed", "7"});
-  generate(dir.path(), "read.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", "300", "--ops", "600",
-            "--seed", "8"});
+  TempDir dir;
+  generate_trace(dir.path(), "write.trace",
+                 {"--pattern", "random", "--file", "data", "--file-pages", "256", "--ops", "400",
+                  "--write-ratio", "1", "--seed", "7"});
+  generate_trace(dir.path(), "read.trace",
+                 {"--pattern", "random", "--file", "data", "--file-pages", "300", "--ops", "600",
+                  "--seed", "8"});
   Outcome first = pf_replay(dir.path(), {"run", "write.trace", "--dir", "d", "--concurrency", "4"});
   INFO(first.err);
   REQUIRE(first.exit_status == 0);
@@ -197,28 +192,22 @@ TEST_CASE("a later run reading the pages of an earlier one passes its self-check
   std::filesystem::copy_file(dir / "d" / "data", dir / "d" / "copy");
   std::string copy_trace = "open copy\n";
   for (int page = 0; page < 256; ++page) copy_trace += fmt::format("read copy {}\n", page);
-  write_file(dir / "copy.trace", copy_trace);
-  Outcome copy = pf_replay(dir.path(), {"run", "copy.trace", "--dir", "d"});
+  Outcome copy = run_trace_text(dir, "copy.trace", copy_trace);
   CHECK(copy.exit_status == 1);
   CHECK(copy.err.find("belongs to file 'data' instead of 'copy'") != std::string::npos);
 }
 
 TEST_CASE("an API error exits 3") {
-  pagefile::test::TempDir dir;
-  write_file(dir / "a.trace", "open data 4096\nwrite data 0\nclose data\n");
-  write_file(dir / "b.trace", "open data 8192\nread data 0\nclose data\n");
-  REQUIRE(pf_replay(dir.path(), {"run", "a.trace", "--dir", "d"}).exit_status == 0);
-  Outcome run = pf_replay(dir.path(), {"run", "b.trace", "--dir", "d"});
+  TempDir dir;
+  Outcome first = run_trace_text(dir, "a.trace", "open data 4096\nwrite data 0\nclose data\n");
+  REQUIRE(first.exit_status == 0);
+  Outcome run = run_trace_text(dir, "b.trace", "open data 8192\nread data 0\nclose data\n");
   CHECK(run.exit_status == 3);
   CHECK(run.err.find("b.trace:1: open data: InvalidArgument") != std::string::npos);
 }
 
-}  // namespace
-
-namespace {
-
 TEST_CASE("remote options are checked before anything runs") {
-  pagefile::test::TempDir dir;
+  TempDir dir;
   write_file(dir / "t.trace", "open data 8192\nwrite data 0\nclose data\n");
   // --placement and --stripe-pages only mean something with --bus.
   Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--placement", "hash"});
@@ -242,46 +231,34 @@ TEST_CASE("remote options are checked before anything runs") {
 
 TEST_CASE("the CSV says where the files were: local rows leave bus and placement empty; a CSV "
           "of an older pf-replay is refused") {
-  pagefile::test::TempDir dir;
-  write_file(dir / "t.trace", "open data 8192\nwrite data 0\nread data 0\nclose data\n");
-  Outcome run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "runs.csv"});
+  TempDir dir;
+  Outcome run = run_trace_text(dir, "t.trace",
+                               "open data 8192\nwrite data 0\nread data 0\nclose data\n",
+                               {"--csv", "runs.csv"});
   INFO(run.err);
   REQUIRE(run.exit_status == 0);
-  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
-  REQUIRE(rows.size() == 2);
-  const std::vector<std::string> header = split(rows[0], ',');
-  const std::vector<std::string> row = split(rows[1], ',');
-  REQUIRE(row.size() == header.size());
-  auto column = [&](std::string_view name) {
-    auto at = std::find(header.begin(), header.end(), name);
-    REQUIRE(at != header.end());
-    return row[static_cast<size_t>(at - header.begin())];
-  };
-  CHECK(column("location") == "local");
-  CHECK(column("bus").empty());
-  CHECK(column("placement").empty());
+  const std::vector<CsvRow> rows = csv_rows(dir / "runs.csv");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("location") == "local");
+  CHECK(rows[0].at("bus").empty());
+  CHECK(rows[0].at("placement").empty());
 
   // The header of the pf-replay before --bus: its rows would not line up.
-  write_file(dir / "old.csv",
-             "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,reads,"
-             "writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
-             "version_base\n");
-  run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "old.csv"});
-  CHECK(run.exit_status == 2);
-  CHECK(run.err.find("older pf-replay") != std::string::npos);
-
+  check_refused_csv(dir, "old.csv",
+                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+                    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,"
+                    "started_utc,version_base",
+                    "older pf-replay");
   // The header of the pf-replay before --policy.
-  write_file(dir / "older.csv",
-             "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,reads,"
-             "writes,syncs,truncates,errors,mismatches,skipped,location,trace,started_utc,"
-             "version_base,bus,placement\n");
-  run = pf_replay(dir.path(), {"run", "t.trace", "--dir", "d", "--csv", "older.csv"});
-  CHECK(run.exit_status == 2);
-  CHECK(run.err.find("without policy") != std::string::npos);
+  check_refused_csv(dir, "older.csv",
+                    "ops,pages,seconds,ms_per_page,pages_per_s,mb_per_s,concurrency,page_size,"
+                    "reads,writes,syncs,truncates,errors,mismatches,skipped,location,trace,"
+                    "started_utc,version_base,bus,placement",
+                    "without policy");
 }
 
 TEST_CASE("--policy and --cache-pages: the files run the policy, the CSV counts the client pool") {
-  pagefile::test::TempDir dir;
+  TempDir dir;
   // A loop of 5 pages read 4 times through a pool of 4 pages.
   std::string trace = "open data 4096\n";
   for (int p = 0; p < 5; ++p) trace += fmt::format("write data {}\n", p);
@@ -295,14 +272,11 @@ TEST_CASE("--policy and --cache-pages: the files run the policy, the CSV counts 
                                          "--cache-pages", "4", "--csv", "runs.csv"});
     INFO(run.err);
     REQUIRE(run.exit_status == 0);
-    const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
-    const std::vector<std::string> header = split(rows[0], ',');
-    const std::vector<std::string> row = split(rows.back(), ',');
-    REQUIRE(row.size() == header.size());
-    std::map<std::string, std::string> by_name;
-    for (size_t i = 0; i < header.size(); ++i) by_name[header[i]] = row[i];
-    CHECK(by_name["policy"] == policy);
-    return std::pair{std::stoull(by_name["hits"]), std::stoull(by_name["misses"])};
+    const std::vector<CsvRow> rows = csv_rows(dir / "runs.csv");
+    REQUIRE(!rows.empty());
+    const CsvRow& row = rows.back();
+    CHECK(row.at("policy") == policy);
+    return std::pair{std::stoull(row.at("hits")), std::stoull(row.at("misses"))};
   };
   auto [looping_hits, looping_misses] = counts("looping");
   CHECK(looping_hits + looping_misses == 20);
@@ -316,3 +290,4 @@ TEST_CASE("--policy and --cache-pages: the files run the policy, the CSV counts 
 }
 
 }  // namespace
+}  // namespace pagefile::test

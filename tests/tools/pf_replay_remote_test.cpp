@@ -3,7 +3,6 @@
 // $PAGEFILE_HOME), then over two real pagefiled processes on loopback. The
 // binaries come from PF_REPLAY, PAGEFILE_ADMIN and PAGEFILED (set by
 // tests/tools/meson.build).
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,51 +13,24 @@
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 
+namespace pagefile::test {
 namespace {
 
-using pagefile::test::EnvVars;
-using pagefile::test::Outcome;
-using pagefile::test::lines;
-using pagefile::test::read_file;
-using pagefile::test::split;
-using pagefile::test::write_file;
-
 constexpr int kFilePages = 512;
-
-Outcome pf_replay(const std::filesystem::path& dir, const std::vector<std::string>& args,
-                  const EnvVars& env = {}) {
-  return pagefile::test::run_program(pagefile::test::binary_from_env("PF_REPLAY"), dir, args,
-                                     env);
-}
-
-Outcome pagefile_admin(const std::filesystem::path& dir, const std::vector<std::string>& args,
-                       const EnvVars& env = {}) {
-  return pagefile::test::run_program(pagefile::test::binary_from_env("PAGEFILE_ADMIN"), dir,
-                                     args, env);
-}
-
-void generate(const std::filesystem::path& dir, const std::string& name,
-              std::vector<std::string> args) {
-  args.insert(args.begin(), "generate");
-  Outcome outcome = pf_replay(dir, args);
-  INFO(outcome.err);
-  REQUIRE(outcome.exit_status == 0);
-  write_file(dir / name, outcome.out);
-}
 
 // The traces of every remote test: a sequential fill of the file, a random
 // mix of reads and writes, and random reads only.
 void generate_traces(const std::filesystem::path& dir) {
   const std::string pages = fmt::format("{}", kFilePages);
-  generate(dir, "fill.trace",
-           {"--pattern", "sequential", "--file", "data", "--file-pages", pages, "--ops", pages,
-            "--write-ratio", "1"});
-  generate(dir, "mix.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1500",
-            "--write-ratio", "0.3", "--seed", "5"});
-  generate(dir, "read.trace",
-           {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1000",
-            "--seed", "6"});
+  generate_trace(dir, "fill.trace",
+                 {"--pattern", "sequential", "--file", "data", "--file-pages", pages, "--ops",
+                  pages, "--write-ratio", "1"});
+  generate_trace(dir, "mix.trace",
+                 {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1500",
+                  "--write-ratio", "0.3", "--seed", "5"});
+  generate_trace(dir, "read.trace",
+                 {"--pattern", "random", "--file", "data", "--file-pages", pages, "--ops", "1000",
+                  "--seed", "6"});
 }
 
 // Runs `pf-replay run ARGS` and checks that it passed its own checks.
@@ -105,24 +77,15 @@ void fill_mix_and_read_back(const std::filesystem::path& dir,
   CHECK(read.out.find("reads found 1000 stamped pages, 0 zero pages, 0 beyond the end") !=
         std::string::npos);
 
-  const std::vector<std::string> rows = lines(read_file(dir / "runs.csv"));
-  REQUIRE(rows.size() == 5);
-  const std::vector<std::string> header = split(rows[0], ',');
-  auto column = [&](const char* name) {
-    auto at = std::find(header.begin(), header.end(), name);
-    REQUIRE(at != header.end());
-    return static_cast<size_t>(at - header.begin());
-  };
-  for (size_t i = 1; i < rows.size(); ++i) {
-    CAPTURE(rows[i]);
-    const std::vector<std::string> fields = split(rows[i], ',');
-    REQUIRE(fields.size() == header.size());
-    CHECK(fields[column("location")] == "remote");
-    CHECK(fields[column("bus")] == expected_bus);
-    CHECK(fields[column("placement")] == expected_placement);
-    CHECK(fields[column("errors")] == "0");
-    CHECK(fields[column("mismatches")] == "0");
-    CHECK(fields[column("page_size")] == "8192");
+  const std::vector<CsvRow> rows = csv_rows(dir / "runs.csv");
+  REQUIRE(rows.size() == 4);
+  for (const CsvRow& row : rows) {
+    CHECK(row.at("location") == "remote");
+    CHECK(row.at("bus") == expected_bus);
+    CHECK(row.at("placement") == expected_placement);
+    CHECK(row.at("errors") == "0");
+    CHECK(row.at("mismatches") == "0");
+    CHECK(row.at("page_size") == "8192");
   }
 }
 
@@ -140,7 +103,7 @@ TEST_CASE("pf-replay over an in-process bus: stripe and hash placements pass fil
   };
   for (const Case& c : cases) {
     CAPTURE(c.csv_placement);
-    pagefile::test::TempDir dir;
+    TempDir dir;
     generate_traces(dir.path());
     const EnvVars env = {{"PAGEFILE_HOME", (dir / "home").string()}, {"PAGEFILE_BUS", ""}};
     fill_mix_and_read_back(dir.path(), c.args, env, "inproc:3", c.csv_placement);
@@ -159,10 +122,10 @@ TEST_CASE("pf-replay over an in-process bus: stripe and hash placements pass fil
 }
 
 TEST_CASE("pf-replay against two pagefiled processes on loopback") {
-  pagefile::test::TempDir dir;
+  TempDir dir;
   generate_traces(dir.path());
-  pagefile::test::ServerProcess first("tcp://127.0.0.1:0", dir / "server-1");
-  pagefile::test::ServerProcess second("tcp://127.0.0.1:0", dir / "server-2");
+  ServerProcess first("tcp://127.0.0.1:0", dir / "server-1");
+  ServerProcess second("tcp://127.0.0.1:0", dir / "server-2");
   const std::string bus = first.address() + "," + second.address();
   // The CSV's bus field: the same list, separated by spaces.
   const std::string csv_bus = first.address() + " " + second.address();
@@ -193,12 +156,12 @@ TEST_CASE("pf-replay against two pagefiled processes on loopback") {
 }
 
 TEST_CASE("pf-replay --schedule balanced reorders runs of reads only, and every page still checks") {
-  pagefile::test::TempDir dir;
+  TempDir dir;
   generate_traces(dir.path());
-  std::vector<std::unique_ptr<pagefile::test::ServerProcess>> servers;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
   std::string bus;
   for (int i = 0; i < 3; ++i) {
-    servers.push_back(std::make_unique<pagefile::test::ServerProcess>(
+    servers.push_back(std::make_unique<ServerProcess>(
         "tcp://127.0.0.1:0", dir / fmt::format("server-{}", i)));
     bus += (bus.empty() ? "" : ",") + servers.back()->address();
   }
@@ -225,3 +188,4 @@ TEST_CASE("pf-replay --schedule balanced reorders runs of reads only, and every 
 }
 
 }  // namespace
+}  // namespace pagefile::test

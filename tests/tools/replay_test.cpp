@@ -50,6 +50,22 @@ std::string lines(std::string_view head, int64_t first, int64_t last, std::strin
   return out;
 }
 
+// A run that reported nothing: no error, and every page it read as expected.
+void check_clean(const Run& run) {
+  CHECK(run.report == "");
+  CHECK(run.stats.errors == 0);
+  CHECK(run.stats.mismatches == 0);
+}
+
+// An earlier run that writes pages 0 to last of `data`, for a later run to
+// read back.
+void write_earlier_run(const std::filesystem::path& dir, uint32_t page_size, int64_t last) {
+  Run run = replay_text(fmt::format("open data {}\n", page_size) + lines("write", 0, last, "data") +
+                            "close data\n",
+                        dir, 4);
+  REQUIRE(run.stats.mismatches == 0);
+}
+
 TEST_CASE("writes then reads of one run check out at every concurrency") {
   for (uint32_t concurrency : {1u, 4u, 16u}) {
     CAPTURE(concurrency);
@@ -62,15 +78,13 @@ TEST_CASE("writes then reads of one run check out at every concurrency") {
     }
     text += "sync data\nclose data\n";
     Run run = replay_text(text, dir.path(), concurrency);
-    CHECK(run.report == "");
+    check_clean(run);
     CHECK(run.stats.ops == 64 * 4 + 3);
     CHECK(run.stats.reads == 128);
     CHECK(run.stats.writes == 128);
     CHECK(run.stats.pages() == 256);
     CHECK(run.stats.bytes == 256 * 4096);
     CHECK(run.stats.syncs == 1);
-    CHECK(run.stats.errors == 0);
-    CHECK(run.stats.mismatches == 0);
     CHECK(run.stats.page_size == 4096);
     CHECK(run.stats.concurrency == concurrency);
     CHECK(run.stats.seconds > 0.0);
@@ -81,8 +95,7 @@ TEST_CASE("pages never written read as zeros or beyond the end") {
   pagefile::test::TempDir dir;
   Run run = replay_text("open data 512\nwrite data 10\nread data 3\nread data 11\nread data 500\n",
                         dir.path(), 4);
-  CHECK(run.report == "");
-  CHECK(run.stats.mismatches == 0);
+  check_clean(run);
   CHECK(run.stats.reads == 3);
 }
 
@@ -95,31 +108,24 @@ TEST_CASE("a page truncated away must read as zeros, until written again") {
                      "truncate data 20\nread data 15\nread data 7\n"
                      "close data\n";
   Run run = replay_text(text, dir.path(), 8);
-  CHECK(run.report == "");
-  CHECK(run.stats.mismatches == 0);
+  check_clean(run);
   CHECK(run.stats.truncates == 2);
-  CHECK(run.stats.errors == 0);
 }
 
 TEST_CASE("a later run checks the pages of an earlier one, and its own truncation") {
   pagefile::test::TempDir dir;
-  Run first = replay_text("open data 2048\n" + lines("write", 0, 31, "data") + "sync data\n",
-                          dir.path(), 4);
-  REQUIRE(first.stats.mismatches == 0);
+  write_earlier_run(dir.path(), 2048, 31);
   Run second = replay_text("open data\n" + lines("read", 0, 40, "data") +
                                "truncate data 8\nread data 9\nclose data\n",
                            dir.path(), 12);
-  CHECK(second.report == "");
-  CHECK(second.stats.mismatches == 0);
+  check_clean(second);
   CHECK(second.stats.reads == 42);
   CHECK(second.stats.page_size == 2048);
 }
 
 TEST_CASE("a page of another file, or damaged, is a mismatch naming file and page") {
   pagefile::test::TempDir dir;
-  Run first = replay_text("open data 4096\n" + lines("write", 0, 3, "data") + "close data\n",
-                          dir.path(), 1);
-  REQUIRE(first.stats.mismatches == 0);
+  write_earlier_run(dir.path(), 4096, 3);
   std::filesystem::copy_file(dir / "data", dir / "copy");
   {
     std::fstream file(dir / "data", std::ios::in | std::ios::out | std::ios::binary);

@@ -22,6 +22,25 @@ std::string binary_from_env(const char* name) {
   return std::filesystem::absolute(value).string();
 }
 
+Outcome pf_replay(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                  const EnvVars& env) {
+  return run_program(binary_from_env("PF_REPLAY"), dir, args, env);
+}
+
+Outcome pagefile_admin(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                       const EnvVars& env) {
+  return run_program(binary_from_env("PAGEFILE_ADMIN"), dir, args, env);
+}
+
+void generate_trace(const std::filesystem::path& dir, const std::string& name,
+                    std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  Outcome outcome = pf_replay(dir, args);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_status == 0);
+  write_file(dir / name, outcome.out);
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream bytes;
@@ -97,6 +116,21 @@ Outcome run_program(const std::string& binary, const std::filesystem::path& dir,
   REQUIRE_MESSAGE(outcome.exit_status != 126, "could not set up the child in " << dir);
   REQUIRE_MESSAGE(outcome.exit_status != 127, "could not run " << binary);
   return outcome;
+}
+
+std::vector<CsvRow> csv_rows(const std::filesystem::path& path) {
+  const std::vector<std::string> text = lines(read_file(path));
+  REQUIRE(!text.empty());
+  const std::vector<std::string> header = split(text[0], ',');
+  std::vector<CsvRow> rows;
+  for (size_t i = 1; i < text.size(); ++i) {
+    const std::vector<std::string> fields = split(text[i], ',');
+    INFO(text[i]);
+    REQUIRE(fields.size() == header.size());
+    CsvRow& row = rows.emplace_back();
+    for (size_t k = 0; k < header.size(); ++k) row[header[k]] = fields[k];
+  }
+  return rows;
 }
 
 }  // namespace pagefile::test

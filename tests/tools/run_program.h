@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,17 @@ std::string binary_from_env(const char* name);
 Outcome run_program(const std::string& binary, const std::filesystem::path& dir,
                     const std::vector<std::string>& args, const EnvVars& env = {});
 
+// The built tools, each with `args` in `dir` as run_program runs them:
+// pf-replay ($PF_REPLAY) and the admin CLI pagefile ($PAGEFILE_ADMIN).
+Outcome pf_replay(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                  const EnvVars& env = {});
+Outcome pagefile_admin(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                       const EnvVars& env = {});
+
+// `pf-replay generate ARGS > dir/name`; REQUIREs that it succeeds.
+void generate_trace(const std::filesystem::path& dir, const std::string& name,
+                    std::vector<std::string> args);
+
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
 // The parts of `text` between separators, empty ones included: "a,,b," is
@@ -36,5 +48,13 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 std::vector<std::string> split(const std::string& text, char separator);
 // The lines of `text`; a final newline ends the last line.
 std::vector<std::string> lines(const std::string& text);
+
+// A CSV row by its header's column names; `row.at(name)` fails a test on a
+// column that is missing.
+using CsvRow = std::map<std::string, std::string>;
+// The rows after the header of the CSV file at `path` (as pf-replay writes
+// them: no quoting); REQUIREs that every row has the header's number of
+// fields.
+std::vector<CsvRow> csv_rows(const std::filesystem::path& path);
 
 }  // namespace pagefile::test

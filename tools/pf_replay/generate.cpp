@@ -1,11 +1,10 @@
 #include "tools/pf_replay/generate.h"
 
-#include <limits>
-
 #include <fmt/format.h>
 
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
+#include "tools/pf_replay/split_mix64.h"
 
 namespace pf_replay {
 
@@ -14,42 +13,31 @@ namespace {
 using pagefile::Result;
 using pagefile::Status;
 
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-
-  // Uniform in [0, 1) with 53 random bits.
-  double next_unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-  // Uniform in [0, bound) without modulo bias: draws in the top
-  // 2^64 mod bound values are rejected, so every remainder is equally
-  // likely. REQUIRES: bound > 0.
-  uint64_t next_below(uint64_t bound) {
-    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-    const uint64_t excess = (kMax % bound + 1) % bound;  // 2^64 mod bound
-    for (;;) {
-      const uint64_t draw = next();
-      if (draw <= kMax - excess) return draw % bound;
-    }
-  }
-
- private:
-  uint64_t state_;
-};
-
 bool is_trace_word(std::string_view name) {
   if (name.empty() || name[0] == '#') return false;
   for (char c : name) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
   }
   return true;
+}
+
+// A page count that only `pattern` takes, given as `flag` (0: not given):
+// OK when it is not given, or given for that pattern and in
+// [1, file_pages].
+Status check_pattern_pages(std::string_view flag, int64_t pages, pagefile::AccessType pattern,
+                           const GenerateOptions& options) {
+  if (pages == 0) return Status::ok();
+  if (options.pattern != pattern) {
+    return Status::invalid_argument(
+        fmt::format("{} {}", flag, pages),
+        fmt::format("applies to the {} pattern only", pagefile::access_type_name(pattern)));
+  }
+  if (pages < 0 || pages > options.file_pages) {
+    return Status::invalid_argument(fmt::format("{} {}", flag, pages),
+                                    fmt::format("must be in [1, {}] (--file-pages)",
+                                                options.file_pages));
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -78,26 +66,15 @@ Status check_generate_options(const GenerateOptions& options) {
         fmt::format("must be a power of two in [{}, {}]", pagefile::kMinPageSize,
                     pagefile::kMaxPageSize));
   }
-  if (options.loop_pages != 0) {
-    if (options.pattern != pagefile::AccessType::kLooping) {
-      return Status::invalid_argument(fmt::format("--loop-pages {}", options.loop_pages),
-                                      "applies to the looping pattern only");
-    }
-    if (options.loop_pages < 0 || options.loop_pages > options.file_pages) {
-      return Status::invalid_argument(fmt::format("--loop-pages {}", options.loop_pages),
-                                      fmt::format("must be in [1, {}] (--file-pages)",
-                                                  options.file_pages));
-    }
+  if (Status s = check_pattern_pages("--loop-pages", options.loop_pages,
+                                     pagefile::AccessType::kLooping, options);
+      !s) {
+    return s;
   }
-  if (options.hot_pages != 0) {
-    if (options.pattern != pagefile::AccessType::kRandom) {
-      return Status::invalid_argument(fmt::format("--hot-pages {}", options.hot_pages),
-                                      "applies to the random pattern only");
-    }
-    if (options.hot_pages < 0 || options.hot_pages > options.file_pages) {
-      return Status::invalid_argument(fmt::format("--hot-pages {}", options.hot_pages),
-                                      fmt::format("must be in [1, {}] (--file-pages)", options.file_pages));
-    }
+  if (Status s = check_pattern_pages("--hot-pages", options.hot_pages,
+                                     pagefile::AccessType::kRandom, options);
+      !s) {
+    return s;
   }
   if (!(options.hot_share >= 0.0 && options.hot_share <= 1.0)) {
     return Status::invalid_argument(fmt::format("--hot-share {}", options.hot_share), "must be in [0, 1]");

@@ -11,42 +11,35 @@
 #include <xxhash.h>
 
 #include "core/little_endian.h"
+#include "tools/pf_replay/split_mix64.h"
 
 namespace pf_replay {
 
 namespace {
 
-using pagefile::get_le;
+using pagefile::LeField;
 using pagefile::put_le;
 
+// page_stamp.h's layout: the fields are packed, each where the one before
+// it ends.
 constexpr size_t kMagicAt = 0;
-constexpr size_t kChecksumAt = 8;
-constexpr size_t kPageAt = 16;
-constexpr size_t kVersionAt = 24;
-constexpr size_t kNameHashAt = 32;
-constexpr size_t kNameSizeAt = 40;
-constexpr size_t kStoredAt = 44;
-constexpr size_t kNameAt = 48;
+constexpr LeField<uint64_t> kChecksum{kMagicAt + kStampMagic.size()};
+constexpr LeField<int64_t> kPage{kChecksum.end()};
+constexpr LeField<uint64_t> kVersion{kPage.end()};
+constexpr LeField<uint64_t> kNameHash{kVersion.end()};
+constexpr LeField<uint32_t> kNameSize{kNameHash.end()};
+constexpr LeField<uint32_t> kStored{kNameSize.end()};
+constexpr size_t kNameAt = kStored.end();
 static_assert(kNameAt + kStampNameBytes == kStampHeaderSize);
-
 
 uint64_t page_checksum(std::span<const std::byte> page) {
   static constexpr std::array<std::byte, 8> kZeros{};
   XXH64_state_t state;
   XXH64_reset(&state, kStampChecksumSeed);
-  XXH64_update(&state, page.data(), kChecksumAt);
+  XXH64_update(&state, page.data(), kChecksum.at);
   XXH64_update(&state, kZeros.data(), kZeros.size());
-  XXH64_update(&state, page.data() + kChecksumAt + 8, page.size() - kChecksumAt - 8);
+  XXH64_update(&state, page.data() + kChecksum.end(), page.size() - kChecksum.end());
   return XXH64_digest(&state);
-}
-
-// SplitMix64: tiny, fast, and its output is fixed by its seed on every
-// platform, which the determinism of replays relies on.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_number,
@@ -55,10 +48,10 @@ void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_num
   put_le<uint64_t>(key, 0, name_hash);
   put_le<int64_t>(key, 8, page_number);
   put_le<uint64_t>(key, 16, version);
-  uint64_t state = XXH64(key.data(), key.size(), /*seed=*/0);
+  SplitMix64 random(XXH64(key.data(), key.size(), /*seed=*/0));
   size_t at = kStampHeaderSize;
-  for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, splitmix64(state));
-  uint64_t last = splitmix64(state);
+  for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, random.next());
+  uint64_t last = random.next();
   for (; at < page.size(); ++at, last >>= 8) page[at] = static_cast<std::byte>(last & 0xff);
 }
 
@@ -85,16 +78,16 @@ void stamp_page(std::span<std::byte> page, std::string_view name, int64_t page_n
   const uint64_t name_hash = stamp_name_hash(name);
   const size_t stored = std::min(name.size(), kStampNameBytes);
   std::memcpy(page.data() + kMagicAt, kStampMagic.data(), kStampMagic.size());
-  put_le<uint64_t>(page, kChecksumAt, 0);
-  put_le<int64_t>(page, kPageAt, page_number);
-  put_le<uint64_t>(page, kVersionAt, version);
-  put_le<uint64_t>(page, kNameHashAt, name_hash);
-  put_le<uint32_t>(page, kNameSizeAt, static_cast<uint32_t>(name.size()));
-  put_le<uint32_t>(page, kStoredAt, static_cast<uint32_t>(stored));
+  kChecksum.put(page, 0);
+  kPage.put(page, page_number);
+  kVersion.put(page, version);
+  kNameHash.put(page, name_hash);
+  kNameSize.put(page, static_cast<uint32_t>(name.size()));
+  kStored.put(page, static_cast<uint32_t>(stored));
   std::memset(page.data() + kNameAt, 0, kStampNameBytes);
   std::memcpy(page.data() + kNameAt, name.data(), stored);
   fill_filler(page, name_hash, page_number, version);
-  put_le<uint64_t>(page, kChecksumAt, page_checksum(page));
+  kChecksum.put(page, page_checksum(page));
 }
 
 pagefile::Result<PageStamp> read_stamp(std::span<const std::byte> page) {
@@ -105,7 +98,7 @@ pagefile::Result<PageStamp> read_stamp(std::span<const std::byte> page) {
   if (std::memcmp(page.data() + kMagicAt, kStampMagic.data(), kStampMagic.size()) != 0) {
     return pagefile::Status::corruption("", "bad magic (not a page pf-replay wrote)");
   }
-  const uint64_t stored_sum = get_le<uint64_t>(page, kChecksumAt);
+  const uint64_t stored_sum = kChecksum.get(page);
   const uint64_t computed_sum = page_checksum(page);
   if (stored_sum != computed_sum) {
     return pagefile::Status::corruption(
@@ -113,13 +106,13 @@ pagefile::Result<PageStamp> read_stamp(std::span<const std::byte> page) {
                         computed_sum));
   }
   PageStamp stamp;
-  stamp.page = get_le<int64_t>(page, kPageAt);
-  stamp.version = get_le<uint64_t>(page, kVersionAt);
-  stamp.name_hash = get_le<uint64_t>(page, kNameHashAt);
-  stamp.name_size = get_le<uint32_t>(page, kNameSizeAt);
+  stamp.page = kPage.get(page);
+  stamp.version = kVersion.get(page);
+  stamp.name_hash = kNameHash.get(page);
+  stamp.name_size = kNameSize.get(page);
   // The checksum passed, so a stored count above the field's size means a
   // writer of another layout, not damage.
-  const uint32_t stored = get_le<uint32_t>(page, kStoredAt);
+  const uint32_t stored = kStored.get(page);
   if (stored > kStampNameBytes) {
     return pagefile::Status::corruption(
         "", fmt::format("stored name length {} exceeds {}", stored, kStampNameBytes));

@@ -1,17 +1,12 @@
 #include "tools/pf_replay/replay.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <ctime>
 #include <deque>
 #include <map>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include <unistd.h>
@@ -22,6 +17,7 @@
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
 #include "tools/pf_replay/page_stamp.h"
+#include "tools/pf_replay/read_check.h"
 
 namespace pf_replay {
 
@@ -30,41 +26,12 @@ namespace {
 using pagefile::Result;
 using pagefile::Status;
 
-// Marks, in ReplayFile::written, a page whose content this run can no longer
-// predict (a write or truncate failed): only its stamp is checked.
-constexpr uint64_t kUnknownVersion = std::numeric_limits<uint64_t>::max();
-constexpr int64_t kNoTruncate = std::numeric_limits<int64_t>::max();
-
-// What a read must find, fixed when it is issued.
-struct Expectation {
-  enum class Kind : uint8_t {
-    kAnyStamp,  // zeros, beyond the end, or a stamp of this page: not this run's
-    kZeros,     // zeros or beyond the end: truncated away by this run
-    kVersion,   // the stamp of this page at `version`: written by this run
-  };
-  Kind kind = Kind::kAnyStamp;
-  uint64_t version = 0;
-};
-
 struct ReplayFile {
   std::optional<pagefile::Fd> fd;
   uint32_t page_size = 0;
   // The line of the open that failed, while its operations are skipped.
   uint32_t failed_open_line = 0;
-  // Page -> the version this run last wrote to it, or kUnknownVersion.
-  std::unordered_map<int64_t, uint64_t> written;
-  // Pages at or beyond this were cut off by a truncate of this run; those
-  // not in `written` must read as zeros.
-  int64_t zeros_from = kNoTruncate;
-
-  Expectation expect(int64_t page) const {
-    if (auto it = written.find(page); it != written.end()) {
-      if (it->second == kUnknownVersion) return {Expectation::Kind::kAnyStamp, 0};
-      return {Expectation::Kind::kVersion, it->second};
-    }
-    if (page >= zeros_from) return {Expectation::Kind::kZeros, 0};
-    return {Expectation::Kind::kAnyStamp, 0};
-  }
+  PageHistory history;
 };
 
 // One ticket the driver has not confirmed yet.
@@ -298,7 +265,7 @@ class Replayer {
 
   void issue_read(const TraceOp& op, ReplayFile& file) {
     Pending read = pending_for(OpKind::kRead, op);
-    read.expect = file.expect(op.page);
+    read.expect = file.history.expect(op.page);
     read.buffer = take_read_buffer(file.page_size);
     std::span<std::byte> buffer(read_buffers_[read.buffer].data(), file.page_size);
     Result<pagefile::Ticket> ticket = client_.read_request(*file.fd, op.page, buffer);
@@ -330,13 +297,13 @@ class Replayer {
     // soon as the request returns.
     Result<pagefile::Ticket> ticket = client_.write_request(*file.fd, op.page, data);
     if (!ticket) {
-      file.written[op.page] = kUnknownVersion;
+      file.history.write_failed(op.page);
       report_error(op.line, fmt::format("write {} {}", name(op.file), op.page), ticket.status());
       return;
     }
     ++stats_.writes;
     stats_.bytes += file.page_size;
-    file.written[op.page] = write.version;
+    file.history.wrote(op.page, write.version);
     write.ticket = *ticket;
     pending_.push_back(write);
   }
@@ -366,10 +333,7 @@ class Replayer {
     if (entry.kind == OpKind::kWrite) {
       Status s = client_.write_confirm(entry.ticket);
       if (!s) {
-        // Only this write's own mark is withdrawn: a later write of the page
-        // may already stand in for it.
-        auto it = file.written.find(entry.page);
-        if (it != file.written.end() && it->second == entry.version) it->second = kUnknownVersion;
+        file.history.write_unconfirmed(entry.page, entry.version);
         report_error(entry.line, fmt::format("write {} {}", name(entry.file), entry.page), s);
       }
       return;
@@ -380,73 +344,23 @@ class Replayer {
       report_error(entry.line, fmt::format("read {} {}", name(entry.file), entry.page),
                    outcome.status());
     } else {
-      check_read(entry, *outcome, page);
+      check(entry, *outcome, page);
     }
     free_buffers_.push_back(entry.buffer);
   }
 
-  void check_read(const Pending& read, pagefile::PageRead outcome,
-                  std::span<const std::byte> page) {
-    const bool beyond_end = outcome == pagefile::PageRead::kBeyondEnd;
-    switch (read.expect.kind) {
-      case Expectation::Kind::kVersion: {
-        if (beyond_end) {
-          report_mismatch(read, fmt::format("expected version {} (written by this run), but the "
-                                            "page is beyond the end of the file",
-                                            read.expect.version));
-          return;
-        }
-        if (is_zero_page(page)) {
-          report_mismatch(read, fmt::format("expected version {} (written by this run), but the "
-                                            "page reads as zeros",
-                                            read.expect.version));
-          return;
-        }
-        Status s = verify_stamp(page, name(read.file), read.page, read.expect.version);
-        if (!s) {
-          report_mismatch(read, s.message());
-        } else {
-          ++stats_.reads_stamped;
-        }
-        return;
-      }
-      case Expectation::Kind::kZeros: {
-        if (count_empty(beyond_end, page)) return;
-        Result<PageStamp> stamp = read_stamp(page);
-        if (stamp) {
-          report_mismatch(read, fmt::format("expected zeros (truncated away by this run), found "
-                                            "a stamp of page {} version {}",
-                                            stamp->page, stamp->version));
-        } else {
-          report_mismatch(read, "expected zeros (truncated away by this run), found other bytes");
-        }
-        return;
-      }
-      case Expectation::Kind::kAnyStamp: {
-        if (count_empty(beyond_end, page)) return;
-        Status s = verify_stamp(page, name(read.file), read.page, std::nullopt);
-        if (!s) {
-          report_mismatch(read, s.message());
-        } else {
-          ++stats_.reads_stamped;
-        }
-        return;
-      }
+  void check(const Pending& read, pagefile::PageRead outcome, std::span<const std::byte> page) {
+    Result<ReadFinding> finding =
+        check_read(read.expect, name(read.file), read.page, outcome, page);
+    if (!finding) {
+      report_mismatch(read, finding.status().message());
+      return;
     }
-  }
-
-  // Counts a read that found the end of the file or a page of zeros, and
-  // says whether it did.
-  bool count_empty(bool beyond_end, std::span<const std::byte> page) {
-    if (beyond_end) {
-      ++stats_.reads_beyond_end;
-      return true;
+    switch (*finding) {
+      case ReadFinding::kStamped: ++stats_.reads_stamped; break;
+      case ReadFinding::kZeros: ++stats_.reads_zero; break;
+      case ReadFinding::kBeyondEnd: ++stats_.reads_beyond_end; break;
     }
-    if (is_zero_page(page)) {
-      ++stats_.reads_zero;
-      return true;
-    }
-    return false;
   }
 
   void sync(const TraceOp& op, ReplayFile& file) {
@@ -461,21 +375,8 @@ class Replayer {
     confirm_file(op.file);
     ++stats_.truncates;
     Status s = client_.truncate(*file.fd, op.page);
-    for (auto it = file.written.begin(); it != file.written.end();) {
-      if (it->first < op.page) {
-        ++it;
-      } else if (s) {
-        it = file.written.erase(it);  // zeros_from covers it
-      } else {
-        it->second = kUnknownVersion;  // cut or not: only its stamp can be checked
-        ++it;
-      }
-    }
-    if (!s) {
-      report_error(op.line, fmt::format("truncate {} {}", name(op.file), op.page), s);
-      return;
-    }
-    file.zeros_from = std::min(file.zeros_from, op.page);
+    file.history.truncated(op.page, s.is_ok());
+    if (!s) report_error(op.line, fmt::format("truncate {} {}", name(op.file), op.page), s);
   }
 
   // Adds what the client's pool did for the descriptor, just before it

@@ -23,7 +23,8 @@
 //   - any other page: zeros (never written), beyond the end, or a stamp of
 //     this file and page number of any version (an earlier run's write).
 // A page that fails its check is a mismatch: reported with the file, page,
-// trace line and what differs, and counted.
+// trace line and what differs, and counted. (read_check.h holds the
+// expectations and the check.)
 //
 // Errors. Any error of the Pagefile API is reported with the trace line and
 // counted, and the replay goes on; a file whose open failed has its
