@@ -26,6 +26,9 @@
 #                          columns
 #   median                 the median of the numbers on standard input
 #   column_of NAME CSV     the column number of NAME in CSV's header line
+#   restart_cluster PAGEFILED DIR ARGS...
+#                          the servers of start_cluster restarted on their
+#                          addresses with ARGS
 # and, from tests/sqlite/pagefiled_cluster.sh, start_pagefiled,
 # start_cluster and stop_cluster: servers on loopback or a Unix socket, each
 # start bounded to 10 s, stopped by process id.
