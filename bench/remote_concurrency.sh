@@ -215,11 +215,16 @@ if want latency; then
 fi
 
 # ---------------------------------------------------------------------------
-# probe_ops PREFIX BUS LEVEL SEED: ops for a run of ~seconds at LEVEL, from
-# a 2000-op probe run.
-probe_ops() {
+# sized_trace PREFIX BUS LEVEL SEED: sets `trace` to PREFIX-read-cLEVEL.trace,
+# `ops` random reads for a run of ~seconds at LEVEL as a 2000-op probe run
+# (PREFIX-probe.trace) finds; both traces have seed SEED.
+sized_trace() {
+  local row
   random_trace "$1-probe.trace" 2000 "$4"
-  ops_for_rate "$(field "$(replay "$1-probe.trace" "$2" "$3")" pages_per_s)"
+  row=$(replay "$1-probe.trace" "$2" "$3")
+  ops=$(ops_for_rate "$(field "$row" pages_per_s)")
+  trace="$1-read-c$3.trace"
+  random_trace "$trace" "$ops" "$4"
 }
 
 if want cached; then
@@ -237,9 +242,7 @@ if want cached; then
     "cpu us/p" misses
   base=""
   for level in $levels; do
-    ops=$(probe_ops cached "$bus" "$level" $((100 + level)))
-    trace="cached-read-c$level.trace"
-    random_trace "$trace" "$ops" $((100 + level))
+    sized_trace cached "$bus" "$level" $((100 + level))
     before=$(cache_counters "$bus")
     rates=(); mss=(); cpus=()
     for ((r = 0; r < repeat; r++)); do measured_replay "$trace" "$bus" "$level" "${cluster_pids[@]}"; done
@@ -289,9 +292,7 @@ if want nbd; then
     printf "%-30s %5s %7s %9s %9s %7s %9s %9s %8s %8s\n" "no emulated latency, 1 server" concurrency ops \
       "pf p/s" "nbd p/s" "pf/nbd" "pf ms/p" "nbd ms/p" "pf cpu" "nbd cpu"
     for level in $levels; do
-      ops=$(probe_ops nbdpeer "$peer_bus" "$level" $((200 + level)))
-      trace="nbdpeer-read-c$level.trace"
-      random_trace "$trace" "$ops" $((200 + level))
+      sized_trace nbdpeer "$peer_bus" "$level" $((200 + level))
       rates=(); mss=(); cpus=(); nbd_rates=(); nbd_mss=(); nbd_cpus=()
       for ((r = 0; r < repeat; r++)); do
         measured_replay "$trace" "$peer_bus" "$level" "$pf_pid"
