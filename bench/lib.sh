@@ -82,8 +82,9 @@ need_tools() {
   done
 }
 
-# INT and TERM exit with the shell's usual status, through the EXIT trap: the
-# servers run in the background, where a ^C does not reach them.
+# INT and TERM, too, leave through the EXIT trap (status 130, 143): the
+# servers run in the background, started ignoring ^C, and are stopped only
+# there.
 make_work() {
   work=$(mktemp -d "$tmp/$1.XXXXXX")
   trap 'stop_cluster; rm -rf "$work"' EXIT

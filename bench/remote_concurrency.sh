@@ -5,7 +5,7 @@
 #
 #   latency  6 pagefiled on loopback, each EMULATING a disk of 10 ms per
 #            uncached page (--disk-latency 10) behind a 256-page cache; a
-#            6000-page file striped over them (far larger than the caches),
+#            30000-page file striped over them (far larger than the caches),
 #            random reads. The ideal is one page per server per 10 ms:
 #            min(c, 6) x 100 pages/s, at most 600 pages/s.
 #   cached   the same 6 servers restarted with no emulated latency and a cache
@@ -26,7 +26,7 @@
 # usage: bench/remote_concurrency.sh [--pf-replay PATH] [--pagefiled PATH]
 #            [--nbd-driver PATH] [--parts "latency cached nbd"]
 #            [--levels "1 2 4 6 8 12 16 24"] [--servers 6] [--latency-ms 10]
-#            [--cache-pages 256] [--file-pages 6000] [--page-size 8192]
+#            [--cache-pages 256] [--file-pages 30000] [--page-size 8192]
 #            [--seconds 3] [--repeat 3] [--csv OUT] [--tmp DIR]
 set -euo pipefail
 
