@@ -11,28 +11,16 @@
 #                                   [--levels "1 4 12"] [--csv OUT] [--tmp DIR]
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-bench=local_concurrency.sh
-source "$here/lib.sh"
-pf_replay="$here/../build/tools/pf-replay"
-ops=20000
-repeat=3
-levels="1 4 12"
-csv="$PWD/local_concurrency.csv"
-tmp="${TMPDIR:-/tmp}"
+source "$(dirname "$0")/lib.sh"
 file_pages=2048
 page_size=8192
-command_line="$0 $*"
+parse_options pf_replay="$here/../build/tools/pf-replay" ops=20000 repeat=3 levels="1 4 12" \
+  csv="$PWD/local_concurrency.csv" tmp="${TMPDIR:-/tmp}" -- "$@"
 
-options="pf_replay ops repeat levels csv tmp"
-parse_options "$@"
+need_tools pf_replay
+csv=$(rooted "$csv")
 
-need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
-pf_replay=$(absolute "$pf_replay")
-case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
-
-work=$(mktemp -d "$tmp/pf-bench-local.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+make_work pf-bench-local
 cd "$work"
 
 read_trace="random-read-${page_size}b-${file_pages}p-${ops}ops.trace"
@@ -58,25 +46,15 @@ echo
 for ((r = 1; r <= repeat; r++)); do
   for level in $levels; do
     for trace in "$read_trace" "$write_trace"; do
-      if ! "$pf_replay" run "$trace" --dir data --concurrency "$level" --csv runs.csv \
-          --no-progress > run.out 2> run.err; then
-        echo "local_concurrency.sh: pf-replay failed on $trace at concurrency $level:" >&2
-        cat run.out run.err >&2
-        exit 1
-      fi
+      "$pf_replay" run "$trace" --dir data --concurrency "$level" --csv runs.csv --no-progress \
+        > run.out 2> run.err || fail "pf-replay failed on $trace at concurrency $level" run.out run.err
     done
   done
 done
 
 # The rows of this run go to OUT, with pf-replay's header when OUT is new.
 header=$(head -1 runs.csv)
-if [[ ! -s "$csv" ]]; then
-  echo "$header" > "$csv"
-elif [[ "$(head -1 "$csv")" != "$header" ]]; then
-  echo "local_concurrency.sh: $csv has other columns; rows kept only in this run's output" >&2
-  csv=""
-fi
-[[ -n "$csv" ]] && tail -n +2 runs.csv >> "$csv"
+append_csv runs.csv "$csv" || csv=""
 
 # Median pages/s of the repeats for each (workload, level), and its ratio to
 # concurrency 1 (the first level given). Columns are found by name in

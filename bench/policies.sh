@@ -44,67 +44,29 @@
 #            [--csv OUT] [--tmp DIR]
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-bench=policies.sh
-source "$here/lib.sh"
-pf_replay="$here/../build/tools/pf-replay"
-pagefiled="$here/../build/tools/pagefiled"
-admin=""
-servers=6
-latency_ms=10
-server_pages=32
-client_pages=256
-loop_pages=288
-passes=8
-file_pages=3000
-random_pages=1024
-random_ops=3000
-hot_pages=128
-hot_share=0.8
-prefetch_pages=32
-concurrency=8
-page_size=8192
-csv="$PWD/policies.csv"
-tmp="${TMPDIR:-/tmp}"
-command_line="$0 $*"
+source "$(dirname "$0")/lib.sh"
+parse_options pf_replay="$here/../build/tools/pf-replay" pagefiled="$here/../build/tools/pagefiled" \
+  admin="" servers=6 latency_ms=10 server_pages=32 client_pages=256 loop_pages=288 passes=8 \
+  file_pages=3000 random_pages=1024 random_ops=3000 hot_pages=128 hot_share=0.8 \
+  prefetch_pages=32 concurrency=8 page_size=8192 csv="$PWD/policies.csv" tmp="${TMPDIR:-/tmp}" -- "$@"
 
-
-options="pf_replay pagefiled admin servers latency_ms server_pages client_pages loop_pages passes file_pages random_pages random_ops hot_pages hot_share prefetch_pages concurrency page_size csv tmp"
-parse_options "$@"
-
-need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
-need_tool "$pagefiled" "build it (ninja -C build) or pass --pagefiled"
-pf_replay=$(absolute "$pf_replay")
-pagefiled=$(absolute "$pagefiled")
+need_tools pf_replay pagefiled
 [[ -n "$admin" ]] || admin="$(dirname "$pf_replay")/pagefile"
-need_tool "$admin" "pass --admin"
-admin=$(absolute "$admin")
-case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
+need_tools admin
+csv=$(rooted "$csv")
 (( loop_pages <= file_pages && random_pages <= file_pages )) || die "--loop-pages and --random-pages must fit --file-pages"
 
-work=$(mktemp -d "$tmp/pf-bench-policies.XXXXXX")
-trap 'stop_cluster; rm -rf "$work"' EXIT
+make_work pf-bench-policies
 cd "$work"
 
-# serve I LISTEN ARGS...: starts server I over $work/s-I; sets `address` to
-# the address from its "listening on" line.
-serve() {
-  local i=$1 listen=$2
-  shift 2
-  start_pagefiled "$pagefiled" "$work/s-$i" "$listen" "$@" || exit 1
-}
-
-# cluster ARGS...: (re)starts the servers with ARGS, on new ports the first
-# time and on the addresses of `bus` after that.
+# cluster ARGS...: (re)starts the servers over $work/s with ARGS, on new ports
+# the first time and on the addresses of `bus` after that.
 bus=""
 cluster() {
-  local i
-  stop_cluster
   if [[ -z "$bus" ]]; then
-    for ((i = 0; i < servers; i++)); do serve "$i" tcp://127.0.0.1:0 "$@"; bus="${bus:+$bus,}$address"; done
+    start_cluster "$pagefiled" "$work/s" "$servers" "$@" || exit 1
   else
-    IFS=, read -r -a listen <<< "$bus"
-    for ((i = 0; i < servers; i++)); do serve "$i" "${listen[$i]}" "$@"; done
+    restart_cluster "$pagefiled" "$work/s" "$@"
   fi
 }
 
@@ -112,17 +74,13 @@ cluster() {
 run() {
   local trace=$1
   shift
-  if ! "$pf_replay" run "$trace" --bus "$bus" --concurrency "$concurrency" --csv runs.csv --no-progress \
-      "$@" > run.out 2> run.err; then
-    echo "policies.sh: pf-replay failed on $trace $*:" >&2
-    cat run.out run.err >&2
-    exit 1
-  fi
+  "$pf_replay" run "$trace" --bus "$bus" --concurrency "$concurrency" --csv runs.csv --no-progress \
+    "$@" > run.out 2> run.err || fail "pf-replay failed on $trace $*" run.out run.err
 }
 field() { tail -1 runs.csv | cut -d, -f"$(column_of "$1" runs.csv)"; }
-# The servers' hits, misses and disk reads, summed ("HITS MISSES DISK").
+# The servers' hits and misses, summed ("HITS MISSES").
 server_counters() {
-  local address h m d total_h=0 total_m=0 total_d=0
+  local address h m total_h=0 total_m=0
   IFS=, read -r -a listen <<< "$bus"
   for address in "${listen[@]}"; do
     "$admin" status --bus "$address" > status.out 2>&1 || { cat status.out >&2; exit 1; }

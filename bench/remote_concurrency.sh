@@ -5,7 +5,7 @@
 #
 #   latency  6 pagefiled on loopback, each EMULATING a disk of 10 ms per
 #            uncached page (--disk-latency 10) behind a 256-page cache; a
-#            6000-page file striped over them (far larger than the caches),
+#            30000-page file striped over them (far larger than the caches),
 #            random reads. The ideal is one page per server per 10 ms:
 #            min(c, 6) x 100 pages/s, at most 600 pages/s.
 #   cached   the same 6 servers restarted with no emulated latency and a cache
@@ -26,38 +26,18 @@
 # usage: bench/remote_concurrency.sh [--pf-replay PATH] [--pagefiled PATH]
 #            [--nbd-driver PATH] [--parts "latency cached nbd"]
 #            [--levels "1 2 4 6 8 12 16 24"] [--servers 6] [--latency-ms 10]
-#            [--cache-pages 256] [--file-pages 6000] [--page-size 8192]
+#            [--cache-pages 256] [--file-pages 30000] [--page-size 8192]
 #            [--seconds 3] [--repeat 3] [--csv OUT] [--tmp DIR]
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-bench=remote_concurrency.sh
-source "$here/lib.sh"
-pf_replay="$here/../build/tools/pf-replay"
-pagefiled="$here/../build/tools/pagefiled"
-nbd_driver="$here/../build/bench/nbd_random_read"
-parts="latency cached nbd"
-levels="1 2 4 6 8 12 16 24"
-servers=6
-latency_ms=10
-cache_pages=256
-file_pages=30000
-page_size=8192
-seconds=3
-repeat=3
-csv="$PWD/remote_concurrency.csv"
-tmp="${TMPDIR:-/tmp}"
-command_line="$0 $*"
+source "$(dirname "$0")/lib.sh"
+parse_options pf_replay="$here/../build/tools/pf-replay" pagefiled="$here/../build/tools/pagefiled" \
+  nbd_driver="$here/../build/bench/nbd_random_read" parts="latency cached nbd" \
+  levels="1 2 4 6 8 12 16 24" servers=6 latency_ms=10 cache_pages=256 file_pages=30000 \
+  page_size=8192 seconds=3 repeat=3 csv="$PWD/remote_concurrency.csv" tmp="${TMPDIR:-/tmp}" -- "$@"
 
-
-options="pf_replay pagefiled nbd_driver parts levels servers latency_ms cache_pages file_pages page_size seconds repeat csv tmp"
-parse_options "$@"
-
-need_tool "$pf_replay" "build it (ninja -C build) or pass --pf-replay"
-need_tool "$pagefiled" "build it (ninja -C build) or pass --pagefiled"
-pf_replay=$(absolute "$pf_replay")
-pagefiled=$(absolute "$pagefiled")
-case "$csv" in /*) ;; *) csv="$PWD/$csv" ;; esac
+need_tools pf_replay pagefiled
+csv=$(rooted "$csv")
 for part in $parts; do
   case "$part" in latency|cached|nbd) ;; *) die "--parts: unknown part '$part'" ;; esac
 done
@@ -77,29 +57,13 @@ if want nbd; then
   fi
 fi
 
-work=$(mktemp -d "$tmp/pf-bench-remote.XXXXXX")
 # cluster_pids (lib.sh): every server this script started, nbdkit too.
-trap 'stop_cluster; rm -rf "$work"' EXIT
+make_work pf-bench-remote
 cd "$work"
 
 # cluster PREFIX N ARGS...: N servers on 127.0.0.1 over fresh directories
 # $work/PREFIX/server-I; sets bus to their addresses, comma-separated.
 cluster() { start_cluster "$pagefiled" "$work/$1" "${@:2}" || exit 1; }
-
-# restart_cluster PREFIX ARGS...: stops the servers and starts them again over
-# the same directories on the same addresses (so the catalog's records still
-# name them), with ARGS; their caches start empty.
-restart_cluster() {
-  local prefix=$1 i=0 listen
-  shift
-  stop_cluster
-  IFS=, read -r -a addresses <<< "$bus"
-  for listen in "${addresses[@]}"; do
-    # (start_pagefiled sets `address`; the loop has its own variable)
-    start_pagefiled "$pagefiled" "$work/$prefix/server-$i" "$listen" "$@" || exit 1
-    i=$((i + 1))
-  done
-}
 
 # The sum of the servers' cache hits and misses ("HITS MISSES").
 cache_counters() {
@@ -110,6 +74,16 @@ cache_counters() {
 pf_admin_bus_tool="$(dirname "$pf_replay")/pagefile"
 have_admin=1
 [[ -x "$pf_admin_bus_tool" ]] || have_admin=0
+# misses BEFORE AFTER FORMAT: the share of the servers' reads that missed
+# their caches between two cache_counters, in percent with FORMAT ("?" when
+# there is no counting them).
+misses() {
+  local h0 m0 h1 m1
+  read -r h0 m0 <<< "$1"
+  read -r h1 m1 <<< "$2"
+  awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" -v format="$3" \
+    'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf format, 100 * m / (h + m) }'
+}
 
 # CPU time (user + system, seconds) of a command run with `time`, and of
 # running processes (from /proc, in clock ticks): on a machine shared with
@@ -130,17 +104,29 @@ per_page() { awk -v c="$1" -v p="$2" 'BEGIN { printf "%.1f\n", (p > 0) ? 1e6 * c
 replay() {
   local trace=$1 bus_arg=$2 level=$3
   shift 3
-  if ! { time "$pf_replay" run "$trace" --bus "$bus_arg" --concurrency "$level" --csv runs.csv \
-      --no-progress "$@" > run.out 2> run.err; } 2> time.out; then
-    echo "remote_concurrency.sh: pf-replay failed on $trace at concurrency $level:" >&2
-    cat run.out run.err >&2
-    exit 1
-  fi
+  { time "$pf_replay" run "$trace" --bus "$bus_arg" --concurrency "$level" --csv runs.csv \
+      --no-progress "$@" > run.out 2> run.err; } 2> time.out ||
+    fail "pf-replay failed on $trace at concurrency $level" run.out run.err
   awk '{ print $1 + $2 }' time.out > client.cpu
   tail -1 runs.csv
 }
 # Columns of pf-replay's CSV, found by name so added columns do not shift them.
 field() { echo "$1" | cut -d, -f"$(column_of "$2" runs.csv)"; }
+# measured_replay TRACE BUS LEVEL PID...: one replay; its pages/s, ms/page and
+# CPU microseconds per page (pf-replay's and the PIDs' during the run)
+# appended to rates, mss and cpus.
+measured_replay() {
+  local trace=$1 bus_arg=$2 level=$3 before after row
+  shift 3
+  before=$(cpu_of "$@")
+  row=$(replay "$trace" "$bus_arg" "$level")
+  after=$(cpu_of "$@")
+  rates+=("$(field "$row" pages_per_s)")
+  mss+=("$(field "$row" ms_per_page)")
+  cpus+=("$(per_page "$(awk -v a="$after" -v b="$before" -v c="$(cat client.cpu)" \
+    'BEGIN { print a - b + c }')" "$(field "$row" pages)")")
+}
+median_of() { printf "%s\n" "$@" | median; }
 
 gen() { "$pf_replay" generate --file data --file-pages "$file_pages" --page-size "$page_size" "$@"; }
 gen --pattern sequential --ops "$file_pages" --write-ratio 1 > fill.trace
@@ -189,7 +175,7 @@ if want latency; then
   cluster lat "$servers" --cache-pages "$cache_pages"
   echo "bus: $bus"
   fill_and_warm "$bus" --placement stripe
-  restart_cluster lat --disk-latency "$latency_ms" --cache-pages "$cache_pages"
+  restart_cluster "$pagefiled" "$work/lat" --disk-latency "$latency_ms" --cache-pages "$cache_pages"
   echo "file created with --placement stripe (1 page per unit) and filled (untimed, before the servers"
   echo "were restarted with the emulated latency and empty caches)"
   echo "ideal: one uncached page per server per $latency_ms ms = min(c, $servers) x $((1000 / latency_ms)) pages/s, at most $ideal_max pages/s"
@@ -216,10 +202,7 @@ if want latency; then
       row=$(replay "emulated${latency_ms}ms-read-c$level-$schedule.trace" "$bus" "$level" --schedule "$schedule")
       after=$(cache_counters "$bus")
       rate=$(field "$row" pages_per_s)
-      read -r h0 m0 <<< "$before"
-      read -r h1 m1 <<< "$after"
-      miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
-        'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.0f%%", 100 * m / (h + m) }')
+      miss=$(misses "$before" "$after" "%.0f%%")
       printf "%-26s %8s %5s %6s %8.2f %9.3f %9.1f %8d %8.1f%% %6.1f%% %7s\n" \
         "EMULATED ${latency_ms} ms disk" "$schedule" "$level" "$ops" "$(field "$row" seconds)" \
         "$(field "$row" ms_per_page)" "$rate" "$ideal" \
@@ -232,11 +215,16 @@ if want latency; then
 fi
 
 # ---------------------------------------------------------------------------
-# probe_ops PREFIX BUS LEVEL SEED: ops for a run of ~seconds at LEVEL, from
-# a 2000-op probe run.
-probe_ops() {
+# sized_trace PREFIX BUS LEVEL SEED: sets `trace` to PREFIX-read-cLEVEL.trace,
+# `ops` random reads for a run of ~seconds at LEVEL as a 2000-op probe run
+# (PREFIX-probe.trace) finds; both traces have seed SEED.
+sized_trace() {
+  local row
   random_trace "$1-probe.trace" 2000 "$4"
-  ops_for_rate "$(field "$(replay "$1-probe.trace" "$2" "$3")" pages_per_s)"
+  row=$(replay "$1-probe.trace" "$2" "$3")
+  ops=$(ops_for_rate "$(field "$row" pages_per_s)")
+  trace="$1-read-c$3.trace"
+  random_trace "$trace" "$ops" "$4"
 }
 
 if want cached; then
@@ -254,31 +242,16 @@ if want cached; then
     "cpu us/p" misses
   base=""
   for level in $levels; do
-    ops=$(probe_ops cached "$bus" "$level" $((100 + level)))
-    trace="cached-read-c$level.trace"
-    random_trace "$trace" "$ops" $((100 + level))
+    sized_trace cached "$bus" "$level" $((100 + level))
     before=$(cache_counters "$bus")
     rates=(); mss=(); cpus=()
-    for ((r = 0; r < repeat; r++)); do
-      servers_before=$(cpu_of "${cluster_pids[@]}")
-      row=$(replay "$trace" "$bus" "$level")
-      servers_after=$(cpu_of "${cluster_pids[@]}")
-      rates+=("$(field "$row" pages_per_s)")
-      mss+=("$(field "$row" ms_per_page)")
-      cpus+=("$(per_page "$(awk -v a="$servers_after" -v b="$servers_before" -v c="$(cat client.cpu)" \
-        'BEGIN { print a - b + c }')" "$(field "$row" pages)")")
-    done
-    rate=$(printf "%s\n" "${rates[@]}" | median)
-    ms=$(printf "%s\n" "${mss[@]}" | median)
-    after=$(cache_counters "$bus")
-    read -r h0 m0 <<< "$before"
-    read -r h1 m1 <<< "$after"
-    miss=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) -v a="$have_admin" \
-      'BEGIN { if (a == 0 || h + m == 0) print "?"; else printf "%.1f%%", 100 * m / (h + m) }')
+    for ((r = 0; r < repeat; r++)); do measured_replay "$trace" "$bus" "$level" "${cluster_pids[@]}"; done
+    rate=$(median_of "${rates[@]}")
+    miss=$(misses "$before" "$(cache_counters "$bus")" "%.1f%%")
     [[ -z "$base" ]] && base=$rate
     printf "%-32s %5s %7s %9.4f %10.0f %7.2fx %9.1f %7s\n" "no emulated latency (all hits)" "$level" "$ops" \
-      "$ms" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" \
-      "$(printf "%s\n" "${cpus[@]}" | median)" "$miss"
+      "$(median_of "${mss[@]}")" "$rate" "$(awk -v r="$rate" -v b="$base" 'BEGIN { print r / b }')" \
+      "$(median_of "${cpus[@]}")" "$miss"
   done
   stop_cluster
   echo
@@ -303,7 +276,7 @@ if want nbd; then
     cluster_pids+=($!)
     nbd_pid=$!
     for ((i = 0; i < 100; i++)); do [[ -s "$work/nbdkit.pid" ]] && break; sleep 0.1; done
-    [[ -s "$work/nbdkit.pid" ]] || { echo "remote_concurrency.sh: nbdkit did not start:" >&2; cat "$work/nbdkit.out" >&2; exit 1; }
+    [[ -s "$work/nbdkit.pid" ]] || fail "nbdkit did not start within 10 s" "$work/nbdkit.out"
     echo "pagefile: pagefiled --listen unix:$pf_socket --cache-pages $big_cache; file filled and warmed by one read pass"
     echo "nbd:      nbdkit --unix $nbd_socket memory $((file_pages * page_size)) ($(nbdkit --version | head -1)); disk filled once"
     echo "          $nbd_driver --unix SOCKET --page-size $page_size --trace TRACE --concurrency N"
@@ -312,34 +285,21 @@ if want nbd; then
     echo "(cpu = CPU time of client and server during the run, per page: pf-replay + pagefiled, nbd_random_read + nbdkit)"
     fill_and_warm "$peer_bus"
     replay warm.trace "$peer_bus" 24 --policy random > /dev/null
-    if ! "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
-        --ops 0 --concurrency 24 --fill > nbd.out 2>&1; then
-      echo "remote_concurrency.sh: filling the nbd disk failed:" >&2; cat nbd.out >&2; exit 1
-    fi
+    "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
+      --ops 0 --concurrency 24 --fill > nbd.out 2>&1 || fail "filling the nbd disk failed" nbd.out
     nbd_csv="${csv%.csv}-nbd.csv"
     [[ -s "$nbd_csv" ]] || echo "started_utc,concurrency,ops,seconds,ms_per_page,pages_per_s,page_size,cpu_us_per_page,trace" > "$nbd_csv"
     printf "%-30s %5s %7s %9s %9s %7s %9s %9s %8s %8s\n" "no emulated latency, 1 server" concurrency ops \
       "pf p/s" "nbd p/s" "pf/nbd" "pf ms/p" "nbd ms/p" "pf cpu" "nbd cpu"
-    median_of() { printf "%s\n" "$@" | median; }
     for level in $levels; do
-      ops=$(probe_ops nbdpeer "$peer_bus" "$level" $((200 + level)))
-      trace="nbdpeer-read-c$level.trace"
-      random_trace "$trace" "$ops" $((200 + level))
-      pf_rates=(); pf_mss=(); pf_cpus=(); nbd_rates=(); nbd_mss=(); nbd_cpus=()
+      sized_trace nbdpeer "$peer_bus" "$level" $((200 + level))
+      rates=(); mss=(); cpus=(); nbd_rates=(); nbd_mss=(); nbd_cpus=()
       for ((r = 0; r < repeat; r++)); do
-        server_before=$(cpu_of "$pf_pid")
-        row=$(replay "$trace" "$peer_bus" "$level")
-        server_after=$(cpu_of "$pf_pid")
-        pf_rates+=("$(field "$row" pages_per_s)")
-        pf_mss+=("$(field "$row" ms_per_page)")
-        pf_cpus+=("$(per_page "$(awk -v a="$server_after" -v b="$server_before" -v c="$(cat client.cpu)" \
-          'BEGIN { print a - b + c }')" "$ops")")
-
+        measured_replay "$trace" "$peer_bus" "$level" "$pf_pid"
         server_before=$(cpu_of "$nbd_pid")
-        if ! { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
-            --concurrency "$level" > nbd.out 2>&1; } 2> time.out; then
-          echo "remote_concurrency.sh: nbd_random_read failed at concurrency $level:" >&2; cat nbd.out >&2; exit 1
-        fi
+        { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
+            --concurrency "$level" > nbd.out 2>&1; } 2> time.out ||
+          fail "nbd_random_read failed at concurrency $level" nbd.out
         server_after=$(cpu_of "$nbd_pid")
         line=$(cat nbd.out)
         value() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
@@ -349,12 +309,12 @@ if want nbd; then
         nbd_cpus+=("$nbd_cpu")
         echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$nbd_cpu,$trace" >> "$nbd_csv"
       done
-      pf_rate=$(median_of "${pf_rates[@]}")
+      pf_rate=$(median_of "${rates[@]}")
       nbd_rate=$(median_of "${nbd_rates[@]}")
       printf "%-30s %5s %7s %9.0f %9.0f %6.2fx %9.4f %9.4f %8.1f %8.1f\n" "no emulated latency, 1 server" \
         "$level" "$ops" "$pf_rate" "$nbd_rate" "$(awk -v a="$pf_rate" -v b="$nbd_rate" 'BEGIN { print a / b }')" \
-        "$(median_of "${pf_mss[@]}")" "$(median_of "${nbd_mss[@]}")" \
-        "$(median_of "${pf_cpus[@]}")" "$(median_of "${nbd_cpus[@]}")"
+        "$(median_of "${mss[@]}")" "$(median_of "${nbd_mss[@]}")" \
+        "$(median_of "${cpus[@]}")" "$(median_of "${nbd_cpus[@]}")"
     done
     echo "(pf/nbd: pages per second of pagefile over nbdkit; cpu: microseconds of CPU per page read)"
     echo "nbd rows appended to $nbd_csv"
@@ -366,17 +326,7 @@ fi
 echo "load average (1, 5, 15 min) at the end: $(load)"
 
 # The pf-replay rows of this run go to OUT, with pf-replay's header when OUT is new.
-if [[ -s runs.csv ]]; then
-  header=$(head -1 runs.csv)
-  if [[ ! -s "$csv" ]]; then
-    echo "$header" > "$csv"
-  elif [[ "$(head -1 "$csv")" != "$header" ]]; then
-    echo "remote_concurrency.sh: $csv has other columns; rows kept only in this run's output" >&2
-    csv=""
-  fi
-  if [[ -n "$csv" ]]; then
-    tail -n +2 runs.csv >> "$csv"
-    echo "pf-replay rows (probes and warm-ups included; the trace column names the part) appended to $csv"
-  fi
+if [[ -s runs.csv ]] && append_csv runs.csv "$csv"; then
+  echo "pf-replay rows (probes and warm-ups included; the trace column names the part) appended to $csv"
 fi
 exit 0

@@ -23,26 +23,10 @@
 # cached under BUILD/sqlite-harness). Every database passes integrity_check.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-bench=sqlite_vfs.sh
-source "$here/lib.sh"
-build="$here/../build"
-parts="workloads speedtest1"
-levels="1 4 12"
-servers=6
-latency_ms=10
-cache_pages=64
-rows=2000
-reads=5000
-txns=2
-txn_rows=1000
-size=100
-local_runs=5
-csv=""
-tmp=${TMPDIR:-/tmp}
-
-options="build parts levels servers latency_ms cache_pages rows reads txns txn_rows size local_runs csv tmp"
-parse_options "$@"
+source "$(dirname "$0")/lib.sh"
+parse_options build="$here/../build" parts="workloads speedtest1" levels="1 4 12" servers=6 \
+  latency_ms=10 cache_pages=64 rows=2000 reads=5000 txns=2 txn_rows=1000 size=100 local_runs=5 \
+  csv="" tmp="${TMPDIR:-/tmp}" -- "$@"
 
 build=$(cd "$build" && pwd) || die "no build directory"
 extension="$build/vfs/pagefile.so"
@@ -53,8 +37,7 @@ python=/usr/bin/python3
 "$python" -c 'import sqlite3; sqlite3.connect(":memory:").enable_load_extension(True)' 2>/dev/null ||
   die "$python cannot load SQLite extensions (Debian's python3 can)"
 
-work=$(mktemp -d "$tmp/sqlite-vfs-bench.XXXXXX")
-trap 'stop_cluster; rm -rf "$work"' EXIT
+make_work sqlite-vfs-bench
 
 declare -A seconds  # seconds[config/workload]
 configs=()
