@@ -5,14 +5,37 @@
 
 namespace pagefile {
 
-IoRuntime::IoRuntime(uint32_t work_threads)
+IoRuntime::IoRuntime(uint32_t work_threads, std::chrono::microseconds poll_before_sleep)
     : work_threads_(std::max<uint32_t>(1, work_threads)),
       keep_running_(boost::asio::make_work_guard(io_)),
-      io_thread_([this] { io_.run(); }),
+      io_thread_([this, poll_before_sleep] { run_network(poll_before_sleep); }),
       work_(work_threads_) {}
 
-std::shared_ptr<IoRuntime> IoRuntime::start(uint32_t work_threads) {
-  return std::shared_ptr<IoRuntime>(new IoRuntime(work_threads));
+std::shared_ptr<IoRuntime> IoRuntime::start(uint32_t work_threads,
+                                            std::chrono::microseconds poll_before_sleep) {
+  return std::shared_ptr<IoRuntime>(new IoRuntime(work_threads, poll_before_sleep));
+}
+
+void IoRuntime::run_network(std::chrono::microseconds poll_before_sleep) {
+  if (poll_before_sleep.count() <= 0) {
+    io_.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  auto last_event = Clock::now();
+  for (;;) {
+    // poll() runs what is ready without sleeping; run_one() sleeps until
+    // something is. Either returns 0 once the context has stopped (no work
+    // left: the destructor let go of it).
+    if (io_.poll() > 0) {
+      last_event = Clock::now();
+      continue;
+    }
+    if (io_.stopped()) break;
+    if (Clock::now() - last_event < poll_before_sleep) continue;
+    if (io_.run_one() == 0) break;
+    last_event = Clock::now();
+  }
 }
 
 std::shared_ptr<IoRuntime> IoRuntime::shared() {
@@ -23,7 +46,7 @@ std::shared_ptr<IoRuntime> IoRuntime::shared() {
   static std::weak_ptr<IoRuntime> current;
   std::lock_guard lock(mu);
   if (auto runtime = current.lock()) return runtime;
-  auto runtime = start(kSharedWorkThreads);
+  auto runtime = start(kSharedWorkThreads, std::chrono::microseconds(0));
   current = runtime;
   return runtime;
 }

@@ -67,19 +67,41 @@ bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, boo
   MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return false;
-  auto it = f->frames.find(page);
-  if (it == f->frames.end()) {
-    if (count) ++f->counters.misses;
-    return false;
+  if (copy_run(*f, page, 1, out, count)) return true;
+  if (count) ++f->counters.misses;
+  return false;
+}
+
+bool BufferPool::read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out) {
+  MutexLock lock(mu_);
+  PoolFile* f = find(file);
+  return f != nullptr && copy_run(*f, first, count, out, /*count_hits=*/true);
+}
+
+bool BufferPool::copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out,
+                          bool count_hits) {
+  assert(out.size() == static_cast<size_t>(count) * f.page_size);
+  // One lookup a page: find them all, then copy. The policy hears of the
+  // uses only after every copy, since a use may toss a page of the run.
+  constexpr uint32_t kOnStack = 16;
+  Frame* on_stack[kOnStack];
+  std::vector<Frame*> on_heap(count > kOnStack ? count : 0);
+  Frame** frames = count > kOnStack ? on_heap.data() : on_stack;
+  for (uint32_t i = 0; i < count; ++i) {
+    auto it = f.frames.find(first + i);
+    if (it == f.frames.end()) return false;
+    frames[i] = &it->second;
   }
-  assert(out.size() == it->second.data.size());
-  std::memcpy(out.data(), it->second.data.data(), out.size());
-  if (count) ++f->counters.hits;
-  if (it->second.prefetched_unread) {
-    it->second.prefetched_unread = false;
-    ++f->counters.prefetch_used;
+  for (uint32_t i = 0; i < count; ++i) {
+    Frame& frame = *frames[i];
+    std::memcpy(out.data() + static_cast<size_t>(i) * f.page_size, frame.data.data(), f.page_size);
+    if (count_hits) ++f.counters.hits;
+    if (frame.prefetched_unread) {
+      frame.prefetched_unread = false;
+      ++f.counters.prefetch_used;
+    }
   }
-  use(*f, page);
+  for (uint32_t i = 0; i < count; ++i) use(f, first + i);
   return true;
 }
 

@@ -58,6 +58,10 @@ class BufferPool {
   // be page-sized) and returns true; on a miss returns false. Counts either
   // unless `count` is false (a read whose miss was counted already).
   bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
+  // Pages [first, first + count), each `page_size` bytes of `out`: all
+  // copied and counted as hits, or (when one is missing) none copied and
+  // nothing counted, so that the caller's slower path counts the miss.
+  bool read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out);
   bool contains(uint64_t file, int64_t page) const;
 
   // The store returned `data` for a read that missed: keep it.
@@ -107,6 +111,10 @@ class BufferPool {
   const PoolFile* find(uint64_t file) const REQUIRES(mu_);
   uint32_t allowance(const PoolFile& f) const REQUIRES(mu_);
   bool pinned(const PoolFile& f, int64_t page) const REQUIRES(mu_);
+  // read() and read_run() under the lock: false, touching nothing, when a
+  // page of the run is missing.
+  bool copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out, bool count_hits)
+      REQUIRES(mu_);
   // Puts `data` in a frame of `f`, making room first; false when no room
   // could be made (every candidate page pinned).
   bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched) REQUIRES(mu_);

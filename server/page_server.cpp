@@ -306,7 +306,7 @@ Result<std::unique_ptr<PageServer>> PageServer::start(const ServerOptions& optio
                                                       InprocHub* hub, std::shared_ptr<IoRuntime> runtime) {
   if (options.dir.empty()) return Status::invalid_argument("server", "no directory given");
   if (options.threads == 0) return Status::invalid_argument("server", "threads must be at least 1");
-  if (!runtime) runtime = IoRuntime::start(options.threads);
+  if (!runtime) runtime = IoRuntime::start(options.threads, options.poll_before_sleep);
   auto impl = std::make_shared<Impl>(options, *runtime);
   if (Status s = impl->start(address, hub); !s) {
     impl->stop();

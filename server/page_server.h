@@ -72,6 +72,10 @@ struct ServerOptions {
   SyncMode sync = SyncMode::kFdatasync;
   std::chrono::milliseconds lease{10'000};  // catalog lock lease
   uint64_t max_unconfirmed_write_bytes = 64ull << 20;
+  // A server with a runtime of its own (pagefiled): how long its network
+  // thread keeps polling after its last event before it sleeps
+  // (core/io_runtime.h). 0: it sleeps at once.
+  std::chrono::microseconds poll_before_sleep{50};
 };
 
 struct ServerCounters {

@@ -82,16 +82,8 @@ bool ServerPool::read(uint64_t file, int64_t page, std::span<std::byte> out, boo
   return pool_ && pool_->read(file, page, out, count);
 }
 
-bool ServerPool::read_run(uint64_t file, int64_t first, uint32_t count, size_t page_size,
-                          std::span<std::byte> out) {
-  if (!pool_) return false;
-  for (uint32_t i = 0; i < count; ++i) {
-    if (!pool_->contains(file, first + i)) return false;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    if (!pool_->read(file, first + i, out.subspan(i * page_size, page_size))) return false;
-  }
-  return true;
+bool ServerPool::read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out) {
+  return pool_ && pool_->read_run(file, first, count, out);
 }
 
 bool ServerPool::contains(uint64_t file, int64_t page) const { return pool_ && pool_->contains(file, page); }

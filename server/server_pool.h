@@ -67,11 +67,10 @@ class ServerPool {
   // A read of one page: true (and `out` filled) on a hit. Counts a hit or
   // a miss unless `count` is false.
   bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
-  // Pages [first, first + count): all copied and counted as hits, or (when
-  // one is missing) none copied and nothing counted. A page evicted while
-  // the run is copied ends the run as a miss with the pages before it
-  // counted; the caller then reads the run again through the disk path.
-  bool read_run(uint64_t file, int64_t first, uint32_t count, size_t page_size, std::span<std::byte> out);
+  // Pages [first, first + count), `out` holding each in turn: all copied
+  // and counted as hits, or (when one is missing) none copied and nothing
+  // counted, and the caller reads the run through the disk path.
+  bool read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out);
   bool contains(uint64_t file, int64_t page) const;
 
   void fill(uint64_t file, int64_t page, std::span<const std::byte> data);

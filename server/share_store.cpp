@@ -77,7 +77,7 @@ bool ShareStore::reads_at_once(const ShareRef& share) {
 bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out) {
   if (!pool_.enabled()) return false;
   pool_.declare(share.file_id, share.page_size, share.policy);
-  if (!pool_.read_run(share.file_id, first, count, share.page_size, out)) return false;
+  if (!pool_.read_run(share.file_id, first, count, out)) return false;
   tally_.pages_read += count;
   tally_.cache_hits += count;
   return true;

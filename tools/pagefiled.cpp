@@ -1,7 +1,7 @@
 // pagefiled: the page server.
 //
 //   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
-//             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N]
+//             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
 //
 // Prints "pagefiled: listening on ADDR" once it accepts connections (with
 // the real port when ADDR asked for port 0). SIGTERM or SIGINT stops it
@@ -42,6 +42,11 @@ int main(int argc, char** argv) {
   app.add_option("--sync", sync, "how sync makes writes durable")
       ->capture_default_str()
       ->check(CLI::IsMember({"fdatasync", "dsync", "none"}));
+  int64_t poll_us = options.poll_before_sleep.count();
+  app.add_option("--poll-us", poll_us,
+                 "after its last event the network thread polls this long before it sleeps (0: at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   app.add_option("--lease-ms", lease_ms, "lock lease of the catalog")->capture_default_str()->check(CLI::Range(50, 3600000));
   CLI11_PARSE(app, argc, argv);
 
@@ -55,6 +60,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.dir = dir;
+  options.poll_before_sleep = std::chrono::microseconds(poll_us);
   options.disk_latency = std::chrono::microseconds(static_cast<int64_t>(disk_latency_ms * 1000));
   options.sync = sync == "dsync" ? net::SyncMode::kDsync
                  : sync == "none" ? net::SyncMode::kNone

@@ -32,7 +32,9 @@ constexpr LeField<uint32_t> kStored{kNameSize.end()};
 constexpr size_t kNameAt = kStored.end();
 static_assert(kNameAt + kStampNameBytes == kStampHeaderSize);
 
-uint64_t page_checksum(std::span<const std::byte> page) {
+// The first layout's checksum: XXH64 of the page with the checksum taken
+// as zero. Still read, so pages stamped by earlier runs still check.
+uint64_t page_checksum_v1(std::span<const std::byte> page) {
   static constexpr std::array<std::byte, 8> kZeros{};
   XXH64_state_t state;
   XXH64_reset(&state, kStampChecksumSeed);
@@ -40,6 +42,14 @@ uint64_t page_checksum(std::span<const std::byte> page) {
   XXH64_update(&state, kZeros.data(), kZeros.size());
   XXH64_update(&state, page.data() + kChecksum.end(), page.size() - kChecksum.end());
   return XXH64_digest(&state);
+}
+
+// The layout written now: XXH3-64 of everything after the checksum (the
+// magic before it is compared as it is). XXH3 takes a third of XXH64's
+// time on a page, and a replay checks every page it reads.
+uint64_t page_checksum(std::span<const std::byte> page) {
+  return XXH3_64bits_withSeed(page.data() + kChecksum.end(), page.size() - kChecksum.end(),
+                              kStampChecksumSeed);
 }
 
 void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_number,
@@ -95,11 +105,12 @@ pagefile::Result<PageStamp> read_stamp(std::span<const std::byte> page) {
     return pagefile::Status::corruption(
         "", fmt::format("page of {} bytes is too small to hold one", page.size()));
   }
-  if (std::memcmp(page.data() + kMagicAt, kStampMagic.data(), kStampMagic.size()) != 0) {
+  const std::string_view magic(reinterpret_cast<const char*>(page.data() + kMagicAt), kStampMagic.size());
+  if (magic != kStampMagic && magic != kStampMagicV1) {
     return pagefile::Status::corruption("", "bad magic (not a page pf-replay wrote)");
   }
   const uint64_t stored_sum = kChecksum.get(page);
-  const uint64_t computed_sum = page_checksum(page);
+  const uint64_t computed_sum = magic == kStampMagic ? page_checksum(page) : page_checksum_v1(page);
   if (stored_sum != computed_sum) {
     return pagefile::Status::corruption(
         "", fmt::format("bad checksum (stored {:016x}, computed {:016x})", stored_sum,

@@ -6,9 +6,9 @@
 // Layout (little-endian, offsets in bytes; doc/trace_format.md is the
 // reference):
 //
-//   0   8  magic      "PFSTAMP1"
-//   8   8  checksum   XXH64 (seed kStampChecksumSeed) of the whole page with
-//                     these 8 bytes taken as zero
+//   0   8  magic      "PFSTAMP2"
+//   8   8  checksum   XXH3-64 (seed kStampChecksumSeed) of the page from
+//                     offset 16 to its end
 //   16  8  page       the page number (int64)
 //   24  8  version    the write's version (uint64), unique across runs
 //   32  8  name hash  XXH64 (seed 0) of the full file name
@@ -37,7 +37,11 @@
 
 namespace pf_replay {
 
-inline constexpr std::string_view kStampMagic = "PFSTAMP1";
+inline constexpr std::string_view kStampMagic = "PFSTAMP2";
+// Pages stamped before XXH3: the same layout, but the checksum is XXH64 of
+// the whole page with the checksum's 8 bytes taken as zero. Read, never
+// written.
+inline constexpr std::string_view kStampMagicV1 = "PFSTAMP1";
 inline constexpr uint64_t kStampChecksumSeed = 0x70662d7265706c79ULL;  // "pf-reply"
 inline constexpr size_t kStampNameBytes = 64;
 // The fixed fields and the stored name; the filler fills the rest.

@@ -84,11 +84,13 @@ class Replayer {
           case OpKind::kOpen: break;
         }
       }
+      check_confirmed();
       progress_.update(stats_.ops);
     }
     // The trace may leave files open; closing them is part of the run, since
     // it waits for their last requests.
     while (!pending_.empty()) confirm_front();
+    check_confirmed();
     for (uint32_t i = 0; i < files_.size(); ++i) {
       if (!files_[i].fd) continue;
       count_pool(*files_[i].fd);
@@ -227,6 +229,7 @@ class Replayer {
       waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(best));
       ++stats_.ops;
       issue_read(op, file);
+      check_confirmed();
       progress_.update(stats_.ops);
     }
     return end;
@@ -325,6 +328,7 @@ class Replayer {
       it = pending_.erase(it);
       confirm(entry);
     }
+    check_confirmed();
   }
 
   void confirm(const Pending& entry) {
@@ -338,15 +342,25 @@ class Replayer {
       }
       return;
     }
-    Result<pagefile::PageRead> outcome = client_.read_confirm(entry.ticket);
-    std::span<const std::byte> page(read_buffers_[entry.buffer].data(), file.page_size);
-    if (!outcome) {
-      report_error(entry.line, fmt::format("read {} {}", name(entry.file), entry.page),
-                   outcome.status());
-    } else {
-      check(entry, *outcome, page);
+    // The page is checked once the next request is on its way
+    // (check_confirmed), so that the check overlaps the servers' work
+    // instead of standing between two requests.
+    unchecked_.emplace_back(entry, client_.read_confirm(entry.ticket));
+  }
+
+  // Checks the reads confirmed since the last call, and frees their buffers.
+  void check_confirmed() {
+    for (auto& [entry, outcome] : unchecked_) {
+      std::span<const std::byte> page(read_buffers_[entry.buffer].data(), files_[entry.file].page_size);
+      if (!outcome) {
+        report_error(entry.line, fmt::format("read {} {}", name(entry.file), entry.page),
+                     outcome.status());
+      } else {
+        check(entry, *outcome, page);
+      }
+      free_buffers_.push_back(entry.buffer);
     }
-    free_buffers_.push_back(entry.buffer);
+    unchecked_.clear();
   }
 
   void check(const Pending& read, pagefile::PageRead outcome, std::span<const std::byte> page) {
@@ -413,6 +427,8 @@ class Replayer {
   std::vector<ReplayFile> files_;
   pagefile::tools::ProgressLine progress_;
   std::deque<Pending> pending_;
+  // Reads confirmed but not yet checked (confirm, check_confirmed).
+  std::vector<std::pair<Pending, Result<pagefile::PageRead>>> unchecked_;
   // Schedule::kBalanced: per server, this driver's reads in flight and the
   // number of the last read issued to it.
   struct ServerLoad {
