@@ -17,6 +17,17 @@ Status check_page_number(int64_t page, std::string_view what) {
   return Status::ok();
 }
 
+Status check_size_pages(int64_t pages, std::string_view what) {
+  if (pages < 0) {
+    return Status::invalid_argument(what, fmt::format("size of {} pages is negative", pages));
+  }
+  if (pages > kMaxPageNumber + 1) {
+    return Status::invalid_argument(
+        what, fmt::format("size of {} pages is beyond the largest size, {} pages", pages, kMaxPageNumber + 1));
+  }
+  return Status::ok();
+}
+
 Status check_page_access(int64_t page, size_t buffer_size, uint32_t page_size,
                          std::string_view what) {
   if (Status s = check_page_number(page, what); !s) return s;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/os_error.h"
+#include "core/page_bounds.h"
 
 namespace pagefile::net {
 
@@ -202,9 +203,7 @@ Status check_record(const FileRecord& r) {
     return Status::invalid_argument("file name", "contains a NUL byte");
   }
   if (Status s = check_page_size(r.page_size); !s) return s.with_context(r.name);
-  if (r.size_pages < 0) {
-    return Status::invalid_argument(r.name, fmt::format("size of {} pages is negative", r.size_pages));
-  }
+  if (Status s = check_size_pages(r.size_pages, r.name); !s) return s;
   if (!is_known_placement(r.placement)) {
     return Status::invalid_argument(
         r.name, fmt::format("placement {} is not stripe or hash", static_cast<unsigned>(r.placement)));
@@ -252,7 +251,7 @@ Result<FileRecord> read_record(const Statement& row) {
   }
   r.page_size = static_cast<uint32_t>(page_size);
   r.size_pages = row.int64(3);
-  if (r.size_pages < 0) return damaged("size", r.size_pages);
+  if (!check_size_pages(r.size_pages, r.name)) return damaged("size", r.size_pages);
   std::string placement = row.text(4);
   auto kind = parse_placement(placement);
   if (!kind) return damaged("placement", placement);
@@ -508,10 +507,7 @@ Result<FileRecord> CatalogStore::lookup_id(uint64_t id) {
 }
 
 Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {
-  if (size_pages < 0) {
-    return Status::invalid_argument(fmt::format("file id {}", id),
-                                    fmt::format("size of {} pages is negative", size_pages));
-  }
+  if (Status s = check_size_pages(size_pages, fmt::format("file id {}", id)); !s) return s;
   std::string what = catalog_label(db_);
   auto stmt = Statement::prepare(
       db_,

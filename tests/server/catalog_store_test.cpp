@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <fstream>
+#include <limits>
 
 #include <doctest/doctest.h>
 
+#include "pagefile/pagefile.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;
@@ -195,6 +197,20 @@ TEST_CASE("set_size") {
   CHECK(store->lookup("orders")->size_pages == int64_t{1} << 40);
   CHECK_CODE(store->set_size(r->id, -5), Code::kInvalidArgument);
   CHECK(store->lookup("orders")->size_pages == int64_t{1} << 40);
+  // The largest size is the one whose every page number is valid; beyond
+  // it a size times a page size could overflow.
+  CHECK_OK(store->set_size(r->id, kMaxPageNumber + 1));
+  CHECK_CODE(store->set_size(r->id, kMaxPageNumber + 2), Code::kInvalidArgument);
+  Status huge = store->set_size(r->id, std::numeric_limits<int64_t>::max(), /*grow_only=*/true);
+  CHECK_CODE(huge, Code::kInvalidArgument);
+  CHECK(huge.message().find("beyond the largest size") != std::string::npos);
+  CHECK(store->lookup("orders")->size_pages == kMaxPageNumber + 1);
+  {  // a record that enters with such a size
+    FileRecord big = sample("too-large");
+    big.size_pages = kMaxPageNumber + 2;
+    CHECK_CODE(store->create(big), Code::kInvalidArgument);
+    CHECK_CODE(store->lookup("too-large"), Code::kNotFound);
+  }
   Status missing = store->set_size(r->id + 100, 1);
   CHECK_CODE(missing, Code::kNotFound);
   CHECK(missing.message() == "file id " + std::to_string(r->id + 100) + ": is not in the catalog");
