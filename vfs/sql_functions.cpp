@@ -6,6 +6,7 @@
 // A path names a file as xFullPathname does; its location and bus are those
 // of the database it belongs to when this process opened it, else the
 // defaults (remote, the default bus).
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,23 +17,48 @@ namespace pagefile::vfs {
 
 namespace {
 
-// The path argument, or null after reporting an error.
-const char* path_arg(sqlite3_context* ctx, sqlite3_value* value) {
-  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(value));
-  if (text == nullptr) sqlite3_result_error(ctx, "pagefile: the path is NULL", -1);
-  return text;
-}
-
+// Raises `s` as the function's error: its text, and the code a SQLite user
+// expects for it (SQLITE_FULL for a full disk, ...; SQLITE_ERROR where
+// there is none).
 void report(sqlite3_context* ctx, const Status& s) {
   std::string message = "pagefile: " + s.to_string();
   sqlite3_result_error(ctx, message.c_str(), -1);
+  sqlite3_result_error_code(ctx, sqlite_code(s, SQLITE_ERROR));
+}
+
+// The path argument, or null after raising an error: a NULL, or a path with
+// a NUL byte in it (which would name another file once cut at the NUL).
+const char* path_arg(sqlite3_context* ctx, sqlite3_value* value) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(value));
+  if (text == nullptr) {
+    report(ctx, Status::invalid_argument("path", "is NULL"));
+    return nullptr;
+  }
+  if (std::strlen(text) != static_cast<size_t>(sqlite3_value_bytes(value))) {
+    report(ctx, Status::invalid_argument("path", "contains a NUL byte"));
+    return nullptr;
+  }
+  return text;
+}
+
+// Runs a function's body; an exception it throws is the function's error,
+// never a NULL result.
+template <class F>
+void run(sqlite3_context* ctx, F&& body) noexcept {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    report(ctx, Status::io_error("pagefile vfs", e.what()));
+  } catch (...) {
+    report(ctx, Status::io_error("pagefile vfs", "unknown exception"));
+  }
 }
 
 // 1 when the file was removed, 0 when there was none.
 void fn_unlink(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const char* path = path_arg(ctx, argv[0]);
   if (!path) return;
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     Status s = remove_stored(path);
     if (s.is(Code::kNotFound)) {
       sqlite3_result_int(ctx, 0);
@@ -41,7 +67,6 @@ void fn_unlink(sqlite3_context* ctx, int, sqlite3_value** argv) {
     } else {
       sqlite3_result_int(ctx, 1);
     }
-    return SQLITE_OK;
   });
 }
 
@@ -52,7 +77,7 @@ template <class Found, class Absent>
 void on_stored_size(sqlite3_context* ctx, sqlite3_value** argv, Found found, Absent absent) {
   const char* path = path_arg(ctx, argv[0]);
   if (!path) return;
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     auto size = stored_size(path);
     if (size) {
       found(*size);
@@ -61,7 +86,6 @@ void on_stored_size(sqlite3_context* ctx, sqlite3_value** argv, Found found, Abs
     } else {
       report(ctx, size.status());
     }
-    return SQLITE_OK;
   });
 }
 
@@ -81,7 +105,7 @@ void fn_size(sqlite3_context* ctx, int, sqlite3_value** argv) {
 void fn_read(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const char* path = path_arg(ctx, argv[0]);
   if (!path) return;
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     OpenOptions open;
     open.read_only = true;
     auto file = open_stored(path, open);
@@ -91,16 +115,15 @@ void fn_read(sqlite3_context* ctx, int, sqlite3_value** argv) {
       } else {
         report(ctx, file.status());
       }
-      return SQLITE_OK;
+      return;
     }
     std::vector<std::byte> bytes(static_cast<size_t>((*file)->size()));
     auto got = (*file)->read(bytes, 0);
     if (!got) {
       report(ctx, got.status());
-      return SQLITE_OK;
+      return;
     }
     sqlite3_result_blob64(ctx, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
-    return SQLITE_OK;
   });
 }
 
@@ -109,7 +132,7 @@ void fn_read(sqlite3_context* ctx, int, sqlite3_value** argv) {
 void fn_write(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const char* path = path_arg(ctx, argv[0]);
   if (!path) return;
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     int64_t offset = sqlite3_value_int64(argv[1]);
     const auto* data = static_cast<const std::byte*>(sqlite3_value_blob(argv[2]));
     size_t n = static_cast<size_t>(sqlite3_value_bytes(argv[2]));
@@ -124,7 +147,6 @@ void fn_write(sqlite3_context* ctx, int, sqlite3_value** argv) {
     } else {
       sqlite3_result_int64(ctx, static_cast<int64_t>(n));
     }
-    return SQLITE_OK;
   });
 }
 
@@ -134,7 +156,7 @@ void fn_copy(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const char* from = path_arg(ctx, argv[0]);
   const char* to = from ? path_arg(ctx, argv[1]) : nullptr;
   if (!to) return;
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     auto copied = copy_stored(from, to);
     if (copied) {
       sqlite3_result_int64(ctx, *copied);
@@ -143,7 +165,6 @@ void fn_copy(sqlite3_context* ctx, int, sqlite3_value** argv) {
     } else {
       report(ctx, copied.status());
     }
-    return SQLITE_OK;
   });
 }
 
@@ -151,7 +172,7 @@ void fn_copy(sqlite3_context* ctx, int, sqlite3_value** argv) {
 // opened or looked up, and the journals and WAL files of those, that exist. (The
 // store has no listing; this is what a directory listing by a test needs.)
 void fn_names(sqlite3_context* ctx, int, sqlite3_value**) {
-  (void)guarded(SQLITE_ERROR, [&] {
+  run(ctx, [&] {
     std::set<std::string> candidates;
     for (const std::string& name : DbRegistry::instance().names()) {
       candidates.insert(name);
@@ -165,7 +186,6 @@ void fn_names(sqlite3_context* ctx, int, sqlite3_value**) {
       if (stored_size(name)) out += name + "\n";
     }
     sqlite3_result_text(ctx, out.c_str(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
-    return SQLITE_OK;
   });
 }
 

@@ -43,8 +43,20 @@ extern const sqlite3_io_methods kStoreFileMethods;
 // SQLite's "unix" VFS, to which temp files and the OS services go.
 sqlite3_vfs* unix_vfs();
 
-// Records `status` for xGetLastError and returns the SQLite code for it:
-// kBusy -> SQLITE_BUSY, kNoSpace -> SQLITE_FULL, else `io_code`.
+// The SQLite code a SQLite user expects for `status`, as os_unix.c chooses
+// them: `io_code` is the failing operation's own code (SQLITE_CANTOPEN for
+// an open, SQLITE_IOERR_READ for a read, ...), used for every failure that
+// has no code of its own. The table is in doc/sqlite_vfs.md.
+//   kOk                SQLITE_OK
+//   kBusy              SQLITE_BUSY
+//   kNoSpace           SQLITE_FULL
+//   kCorruption        SQLITE_CORRUPT
+//   kReadOnly          SQLITE_READONLY
+//   kPermissionDenied  SQLITE_PERM
+//   anything else      io_code
+int sqlite_code(const Status& status, int io_code);
+
+// Records `status` for xGetLastError and returns sqlite_code(status, io_code).
 int sqlite_error(const Status& status, int io_code);
 // The last error recorded on this thread.
 std::string last_error();

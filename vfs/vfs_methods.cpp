@@ -133,13 +133,21 @@ sqlite3_vfs* unix_vfs() {
 
 std::string last_error() { return t_last_error; }
 
-int sqlite_error(const Status& status, int io_code) {
-  t_last_error = status.to_string();
+int sqlite_code(const Status& status, int io_code) {
   switch (status.code()) {
+    case Code::kOk: return SQLITE_OK;
     case Code::kBusy: return SQLITE_BUSY;
     case Code::kNoSpace: return SQLITE_FULL;
+    case Code::kCorruption: return SQLITE_CORRUPT;
+    case Code::kReadOnly: return SQLITE_READONLY;
+    case Code::kPermissionDenied: return SQLITE_PERM;
     default: return io_code;
   }
+}
+
+int sqlite_error(const Status& status, int io_code) {
+  t_last_error = status.to_string();
+  return sqlite_code(status, io_code);
 }
 
 int register_vfs(int make_default) {

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -286,6 +288,17 @@ TEST_CASE("SQL functions pagefile_exists, pagefile_size, pagefile_unlink reach t
   CHECK(other.query(fmt::format("SELECT pagefile_unlink('{0}'), pagefile_unlink('{0}'), pagefile_exists('{0}')",
                                 copy)) == "1|0|0");
   CHECK(other.exec("SELECT pagefile_size(NULL)") == SQLITE_ERROR);
+  CHECK(other.last_error() == "pagefile: InvalidArgument: path: is NULL");
+  // A path with a NUL in it is refused, not cut at the NUL into another
+  // file's name ('<db>' followed by a NUL and more).
+  std::string hex_db;
+  for (unsigned char c : db) hex_db += fmt::format("{:02x}", c);
+  for (const char* fn : {"pagefile_exists", "pagefile_size", "pagefile_read", "pagefile_unlink"}) {
+    CAPTURE(fn);
+    CHECK(other.exec(fmt::format("SELECT {}(CAST(x'{}00787878' AS TEXT))", fn, hex_db)) == SQLITE_ERROR);
+    CHECK(other.last_error() == "pagefile: InvalidArgument: path: contains a NUL byte");
+  }
+  CHECK(conn.query(fmt::format("SELECT pagefile_exists('{}')", db)) == "1");
 }
 
 TEST_CASE("SQL functions pagefile_copy, pagefile_read, pagefile_write, pagefile_names: byte-exact") {
@@ -646,13 +659,45 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   CHECK(conn.query("SELECT x FROM t") == "42");
 }
 
+// A database made by `sql` as a local Pagefile at dir/name; its path.
+std::string make_local_db(const TempDir& dir, const std::string& name, const std::string& sql) {
+  std::string path = (dir / name).string();
+  SqliteDb conn(pagefile_uri(path, "&location=local"));
+  REQUIRE(conn.open_rc() == SQLITE_OK);
+  conn.run(sql);
+  return path;
+}
+
+TEST_CASE("errors keep their meaning: a damaged Pagefile is SQLITE_CORRUPT, opened or read by a function") {
+  TempDir dir;
+  std::string path = make_local_db(dir, "damaged.db", "CREATE TABLE t(x); INSERT INTO t VALUES('kept')");
+  {
+    // Its header's magic, overwritten.
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f.is_open());
+    f.write("XXXXXXXX", 8);
+  }
+  SqliteDb conn(pagefile_uri(path, "&location=local"));
+  if (conn.open_rc() == SQLITE_OK) {
+    // (SQLite may open lazily: the first read then meets the damage.)
+    CHECK(conn.exec("SELECT * FROM t") == SQLITE_CORRUPT);
+  } else {
+    CHECK(conn.open_rc() == SQLITE_CORRUPT);
+  }
+  SqliteDb other(fresh("corrupt-fn"));
+  REQUIRE(other.open_rc() == SQLITE_OK);
+  int rc = other.exec(fmt::format("SELECT pagefile_read('{}')", path));
+  CHECK(rc == SQLITE_CORRUPT);
+  CHECK(other.last_error().find("Corruption") != std::string::npos);
+}
+
 TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
   TempDir dir;
-  std::string path = (dir / "local.db").string();
+  std::string path = make_local_db(dir, "local.db",
+                                   "CREATE TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS "
+                                   "(SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000) SELECT value FROM s)");
   {
     SqliteDb conn(pagefile_uri(path, "&location=local"));
-    REQUIRE(conn.open_rc() == SQLITE_OK);
-    conn.run("CREATE TABLE t(x); INSERT INTO t SELECT value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000) SELECT value FROM s)");
     CHECK(conn.query("PRAGMA integrity_check") == "ok");
     CHECK(conn.query(fmt::format("SELECT pagefile_exists('{}')", path)) == "1");
   }
