@@ -19,6 +19,7 @@ constexpr int64_t kWholeFile = INT64_MAX;
 
 void Session::start() {
   auto self = shared_from_this();
+  connection_->bound_backlog();
   connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
                      [self](Status why) { self->on_close(why); });
 }
@@ -53,6 +54,16 @@ Session::Span Session::span_of(wire::Request::Reader request, uint64_t& write_by
   }
 }
 
+int64_t Session::answer_bytes(wire::Request::Reader request) {
+  // Every answer counts a little, so a flood of small requests is bounded
+  // too; a read, its pages (as far as one frame can hold them).
+  constexpr int64_t kLeast = 256;
+  if (!request.isRead()) return kLeast;
+  auto read = request.getRead();
+  int64_t pages = int64_t{read.getCount()} * read.getShare().getPageSize();
+  return std::clamp<int64_t>(pages, kLeast, static_cast<int64_t>(kMaxFrameBytes));
+}
+
 void Session::on_frame(Frame frame) {
   server_->tally_.requests++;
   server_->tally_.bytes_in += frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
@@ -74,6 +85,7 @@ void Session::on_frame(Frame frame) {
       return;
     }
     job.span = span_of(request, job.write_bytes);
+    job.owed = answer_bytes(request);
     if (request.isRead() && !overtakes_earlier(job.span)) {
       if (std::optional<Frame> out = server_->answer_from_pool(request)) {
         connection_->send(std::move(*out));
@@ -92,6 +104,7 @@ void Session::on_frame(Frame frame) {
     reply_error(id, Status::disconnected("server", "is shutting down"), false);
     return;
   }
+  connection_->owe(job.owed);
   bool start_now = true;
   {
     MutexLock lock(mu_);
@@ -147,6 +160,7 @@ void Session::finish(const Job& job) {
     }
   }
   for (Job& next : ready) server_->post_work([self = shared_from_this(), next] { self->run(next); });
+  connection_->owe(-job.owed);
   server_->retire(job.write_bytes);
 }
 

@@ -47,12 +47,15 @@ class Session : public std::enable_shared_from_this<Session> {
     Span span;
     std::shared_ptr<Frame> frame;
     uint64_t write_bytes = 0;
+    int64_t owed = 0;  // the answer's bytes, as told to Connection::owe()
   };
 
   void on_frame(Frame frame);
   void on_close(const Status& why);
   // What `request` touches, and how many bytes of pages it carries.
   static Span span_of(wire::Request::Reader request, uint64_t& write_bytes);
+  // The bytes the answer to `request` will take, about (Connection::owe()).
+  static int64_t answer_bytes(wire::Request::Reader request);
   // Whether a request touching `span` must wait for an earlier one.
   bool overtakes_earlier(const Span& span);
   void run(const Job& job);

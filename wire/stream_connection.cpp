@@ -73,6 +73,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       written = n < 0 ? 0 : static_cast<size_t>(n);
     }
     if (write_queue_.empty()) front_written_ = written;
+    unsent_bytes_ += static_cast<int64_t>(kFrameHeaderBytes + bytes);
     write_queue_.push_back(std::move(frame));
     if (!writing_ && !delivering_) {  // (a delivery batch flushes as it ends)
       writing_ = true;
@@ -103,6 +104,17 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       // next frame re-entrantly.
       asio::post(self->strand_, [self] { self->continue_reading(); });
     });
+  }
+
+  void bound_backlog() EXCLUDES(write_mu_) override {
+    MutexLock lock(write_mu_);
+    bounded_ = true;
+  }
+
+  void owe(int64_t bytes) EXCLUDES(write_mu_) override {
+    MutexLock lock(write_mu_);
+    owed_bytes_ += bytes;
+    release_hold_if_drained();
   }
 
   std::string peer() const override { return peer_; }
@@ -167,7 +179,11 @@ class StreamConnection final : public Connection, public std::enable_shared_from
         return;
       }
       if (!ec) {
+        for (size_t i = 0; i < in_write_; ++i) {
+          unsent_bytes_ -= static_cast<int64_t>(kFrameHeaderBytes + write_queue_[i].size() * sizeof(capnp::word));
+        }
         write_queue_.erase(write_queue_.begin(), write_queue_.begin() + static_cast<std::ptrdiff_t>(in_write_));
+        release_hold_if_drained();
         in_write_ = 0;
         front_written_ = 0;
         if (!write_queue_.empty()) {
@@ -185,8 +201,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   // Reading goes through one buffer: a read takes whatever has arrived, and
   // every whole frame in it is delivered before the next read, so small
   // frames cost no system call each.
-  void read_more() {
-    if (!delivery_.started() || ended_ || paused_ || reading_) return;
+  void read_more() EXCLUDES(write_mu_) {
+    if (!delivery_.started() || ended_ || paused_ || reading_ || held()) return;
     reading_ = true;
     std::span<uint8_t> space = read_buffer_.space();
     socket_.async_read_some(
@@ -233,7 +249,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   }
 
   void deliver_frames() {
-    FrameDelivery::Delivered delivered = delivery_.deliver(read_buffer_, [this] { return !ended_ && !paused_; });
+    FrameDelivery::Delivered delivered =
+        delivery_.deliver(read_buffer_, [this] { return !ended_ && !paused_ && !hold_if_backlogged(); });
     if (delivered.malformed.empty()) return;
     // Nothing after this header can be trusted. Answers to the frames before
     // it (sent from their handlers, so queued on the strand ahead of this)
@@ -244,9 +261,27 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     });
   }
 
-  void continue_reading() {
-    if (!delivery_.started() || ended_ || paused_) return;
+  void continue_reading() EXCLUDES(write_mu_) {
+    if (!delivery_.started() || ended_ || paused_ || held()) return;
     deliver_buffered();
+  }
+
+  // The backlog (owe()): whether delivery is held, and holding it once the
+  // answers owed and queued exceed the bound.
+  bool held() EXCLUDES(write_mu_) {
+    MutexLock lock(write_mu_);
+    return held_;
+  }
+  bool hold_if_backlogged() EXCLUDES(write_mu_) {
+    MutexLock lock(write_mu_);
+    if (bounded_ && !held_ && unsent_bytes_ + owed_bytes_ > kMaxBacklogBytes) held_ = true;
+    return held_;
+  }
+  // Lets delivery go on once the backlog is under half the bound.
+  void release_hold_if_drained() REQUIRES(write_mu_) {
+    if (!held_ || unsent_bytes_ + owed_bytes_ > kMaxBacklogBytes / 2) return;
+    held_ = false;
+    asio::post(strand_, [self = this->shared_from_this()] { self->continue_reading(); });
   }
 
   void end(Status why) EXCLUDES(write_mu_) {
@@ -297,6 +332,10 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   bool closing_after_write_ GUARDED_BY(write_mu_) = false;  // end with end_status_ once write_queue_ drains
   Status end_status_ GUARDED_BY(write_mu_);
   std::deque<Frame> write_queue_ GUARDED_BY(write_mu_);
+  int64_t unsent_bytes_ GUARDED_BY(write_mu_) = 0;  // of the frames in write_queue_
+  int64_t owed_bytes_ GUARDED_BY(write_mu_) = 0;    // owe()
+  bool bounded_ GUARDED_BY(write_mu_) = false;      // bound_backlog()
+  bool held_ GUARDED_BY(write_mu_) = false;         // delivery stopped for the backlog
   size_t in_write_ GUARDED_BY(write_mu_) = 0;       // frames at the front of write_queue_ being written
   size_t front_written_ GUARDED_BY(write_mu_) = 0;  // bytes of the front frame send() already wrote
   std::vector<FrameHeader> write_headers_ GUARDED_BY(write_mu_);

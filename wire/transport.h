@@ -78,6 +78,27 @@ class Connection {
   virtual void pause_reading() = 0;
   virtual void resume_reading() = 0;
 
+  // Flow control toward a peer that sends but does not read: once
+  // bound_backlog() was called, a stream connection stops delivering frames
+  // (and reading) while the bytes of answers it owes the peer (owe()) plus
+  // those it has queued unsent exceed kMaxBacklogBytes, and goes on once
+  // that is under half of it. So a peer that reads nothing costs this side
+  // about that much memory, however much it asks for. Servers bound their
+  // connections; a client does not (its peer's answers are what drain its
+  // queue, so it must always read them). Elsewhere (in-process and
+  // waiter-read connections) both are no-ops.
+  //
+  // The bound is far above what a client keeps in flight to one server
+  // (its concurrency levels times their page sizes: 32 MiB is 4096 reads
+  // of 8 KiB), since a client that sends a request while it holds answers
+  // unread would wait on a server that waits on it.
+  static constexpr int64_t kMaxBacklogBytes = 32 << 20;
+  virtual void bound_backlog() {}
+  // `bytes` (a signed change) of answers this side owes the peer for frames
+  // already delivered: a server adds an answer's size when it takes a
+  // request to its work pool, and takes it off once the answer is sent.
+  virtual void owe(int64_t bytes) { (void)bytes; }
+
   // The peer, for messages: "tcp://127.0.0.1:40412", "unix:/x", "inproc:a".
   virtual std::string peer() const = 0;
 

@@ -1,0 +1,146 @@
+// A client that asks a real pagefiled for pages and reads none of them
+// costs the server a bounded amount of memory (wire/transport.h, owe(),
+// kMaxBacklogBytes), and still gets every answer, in order, once it reads.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+#include "wire/frame.h"
+#include "wire/frame_buffer.h"
+#include "wire/pagefile.capnp.h"
+#include "wire/wire_convert.h"
+
+using namespace pagefile;
+using namespace pagefile::net;
+using namespace pagefile::test;
+
+namespace {
+
+// The resident memory of process `pid`, in bytes (VmRSS).
+int64_t resident_bytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  FAIL("no VmRSS for pid ", pid);
+  return 0;
+}
+
+// A plain socket: nothing reads it until the test does.
+int connect_unix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un where{};
+  where.sun_family = AF_UNIX;
+  REQUIRE(path.size() < sizeof(where.sun_path));
+  std::memcpy(where.sun_path, path.data(), path.size());
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)) == 0);
+  // Every send and receive below is bounded in time.
+  timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  return fd;
+}
+
+void send_all(int fd, const void* data, size_t size) {
+  const auto* at = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, at, size, MSG_NOSIGNAL);
+    REQUIRE(n > 0);
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// False when the peer closed or 10 s passed without a byte.
+bool receive_all(int fd, void* data, size_t size) {
+  auto* at = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = ::recv(fd, at, size, 0);
+    if (n <= 0) return false;
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Appends request `id` to `out` as it goes on the wire: a read of `count`
+// pages of `page_size` bytes of file `file`.
+void append_read(std::string& out, uint64_t id, uint64_t file, uint32_t page_size, uint32_t count) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<wire::Request>();
+  request.setId(id);
+  request.setVersion(wire::PROTOCOL_VERSION);
+  auto read = request.initRead();
+  read.getShare().setFileId(file);
+  read.getShare().setPageSize(page_size);
+  read.setPage(0);
+  read.setCount(count);
+  Frame frame = to_frame(message);
+  const uint32_t bytes = static_cast<uint32_t>(frame.size() * sizeof(capnp::word));
+  FrameHeader header = encode_frame_length(bytes);
+  out.append(reinterpret_cast<const char*>(header.data()), header.size());
+  out.append(reinterpret_cast<const char*>(frame.data()), bytes);
+}
+
+}  // namespace
+
+TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays under 100 MB; then every answer comes") {
+  TempDir dir;
+  const std::string socket_path = (dir / "pf.sock").string();
+  ServerProcess server("unix:" + socket_path, dir / "server");
+  const int fd = connect_unix(socket_path);
+
+  // 200 reads of 4 MiB each (512 pages of 8 KiB) of a file never written:
+  // zeros, so the server's disk plays no part.
+  constexpr int kReads = 200;
+  constexpr uint32_t kPageSize = 8192;
+  constexpr uint32_t kCount = 512;
+  // (In one send: a few dozen KiB, which the socket takes whether or not
+  // the server reads.)
+  std::string requests;
+  for (int i = 0; i < kReads; ++i) append_read(requests, static_cast<uint64_t>(i + 1), 7, kPageSize, kCount);
+  send_all(fd, requests.data(), requests.size());
+
+  // Time for a server without the bound to take it all in (it answers
+  // about a GiB a second here); then its memory.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const int64_t resident = resident_bytes(server.pid());
+  MESSAGE("pagefiled resident with 800 MiB asked and unread: ", resident / (1 << 20), " MiB");
+  CHECK(resident < 100 * (int64_t{1} << 20));
+
+  // Every answer, in order, whole.
+  int answered = 0;
+  Frame body;
+  for (; answered < kReads; ++answered) {
+    FrameHeader header{};
+    if (!receive_all(fd, header.data(), header.size())) break;
+    const uint32_t bytes = decode_frame_length(header);
+    REQUIRE(bytes % sizeof(capnp::word) == 0);
+    REQUIRE(bytes <= kMaxFrameBytes);
+    body.resize(bytes / sizeof(capnp::word));
+    REQUIRE(receive_all(fd, body.data(), bytes));
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
+                                         frame_reader_options());
+    auto response = reader.getRoot<wire::Response>();
+    CHECK(response.getId() == static_cast<uint64_t>(answered + 1));
+    REQUIRE(response.isPages());
+    CHECK(response.getPages().size() == size_t{kCount} * kPageSize);
+  }
+  CHECK(answered == kReads);
+  ::close(fd);
+  CHECK(server.stop() == 0);
+}
