@@ -256,6 +256,13 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
   {
     MutexLock lock(mu_);
     auto it = pending_.find((*reply)->root().getId());
+    if (it == pending_.end() && (*reply)->root().getId() == 0 && (*reply)->root().isError()) {
+      // Id 0 answers no request: the server refuses this connection
+      // (too many connections, say) and says why before it hangs up.
+      lock.unlock();
+      fail_server(server, from_wire((*reply)->root().getError()).with_context(server));
+      return;
+    }
     if (it == pending_.end()) {  // answered after its deadline
       forget_late((*reply)->root().getId());
       return;

@@ -77,6 +77,14 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
             session->close();
             return;
           }
+          if (self->sessions_.size() >= self->options_.max_connections) {
+            self->tally_.errors++;
+            session->refuse(Status::busy(
+                "server", fmt::format("has {} connections, the most it takes (--max-connections)",
+                                      self->options_.max_connections)),
+                           self->runtime_.io());
+            return;
+          }
           self->sessions_.push_back(session);
           self->tally_.connections++;
         }

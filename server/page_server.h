@@ -76,6 +76,10 @@ struct ServerOptions {
   // thread keeps polling after its last event before it sleeps
   // (core/io_runtime.h). 0: it sleeps at once.
   std::chrono::microseconds poll_before_sleep{50};
+  // Connections served at once; one more is told so (kBusy, as an answer
+  // to no request: id 0) and closed, so that a flood of clients costs a
+  // bounded amount of memory.
+  uint32_t max_connections = 1024;
 };
 
 struct ServerCounters {

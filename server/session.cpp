@@ -1,6 +1,8 @@
 #include "core/mutex.h"
 #include "server/session.h"
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <algorithm>
 
 #include <capnp/serialize.h>
@@ -22,6 +24,16 @@ void Session::start() {
   connection_->bound_backlog();
   connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
                      [self](Status why) { self->on_close(why); });
+}
+
+void Session::refuse(const Status& why, boost::asio::io_context& io) {
+  // The error goes out at once; the hang-up waits a little, reading and
+  // dropping what the client sends meanwhile, so that a client whose first
+  // request crosses the refusal still reads why instead of a broken pipe.
+  connection_->start([](Frame) {}, [](Status) {});
+  connection_->send(error_frame(0, why));
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, kRefusalGrace);
+  timer->async_wait([timer, connection = connection_](const boost::system::error_code&) { connection->close(); });
 }
 
 void Session::reply_error(uint64_t id, const Status& status, bool then_close) {

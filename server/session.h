@@ -10,11 +10,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+
+#include <boost/asio/io_context.hpp>
 
 #include "core/mutex.h"
 #include "server/page_server_impl.h"
@@ -30,6 +33,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void start();
   void close() { connection_->close(); }
   void close_after_sending() { connection_->close_after_sending(); }
+  // Tells the client `why` (an error answering no request: id 0) and hangs
+  // up kRefusalGrace later, running nothing it sent.
+  static constexpr std::chrono::milliseconds kRefusalGrace{1000};
+  void refuse(const Status& why, boost::asio::io_context& io);
   void pause() { connection_->pause_reading(); }
   void resume() { connection_->resume_reading(); }
 

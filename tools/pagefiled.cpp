@@ -2,6 +2,7 @@
 //
 //   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
+//             [--max-connections N]
 //
 // Prints "pagefiled: listening on ADDR" once it accepts connections (with
 // the real port when ADDR asked for port 0). SIGTERM or SIGINT stops it
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
                  "after its last event the network thread polls this long before it sleeps (0: at once)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  app.add_option("--max-connections", options.max_connections,
+                 "connections served at once; one more is refused with a message")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--lease-ms", lease_ms, "lock lease of the catalog")->capture_default_str()->check(CLI::Range(50, 3600000));
   CLI11_PARSE(app, argc, argv);
 

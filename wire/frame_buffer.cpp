@@ -1,5 +1,7 @@
 #include "wire/frame_buffer.h"
 
+#include <algorithm>
+
 #include <sys/socket.h>
 
 #include <cstring>
@@ -46,6 +48,19 @@ std::span<uint8_t> FrameBuffer::space() {
   return {buffer_.data() + end_, buffer_.size() - end_};
 }
 
+void FrameBuffer::filled(size_t n) {
+  end_ += n;
+  if (end_ == buffer_.size() && buffer_.size() < kBusyBytes) resize_keeping(std::min(2 * buffer_.size(), kBusyBytes));
+}
+
+void FrameBuffer::resize_keeping(size_t bytes) {
+  std::vector<uint8_t> other(bytes);
+  std::memcpy(other.data(), buffer_.data() + begin_, end_ - begin_);
+  buffer_ = std::move(other);
+  end_ -= begin_;
+  begin_ = 0;
+}
+
 FrameBuffer::Next FrameBuffer::next(Frame& frame, std::string& problem) {
   const size_t have = end_ - begin_;
   if (have < kFrameHeaderBytes) return Next::kMore;
@@ -57,11 +72,7 @@ FrameBuffer::Next FrameBuffer::next(Frame& frame, std::string& problem) {
   const size_t whole = kFrameHeaderBytes + bytes;
   if (have < whole) {
     if (whole > buffer_.size()) {
-      std::vector<uint8_t> bigger(whole);
-      std::memcpy(bigger.data(), buffer_.data() + begin_, have);
-      buffer_ = std::move(bigger);
-      begin_ = 0;
-      end_ = have;
+      resize_keeping(whole);
     } else if (begin_ + whole > buffer_.size()) {
       std::memmove(buffer_.data(), buffer_.data() + begin_, have);
       begin_ = 0;
@@ -76,8 +87,8 @@ FrameBuffer::Next FrameBuffer::next(Frame& frame, std::string& problem) {
 }
 
 void FrameBuffer::shrink_when_empty() {
-  if (buffer_.size() > kBytes && begin_ == end_) {
-    buffer_ = std::vector<uint8_t>(kBytes);
+  if (buffer_.size() > kBusyBytes && begin_ == end_) {
+    buffer_ = std::vector<uint8_t>(kBusyBytes);
     begin_ = end_ = 0;
   }
 }

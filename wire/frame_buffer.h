@@ -41,18 +41,29 @@ class FrameBuffer {
   // Where the next read goes: never empty. Moves a partial frame to the
   // front when the end is reached.
   std::span<uint8_t> space();
-  // `n` bytes were read into space().
-  void filled(size_t n) { end_ += n; }
+  // `n` bytes were read into space(). A read that filled all the space
+  // doubles the buffer, up to kBusyBytes: a busy connection takes many
+  // frames a read, an idle one holds little.
+  void filled(size_t n);
   // Takes the next whole frame into `frame`; with kMalformed, `problem`
   // says why. A frame larger than the buffer grows it, once, to fit.
   Next next(Frame& frame, std::string& problem);
-  // Back to the usual size once a large frame is gone.
+  // Back to at most kBusyBytes once a larger frame is gone.
   void shrink_when_empty();
 
+  size_t capacity() const { return buffer_.size(); }
+
+  // A new connection's buffer (a few requests), and the most a busy one
+  // grows to; only a frame larger than that makes it larger, until the
+  // frame is gone.
+  static constexpr size_t kIdleBytes = 4 * 1024;
+  static constexpr size_t kBusyBytes = 128 * 1024;
+
  private:
-  static constexpr size_t kBytes = 128 * 1024;
+  void resize_keeping(size_t bytes);
+
   // Bytes [begin_, end_) arrived and are not yet handed out.
-  std::vector<uint8_t> buffer_ = std::vector<uint8_t>(kBytes);
+  std::vector<uint8_t> buffer_ = std::vector<uint8_t>(kIdleBytes);
   size_t begin_ = 0;
   size_t end_ = 0;
 };

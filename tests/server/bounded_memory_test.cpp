@@ -1,6 +1,9 @@
-// A client that asks a real pagefiled for pages and reads none of them
-// costs the server a bounded amount of memory (wire/transport.h, owe(),
-// kMaxBacklogBytes), and still gets every answer, in order, once it reads.
+// What clients can make a real pagefiled hold is bounded: a client that
+// asks for pages and reads none of them costs the server a bounded amount
+// of memory (wire/transport.h, owe(), kMaxBacklogBytes) and still gets every
+// answer, in order, once it reads; connections beyond --max-connections are
+// told so and closed.
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -77,6 +80,17 @@ bool receive_all(int fd, void* data, size_t size) {
   return true;
 }
 
+// The next frame's message, or false when the peer closed (or 10 s passed).
+bool receive_frame(int fd, Frame& body) {
+  FrameHeader header{};
+  if (!receive_all(fd, header.data(), header.size())) return false;
+  const uint32_t bytes = decode_frame_length(header);
+  REQUIRE(bytes % sizeof(capnp::word) == 0);
+  REQUIRE(bytes <= kMaxFrameBytes);
+  body.resize(bytes / sizeof(capnp::word));
+  return receive_all(fd, body.data(), bytes);
+}
+
 // Appends request `id` to `out` as it goes on the wire: a read of `count`
 // pages of `page_size` bytes of file `file`.
 void append_read(std::string& out, uint64_t id, uint64_t file, uint32_t page_size, uint32_t count) {
@@ -126,13 +140,7 @@ TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays und
   int answered = 0;
   Frame body;
   for (; answered < kReads; ++answered) {
-    FrameHeader header{};
-    if (!receive_all(fd, header.data(), header.size())) break;
-    const uint32_t bytes = decode_frame_length(header);
-    REQUIRE(bytes % sizeof(capnp::word) == 0);
-    REQUIRE(bytes <= kMaxFrameBytes);
-    body.resize(bytes / sizeof(capnp::word));
-    REQUIRE(receive_all(fd, body.data(), bytes));
+    if (!receive_frame(fd, body)) break;
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
                                          frame_reader_options());
     auto response = reader.getRoot<wire::Response>();
@@ -142,5 +150,93 @@ TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays und
   }
   CHECK(answered == kReads);
   ::close(fd);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("connections beyond --max-connections are told so and closed; others are served") {
+  TempDir dir;
+  const std::string socket_path = (dir / "pf.sock").string();
+  ServerProcess server("unix:" + socket_path, dir / "server", {"--max-connections", "2"});
+  const int first = connect_unix(socket_path);
+  const int second = connect_unix(socket_path);
+  // (Each connection counts once the server has accepted it: a read
+  // answered on each shows both are in.)
+  Frame body;
+  for (int fd : {first, second}) {
+    std::string request;
+    append_read(request, 1, 7, 4096, 1);
+    send_all(fd, request.data(), request.size());
+    REQUIRE(receive_frame(fd, body));
+  }
+  const int third = connect_unix(socket_path);
+  REQUIRE(receive_frame(third, body));
+  {
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
+                                         frame_reader_options());
+    auto response = reader.getRoot<wire::Response>();
+    CHECK(response.getId() == 0);
+    REQUIRE(response.isError());
+    Status why = from_wire(response.getError());
+    CHECK(why.code() == Code::kBusy);
+    CHECK(why.message() == "server: has 2 connections, the most it takes (--max-connections)");
+  }
+  CHECK_FALSE(receive_frame(third, body));  // closed
+  ::close(third);
+  // One leaves; a new one is served.
+  ::close(first);
+  bool served = false;
+  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+    const int next = connect_unix(socket_path);
+    std::string request;
+    append_read(request, 9, 7, 4096, 1);
+    send_all(next, request.data(), request.size());
+    if (receive_frame(next, body)) {
+      capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
+                                           frame_reader_options());
+      served = reader.getRoot<wire::Response>().getId() == 9;
+    }
+    ::close(next);
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(served);
+  ::close(second);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("1000 connections that each sent one request: pagefiled stays under 100 MB, and answers them all") {
+  constexpr int kConnections = 1000;
+  rlimit files{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
+  if (files.rlim_cur < kConnections + 100) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, kConnections + 100);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &files) == 0);
+  }
+  REQUIRE(files.rlim_cur >= kConnections + 100);  // (pagefiled inherits it)
+  TempDir dir;
+  const std::string socket_path = (dir / "pf.sock").string();
+  ServerProcess server("unix:" + socket_path, dir / "server");
+  std::vector<int> fds;
+  for (int i = 0; i < kConnections; ++i) {
+    fds.push_back(connect_unix(socket_path));
+    std::string request;
+    append_read(request, static_cast<uint64_t>(i + 1), 7, 8192, 1);
+    send_all(fds.back(), request.data(), request.size());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const int64_t resident = resident_bytes(server.pid());
+  MESSAGE("pagefiled resident with ", kConnections, " connections: ", resident / (1 << 20), " MiB");
+  CHECK(resident < 100 * (int64_t{1} << 20));
+  int answered = 0;
+  Frame body;
+  for (int i = 0; i < kConnections; ++i) {
+    if (receive_frame(fds[i], body)) {
+      capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
+                                           frame_reader_options());
+      auto response = reader.getRoot<wire::Response>();
+      answered += response.getId() == static_cast<uint64_t>(i + 1) && response.isPages();
+    }
+    ::close(fds[i]);
+  }
+  CHECK(answered == kConnections);
   CHECK(server.stop() == 0);
 }
