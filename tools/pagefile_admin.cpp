@@ -14,16 +14,20 @@
 // non-zero usage codes for a bad command line.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "bus/bus_client.h"
+#include "core/page_bounds.h"
 #include "server/lease_table.h"
 #include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
@@ -148,10 +152,15 @@ struct CopyOptions {
 };
 
 int cmd_import(const CopyOptions& o, const std::string& local, const std::string& name) {
-  int in = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must be refused, not waited on for a writer.
+  int in = ::open(local.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (in < 0) return fail(Status::not_found(local, std::strerror(errno)));
   struct stat st {};
   if (::fstat(in, &st) != 0) return fail(Status::io_error(local, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) {
+    ::close(in);
+    return fail(Status::invalid_argument(local, "is not a regular file"));
+  }
   uint32_t page_size = o.page_size != 0 ? o.page_size : sqlite_page_size(local);
   if (page_size == 0) page_size = kDefaultPageSize;
   auto placement = parse_placement(o.placement);
@@ -165,33 +174,60 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
                                    .placement = *placement,
                                    .stripe_pages = o.stripe_pages});
   if (!fd) return fail(fd.status());
+  // From here a failure takes the half-imported file away again: an import
+  // either lands whole or leaves no record.
+  auto abandon = [&](const Status& why) {
+    (void)(*client)->close(*fd);
+    if (Status gone = (*client)->unlink(name, Location::kRemote); !gone) {
+      fmt::print(stderr, "pagefile: could not remove the partial import '{}': {}\n", name, gone.to_string());
+    }
+    ::close(in);
+    return fail(why);
+  };
   int64_t pages = (st.st_size + page_size - 1) / page_size;
+  if (Status s = check_size_pages(pages, local); !s) return abandon(s);
   pagefile::tools::ProgressLine progress(stderr, "import", isatty(fileno(stderr)) != 0, pages);
   std::deque<Ticket> in_flight;
   std::vector<std::byte> page(page_size);
   for (int64_t p = 0; p < pages; ++p) {
     std::fill(page.begin(), page.end(), std::byte{0});
     ssize_t n = ::pread(in, page.data(), page_size, static_cast<off_t>(p) * page_size);
-    if (n < 0) return fail(Status::io_error(local, std::strerror(errno)));
+    if (n < 0) return abandon(Status::io_error(local, std::strerror(errno)));
     if (in_flight.size() >= o.concurrency) {
-      if (Status s = (*client)->write_confirm(in_flight.front()); !s) return fail(s);
+      if (Status s = (*client)->write_confirm(in_flight.front()); !s) return abandon(s);
       in_flight.pop_front();
     }
     auto t = (*client)->write_request(*fd, p, page);
-    if (!t) return fail(t.status());
+    if (!t) return abandon(t.status());
     in_flight.push_back(*t);
     progress.update(p + 1);
   }
   for (Ticket t : in_flight) {
-    if (Status s = (*client)->write_confirm(t); !s) return fail(s);
+    if (Status s = (*client)->write_confirm(t); !s) return abandon(s);
   }
-  if (Status s = (*client)->sync(*fd); !s) return fail(s);
+  if (Status s = (*client)->sync(*fd); !s) return abandon(s);
   progress.clear();
   ::close(in);
   fmt::print("imported {} ({} bytes) as {}: {} pages of {} B{}\n", local, st.st_size, name, pages, page_size,
              st.st_size % page_size ? " (last page padded with zeros)" : "");
   if (Status s = (*client)->close(*fd); !s) return fail(s);
   return 0;
+}
+
+// Whether the file system that will hold `path` has room for `bytes` more
+// (kNoSpace saying how much it has), so that an export fails before it
+// writes rather than when the disk is full.
+Status check_room_for(const std::string& path, int64_t bytes) {
+  std::filesystem::path target = std::filesystem::absolute(path);
+  struct statvfs fs {};
+  if (::statvfs(target.parent_path().c_str(), &fs) != 0) return Status::io_error(path, std::strerror(errno));
+  const uint64_t block = std::max<uint64_t>(1, fs.f_frsize);
+  const uint64_t blocks_needed = (static_cast<uint64_t>(bytes) + block - 1) / block;
+  if (blocks_needed > fs.f_bavail) {
+    return Status::no_space(path, fmt::format("needs {} bytes, its file system has {} free", bytes,
+                                              static_cast<uint64_t>(fs.f_bavail) * block));
+  }
+  return Status::ok();
 }
 
 int cmd_export(const CopyOptions& o, const std::string& name, const std::string& local) {
@@ -201,9 +237,12 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
   if (!fd) return fail(fd.status());
   auto st = (*client)->status(*fd);
   if (!st) return fail(st.status());
+  uint32_t page_size = st->page_size;
+  // (Sizes are bounded where they enter the catalog, so this cannot overflow.)
+  const int64_t bytes = st->pages * int64_t{page_size};
+  if (Status s = check_room_for(local, bytes); !s) return fail(s);
   int out = ::open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) return fail(Status::io_error(local, std::strerror(errno)));
-  uint32_t page_size = st->page_size;
   pagefile::tools::ProgressLine progress(stderr, "export", isatty(fileno(stderr)) != 0, st->pages);
   std::vector<std::vector<std::byte>> buffers(o.concurrency, std::vector<std::byte>(page_size));
   std::deque<std::pair<Ticket, int64_t>> in_flight;
@@ -213,7 +252,10 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
     auto r = (*client)->read_confirm(ticket);
     if (!r) return r.status();
     auto& buf = buffers[static_cast<size_t>(p) % o.concurrency];
-    if (::pwrite(out, buf.data(), page_size, static_cast<off_t>(p) * page_size) != static_cast<ssize_t>(page_size)) {
+    // A page of zeros stays a hole (the final size is set below).
+    const bool zeros = std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0}; });
+    if (!zeros &&
+        ::pwrite(out, buf.data(), page_size, static_cast<off_t>(p) * page_size) != static_cast<ssize_t>(page_size)) {
       return Status::io_error(local, std::strerror(errno));
     }
     progress.update(p + 1);
@@ -231,7 +273,9 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
     if (Status s = finish_oldest(); !s) return fail(s);
   }
   progress.clear();
-  if (::fsync(out) != 0 || ::close(out) != 0) return fail(Status::io_error(local, std::strerror(errno)));
+  if (::ftruncate(out, static_cast<off_t>(bytes)) != 0 || ::fsync(out) != 0 || ::close(out) != 0) {
+    return fail(Status::io_error(local, std::strerror(errno)));
+  }
   fmt::print("exported {} to {}: {} pages of {} B ({} bytes)\n", name, local, st->pages, page_size,
              st->pages * page_size);
   return 0;

@@ -2,9 +2,13 @@
 // database imported and exported byte for byte, and every subcommand with
 // its errors.
 #include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <fstream>
 
 #include <fmt/format.h>
 
+#include "pagefile/pagefile.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
@@ -145,4 +149,64 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
   Outcome after = pagefile::test::pagefile_admin(
       dir.path(), {"ls"}, {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
   CHECK_MESSAGE(after.exit_status == 0, after.err);
+}
+
+TEST_CASE("pagefile import refuses what is not a regular file and leaves no record when it fails; export keeps holes and checks room first") {
+  TempDir dir;
+  ServerProcess a(fmt::format("unix:{}", (dir / "a.sock").string()), dir / "a");
+  auto b = std::make_unique<ServerProcess>(fmt::format("unix:{}", (dir / "b.sock").string()), dir / "b");
+  const std::string bus = a.address() + "," + b->address();
+
+  // A directory and a FIFO (which must not be waited on for a writer).
+  std::filesystem::create_directory(dir / "folder");
+  REQUIRE(::mkfifo((dir / "pipe").c_str(), 0600) == 0);
+  for (const char* what : {"folder", "pipe"}) {
+    CAPTURE(what);
+    Outcome refused = admin(dir, {"import", what, what, "--bus", bus});
+    CHECK(refused.exit_status == 1);
+    CHECK(refused.err.find("is not a regular file") != std::string::npos);
+  }
+
+  // 40 KiB with a hole of zeros in the middle: exported back byte for byte,
+  // the zeros as a hole.
+  {
+    std::ofstream out(dir / "sparse.bin", std::ios::binary);
+    std::string text(8192, 'x');
+    out << text << std::string(8192 * 3, '\0') << text;
+  }
+  REQUIRE(admin(dir, {"import", "sparse.bin", "sparse", "--bus", bus, "--page-size", "8192"}).exit_status == 0);
+  Outcome exported = admin(dir, {"export", "sparse", "back.bin", "--bus", bus});
+  INFO(exported.err);
+  REQUIRE(exported.exit_status == 0);
+  CHECK(read_file(dir / "back.bin") == read_file(dir / "sparse.bin"));
+  struct stat st {};
+  REQUIRE(::stat((dir / "back.bin").c_str(), &st) == 0);
+  CHECK(st.st_size == 5 * 8192);
+  CHECK(st.st_blocks * 512 < st.st_size);  // the three pages of zeros take no blocks
+
+  // A file far larger than the disk (its size set, its pages never
+  // written): export refuses before it writes a byte.
+  {
+    auto client = pagefile::Client::start({.bus = bus});
+    REQUIRE_OK(client);
+    auto fd = (*client)->open("huge", {.location = pagefile::Location::kRemote, .page_size = 65536, .create = true});
+    REQUIRE_OK(fd);
+    REQUIRE_OK((*client)->truncate(*fd, pagefile::kMaxPageNumber + 1));
+    REQUIRE_OK((*client)->close(*fd));
+  }
+  Outcome too_big = admin(dir, {"export", "huge", "huge.bin", "--bus", bus});
+  CHECK(too_big.exit_status == 1);
+  CHECK(too_big.err.find("NoSpace") != std::string::npos);
+  CHECK(too_big.err.find("free") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "huge.bin"));
+
+  // An import that fails half way (one of its servers is gone) takes its
+  // record away again.
+  b.reset();
+  make_database(dir / "app.db");
+  Outcome failed = admin(dir, {"import", "app.db", "app", "--bus", bus, "--placement", "hash"});
+  CHECK(failed.exit_status == 1);
+  Outcome listed = admin(dir, {"stat", "app", "--bus", bus});
+  CHECK(listed.exit_status == 1);
+  CHECK(listed.err.find("NotFound") != std::string::npos);
 }
