@@ -36,6 +36,21 @@ Status CatalogService::open() {
   return Status::ok();
 }
 
+Status CatalogService::open_existing() {
+  const std::filesystem::path path = dir_ / "catalog.db";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::ok();
+  MutexLock lock(mu_);
+  Status s = open();
+  if (s) return s;
+  return Status::from_code(
+      s.code(), s.message(),
+      fmt::format("pagefiled will not serve it: restore {} from a backup, or move it (with any -wal file "
+                  "beside it) out of the directory to start with an empty catalog, which forgets every file "
+                  "it listed",
+                  path.string()));
+}
+
 void CatalogService::close() {
   MutexLock lock(mu_);
   store_.reset();

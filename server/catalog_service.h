@@ -37,6 +37,12 @@ class CatalogService {
   // directory may go to another server of this process.
   void close();
 
+  // When the directory holds a catalog, opens and checks it now, so that a
+  // damaged one stops the server at its start (with what to do about it)
+  // rather than failing every catalog request later. A directory without
+  // one gets it with its first catalog request.
+  Status open_existing();
+
  private:
   Status open() REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);

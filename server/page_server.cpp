@@ -59,6 +59,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   auto dir_lock = DirLock::acquire(options_.dir);
   if (!dir_lock) return dir_lock.status();
   dir_lock_ = std::move(*dir_lock);
+  if (Status s = catalog_.open_existing(); !s) return s;
   // The accept handler may run after this server is gone (the listener's
   // loop outlives it while an accept is pending): it holds it weakly.
   std::weak_ptr<Impl> weak = shared_from_this();

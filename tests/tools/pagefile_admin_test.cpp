@@ -210,3 +210,37 @@ TEST_CASE("pagefile import refuses what is not a regular file and leaves no reco
   CHECK(listed.exit_status == 1);
   CHECK(listed.err.find("NotFound") != std::string::npos);
 }
+
+TEST_CASE("pagefiled refuses to start on a damaged catalog, saying what to do; a sound one serves again") {
+  TempDir dir;
+  const std::filesystem::path server_dir = dir / "server";
+  {
+    ServerProcess server(fmt::format("unix:{}", (dir / "s.sock").string()), server_dir);
+    std::ofstream(dir / "one.bin") << std::string(8192, 'x');
+    REQUIRE(admin(dir, {"import", "one.bin", "one", "--bus", server.address()}).exit_status == 0);
+    REQUIRE(server.stop() == 0);
+  }
+  const std::string good = read_file(server_dir / "catalog.db");
+  REQUIRE(good.size() > 4096);
+  auto start = [&] {
+    return pagefile::test::run_program(pagefile::test::binary_from_env("PAGEFILED"), dir.path(),
+                                       {"--listen", fmt::format("unix:{}", (dir / "t.sock").string()), "--dir",
+                                        server_dir.string()});
+  };
+  // Garbage over its second page (a table's), then over its header.
+  for (size_t at : {size_t{4096}, size_t{0}}) {
+    CAPTURE(at);
+    std::string damaged = good;
+    for (size_t i = at; i < at + 512; ++i) damaged[i] = static_cast<char>(i * 131 + 7);
+    std::ofstream(server_dir / "catalog.db", std::ios::binary | std::ios::trunc) << damaged;
+    Outcome refused = start();
+    CHECK(refused.exit_status == 1);
+    CHECK_MESSAGE(refused.err.find("Corruption: catalog ") != std::string::npos, refused.err);
+    CHECK_MESSAGE(refused.err.find("restore " + (server_dir / "catalog.db").string() + " from a backup") !=
+                      std::string::npos,
+                  refused.err);
+  }
+  std::ofstream(server_dir / "catalog.db", std::ios::binary | std::ios::trunc) << good;
+  ServerProcess again(fmt::format("unix:{}", (dir / "s.sock").string()), server_dir);
+  check_prints(dir, {"ls", "--bus", again.address()}, {"one"});
+}
