@@ -126,6 +126,13 @@ TEST_CASE("each malformed line is reported with its line number") {
       {"READ data 1",
        "t.trace:3: unknown operation 'READ' (expected open, read, write, sync, truncate, close "
        "or a # comment)"},
+      // Bytes that are not printable are shown escaped, never raw.
+      {"\x1b[2Jread data 1",
+       "t.trace:3: unknown operation '\\x1b[2Jread' (expected open, read, write, sync, truncate, close "
+       "or a # comment)"},
+      {"read data 1\x07\xff", "t.trace:3: read: page '1\\x07\\xff' is not a number"},
+      {"read \x01oth\x7f" "er 1", "t.trace:3: read: file '\\x01oth\\x7fer' is not open"},
+      {std::string("open da\0ta", 10), "t.trace:3: open: file name 'da\\x00ta' contains a NUL byte"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.line);

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "core/little_endian.h"
+#include "tools/common/printable.h"
 #include "tools/pf_replay/split_mix64.h"
 
 namespace pf_replay {
@@ -19,6 +20,7 @@ namespace {
 
 using pagefile::LeField;
 using pagefile::put_le;
+using pagefile::tools::printable;
 
 // page_stamp.h's layout: the fields are packed, each where the one before
 // it ends.
@@ -63,18 +65,6 @@ void fill_filler(std::span<std::byte> page, uint64_t name_hash, int64_t page_num
   for (; at + 8 <= page.size(); at += 8) put_le<uint64_t>(page, at, random.next());
   uint64_t last = random.next();
   for (; at < page.size(); ++at, last >>= 8) page[at] = static_cast<std::byte>(last & 0xff);
-}
-
-std::string printable(std::string_view bytes) {
-  std::string out;
-  for (char c : bytes) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += c;
-    } else {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -12,10 +12,13 @@
 #include <fmt/format.h>
 
 #include "pagefile/pagefile.h"
+#include "tools/common/printable.h"
 
 namespace pf_replay {
 
 namespace {
+
+using pagefile::tools::printable;
 
 using pagefile::Result;
 using pagefile::Status;
@@ -46,14 +49,14 @@ Result<int64_t> parse_number(std::string_view word, std::string_view what, int64
   auto [ptr, ec] = std::from_chars(first, last, value, 10);
   if (ec == std::errc::result_out_of_range) {
     return Status::invalid_argument(
-        fmt::format("{} '{}' is out of range [{}, {}]", what, word, low, high));
+        fmt::format("{} '{}' is out of range [{}, {}]", what, printable(word), low, high));
   }
   if (ec != std::errc() || ptr != last) {
-    return Status::invalid_argument(fmt::format("{} '{}' is not a number", what, word));
+    return Status::invalid_argument(fmt::format("{} '{}' is not a number", what, printable(word)));
   }
   if (value < low || value > high) {
     return Status::invalid_argument(
-        fmt::format("{} '{}' is out of range [{}, {}]", what, word, low, high));
+        fmt::format("{} '{}' is out of range [{}, {}]", what, printable(word), low, high));
   }
   return value;
 }
@@ -109,7 +112,7 @@ class Parser {
       return Status::invalid_argument(
           fmt::format("unknown operation '{}' (expected open, read, write, sync, truncate, "
                       "close or a # comment)",
-                      verb));
+                      printable(verb)));
     }
     const size_t args = words.size() - 1;
     if (args < min_args || args > max_args) {
@@ -141,6 +144,9 @@ class Parser {
     }
 
     const std::string_view name = words[1];
+    if (name.find('\0') != std::string_view::npos) {
+      return Status::invalid_argument(verb, fmt::format("file name '{}' contains a NUL byte", printable(name)));
+    }
     auto [it, added] = files_.try_emplace(std::string(name));
     if (added) {
       it->second.index = static_cast<uint32_t>(trace_.files.size());
@@ -151,13 +157,13 @@ class Parser {
     if (op.kind == OpKind::kOpen) {
       if (file.opened_at != 0) {
         return Status::invalid_argument(
-            verb, fmt::format("file '{}' is already open (opened on line {})", name,
+            verb, fmt::format("file '{}' is already open (opened on line {})", printable(name),
                               file.opened_at));
       }
       file.opened_at = line_number;
     } else {
       if (file.opened_at == 0) {
-        return Status::invalid_argument(verb, fmt::format("file '{}' is not open", name));
+        return Status::invalid_argument(verb, fmt::format("file '{}' is not open", printable(name)));
       }
       if (op.kind == OpKind::kClose) file.opened_at = 0;
     }
@@ -184,7 +190,7 @@ class Parser {
       Result<pagefile::AccessType> policy = pagefile::parse_access_type(words[next]);
       if (!policy) {
         return Status::invalid_argument(
-            fmt::format("policy '{}' is not random, sequential or looping", words[next]));
+            fmt::format("policy '{}' is not random, sequential or looping", printable(words[next])));
       }
       op.policy = *policy;
     }
