@@ -78,28 +78,6 @@ std::string ServerPool::policy_of(uint64_t file) const {
   return it == files_.end() ? std::string() : it->second;
 }
 
-bool ServerPool::read(uint64_t file, int64_t page, std::span<std::byte> out, bool count) {
-  return pool_ && pool_->read(file, page, out, count);
-}
-
-bool ServerPool::read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out) {
-  return pool_ && pool_->read_run(file, first, count, out);
-}
-
-bool ServerPool::contains(uint64_t file, int64_t page) const { return pool_ && pool_->contains(file, page); }
-
-void ServerPool::fill(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  if (pool_) pool_->fill(file, page, data);
-}
-
-bool ServerPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  return pool_ && pool_->fill_prefetched(file, page, data);
-}
-
-void ServerPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {
-  if (pool_) pool_->write(file, page, data);
-}
-
 void ServerPool::drop(uint64_t file, int64_t from) {
   if (!pool_) return;
   if (from > 0) {

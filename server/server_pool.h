@@ -64,20 +64,11 @@ class ServerPool {
   // The file's policy name; empty for a file not in the pool.
   std::string policy_of(uint64_t file) const;
 
-  // A read of one page: true (and `out` filled) on a hit. Counts a hit or
-  // a miss unless `count` is false.
-  bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
-  // Pages [first, first + count), `out` holding each in turn: all copied
-  // and counted as hits, or (when one is missing) none copied and nothing
-  // counted, and the caller reads the run through the disk path.
-  bool read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out);
-  bool contains(uint64_t file, int64_t page) const;
+  // The pages themselves: read, read_run, contains, fill, fill_prefetched
+  // and write as policies/buffer_pool.h describes them, for files this
+  // pool knows (declare()); null when the server has no pool.
+  BufferPool* pages() { return pool_.get(); }
 
-  void fill(uint64_t file, int64_t page, std::span<const std::byte> data);
-  // Keeps a page read ahead of its reader; false when the pool did not keep
-  // it (no room that the policies would give up).
-  bool fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
-  void write(uint64_t file, int64_t page, std::span<const std::byte> data);
   // Forgets pages of `file` at and beyond `from` (0: the whole file, which
   // also leaves the pool).
   void drop(uint64_t file, int64_t from);

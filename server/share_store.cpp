@@ -77,7 +77,7 @@ bool ShareStore::reads_at_once(const ShareRef& share) {
 bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out) {
   if (!pool_.enabled()) return false;
   pool_.declare(share.file_id, share.page_size, share.policy);
-  if (!pool_.read_run(share.file_id, first, count, out)) return false;
+  if (!pool_.pages()->read_run(share.file_id, first, count, out)) return false;
   tally_.pages_read += count;
   tally_.cache_hits += count;
   return true;
@@ -94,7 +94,7 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
     int64_t page = first + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
     tally_.pages_read++;
-    if (pool_.read(file_id, page, buffer)) {
+    if (pool_.enabled() && pool_.pages()->read(file_id, page, buffer)) {
       tally_.cache_hits++;
       continue;
     }
@@ -127,7 +127,7 @@ Status ShareStore::read_miss(LocalPagefile& file, uint64_t file_id, int64_t page
   if (!pool_.enabled()) return read_from_disk(file, file_id, page, out);
   std::lock_guard lock(page_lock(file_id, page));
   if (Status s = read_from_disk(file, file_id, page, out); !s) return s;
-  pool_.fill(file_id, page, out);
+  pool_.pages()->fill(file_id, page, out);
   return Status::ok();
 }
 
@@ -167,7 +167,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
   auto w = window(file_id);
   MutexLock fill(w->fill);
   // It may have come in while this reader waited for the window.
-  if (pool_.read(file_id, page, out, /*count=*/false)) return Status::ok();
+  if (pool_.pages()->read(file_id, page, out, /*count=*/false)) return Status::ok();
   auto arm = hold_arm();
   if (page <= w->read_through) return read_miss(file, file_id, page, out);
   uint32_t unit = layout.stripe_pages;
@@ -194,7 +194,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
       through = p;
       continue;
     }
-    if (pool_.contains(file_id, p)) {
+    if (pool_.pages()->contains(file_id, p)) {
       through = p;
       continue;  // written since, and still held
     }
@@ -203,7 +203,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
     // its reader, behind the window). Behind `page`: its reader is coming;
     // ahead: stop once the pool will not keep more.
     through = p;
-    if (!pool_.fill_prefetched(file_id, p, buffer) && p > page) break;
+    if (!pool_.pages()->fill_prefetched(file_id, p, buffer) && p > page) break;
   }
   w->read_through = std::max(w->read_through, through);
   return Status::ok();
@@ -232,7 +232,7 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
       if (pool_.enabled()) coherent = std::unique_lock(page_lock(ref.file_id, page));
       if (Status s = (*file)->write_page(page, bytes); !s) return s;
       tally_.disk_writes++;
-      pool_.write(ref.file_id, page, bytes);
+      if (pool_.enabled()) pool_.pages()->write(ref.file_id, page, bytes);
     }
     tally_.pages_written++;
   }
