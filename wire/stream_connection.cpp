@@ -244,13 +244,24 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     }
     if (flush) write_front();
     if (ended_ || paused_) return;
+    if (stopped_for_backlog_) {
+      // Whole frames may wait in the buffer: no read may start under them
+      // (it would write where they are moved). The release of the hold
+      // posts continue_reading(), which delivers them and then reads.
+      stopped_for_backlog_ = false;
+      return;
+    }
     read_buffer_.shrink_when_empty();
     read_more();
   }
 
   void deliver_frames() {
     FrameDelivery::Delivered delivered =
-        delivery_.deliver(read_buffer_, [this] { return !ended_ && !paused_ && !hold_if_backlogged(); });
+        delivery_.deliver(read_buffer_, [this] {
+          if (ended_ || paused_) return false;
+          if (hold_if_backlogged()) stopped_for_backlog_ = true;
+          return !stopped_for_backlog_;
+        });
     if (delivered.malformed.empty()) return;
     // Nothing after this header can be trusted. Answers to the frames before
     // it (sent from their handlers, so queued on the strand ahead of this)
@@ -315,6 +326,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   bool ended_ = false;
   bool paused_ = false;
   bool reading_ = false;  // an async read into read_buffer_ is pending
+  bool stopped_for_backlog_ = false;  // the last delivery stopped at the backlog's hold
   Status close_status_;
 
   static constexpr size_t kMaxFramesPerWrite = 64;
