@@ -1,9 +1,8 @@
 #include "wire/frame_buffer.h"
 
-#include <algorithm>
-
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "wire/transport_internal.h"

@@ -106,10 +106,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     });
   }
 
-  void bound_backlog() EXCLUDES(write_mu_) override {
-    MutexLock lock(write_mu_);
-    bounded_ = true;
-  }
+  void bound_backlog() override { bounded_ = true; }
 
   void owe(int64_t bytes) EXCLUDES(write_mu_) override {
     MutexLock lock(write_mu_);
@@ -279,13 +276,16 @@ class StreamConnection final : public Connection, public std::enable_shared_from
 
   // The backlog (owe()): whether delivery is held, and holding it once the
   // answers owed and queued exceed the bound.
+  // (An unbounded connection, a client's, never takes the lock for it.)
   bool held() EXCLUDES(write_mu_) {
+    if (!bounded_) return false;
     MutexLock lock(write_mu_);
     return held_;
   }
   bool hold_if_backlogged() EXCLUDES(write_mu_) {
+    if (!bounded_) return false;
     MutexLock lock(write_mu_);
-    if (bounded_ && !held_ && unsent_bytes_ + owed_bytes_ > kMaxBacklogBytes) held_ = true;
+    if (!held_ && unsent_bytes_ + owed_bytes_ > kMaxBacklogBytes) held_ = true;
     return held_;
   }
   // Lets delivery go on once the backlog is under half the bound.
@@ -327,6 +327,9 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   bool paused_ = false;
   bool reading_ = false;  // an async read into read_buffer_ is pending
   bool stopped_for_backlog_ = false;  // the last delivery stopped at the backlog's hold
+  // bound_backlog(), called before start(): start()'s post orders it before
+  // every read of it on the strand.
+  bool bounded_ = false;
   Status close_status_;
 
   static constexpr size_t kMaxFramesPerWrite = 64;
@@ -346,7 +349,6 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   std::deque<Frame> write_queue_ GUARDED_BY(write_mu_);
   int64_t unsent_bytes_ GUARDED_BY(write_mu_) = 0;  // of the frames in write_queue_
   int64_t owed_bytes_ GUARDED_BY(write_mu_) = 0;    // owe()
-  bool bounded_ GUARDED_BY(write_mu_) = false;      // bound_backlog()
   bool held_ GUARDED_BY(write_mu_) = false;         // delivery stopped for the backlog
   size_t in_write_ GUARDED_BY(write_mu_) = 0;       // frames at the front of write_queue_ being written
   size_t front_written_ GUARDED_BY(write_mu_) = 0;  // bytes of the front frame send() already wrote

@@ -93,6 +93,7 @@ class Connection {
   // of 8 KiB), since a client that sends a request while it holds answers
   // unread would wait on a server that waits on it.
   static constexpr int64_t kMaxBacklogBytes = 32 << 20;
+  // REQUIRES: before start().
   virtual void bound_backlog() {}
   // `bytes` (a signed change) of answers this side owes the peer for frames
   // already delivered: a server adds an answer's size when it takes a

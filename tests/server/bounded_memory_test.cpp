@@ -8,7 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <capnp/serialize.h>
+#include <capnp/message.h>
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus/bus_client.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 #include "wire/frame.h"
@@ -106,15 +107,18 @@ bool receive_all(int fd, void* data, size_t size) {
   return true;
 }
 
-// The next frame's message, or false when the peer closed (or 10 s passed).
-bool receive_frame(int fd, Frame& body) {
+// The next answer, or null when the peer closed (or 10 s passed).
+ReplyPtr receive_reply(int fd) {
   FrameHeader header{};
-  if (!receive_all(fd, header.data(), header.size())) return false;
+  if (!receive_all(fd, header.data(), header.size())) return nullptr;
   const uint32_t bytes = decode_frame_length(header);
   REQUIRE(bytes % sizeof(capnp::word) == 0);
   REQUIRE(bytes <= kMaxFrameBytes);
-  body.resize(bytes / sizeof(capnp::word));
-  return receive_all(fd, body.data(), bytes);
+  Frame body(bytes / sizeof(capnp::word));
+  if (!receive_all(fd, body.data(), bytes)) return nullptr;
+  Result<ReplyPtr> reply = Reply::parse(std::move(body));
+  REQUIRE_OK(reply);
+  return *reply;
 }
 
 // Appends request `id` to `out` as it goes on the wire: a read of `count`
@@ -134,6 +138,12 @@ void append_read(std::string& out, uint64_t id, uint64_t file, uint32_t page_siz
   FrameHeader header = encode_frame_length(bytes);
   out.append(reinterpret_cast<const char*>(header.data()), header.size());
   out.append(reinterpret_cast<const char*>(frame.data()), bytes);
+}
+
+void send_read(int fd, uint64_t id, uint64_t file, uint32_t page_size, uint32_t count) {
+  std::string request;
+  append_read(request, id, file, page_size, count);
+  send_all(fd, request.data(), request.size());
 }
 
 }  // namespace
@@ -162,12 +172,10 @@ TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays und
 
   // Every answer, in order, whole.
   int answered = 0;
-  Frame body;
   for (; answered < kReads; ++answered) {
-    if (!receive_frame(fd, body)) break;
-    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
-                                         frame_reader_options());
-    auto response = reader.getRoot<wire::Response>();
+    ReplyPtr reply = receive_reply(fd);
+    if (!reply) break;
+    auto response = reply->root();
     CHECK(response.getId() == static_cast<uint64_t>(answered + 1));
     REQUIRE(response.isPages());
     CHECK(response.getPages().size() == size_t{kCount} * kPageSize);
@@ -185,40 +193,31 @@ TEST_CASE("connections beyond --max-connections are told so and closed; others a
   const int second = connect_unix(socket_path);
   // (Each connection counts once the server has accepted it: a read
   // answered on each shows both are in.)
-  Frame body;
   for (int fd : {first, second}) {
-    std::string request;
-    append_read(request, 1, 7, 4096, 1);
-    send_all(fd, request.data(), request.size());
-    REQUIRE(receive_frame(fd, body));
+    send_read(fd, 1, 7, 4096, 1);
+    REQUIRE(receive_reply(fd) != nullptr);
   }
   const int third = connect_unix(socket_path);
-  REQUIRE(receive_frame(third, body));
+  ReplyPtr refusal = receive_reply(third);
+  REQUIRE(refusal != nullptr);
   {
-    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
-                                         frame_reader_options());
-    auto response = reader.getRoot<wire::Response>();
+    auto response = refusal->root();
     CHECK(response.getId() == 0);
     REQUIRE(response.isError());
     Status why = from_wire(response.getError());
     CHECK(why.code() == Code::kBusy);
     CHECK(why.message() == "server: has 2 connections, the most it takes (--max-connections)");
   }
-  CHECK_FALSE(receive_frame(third, body));  // closed
+  CHECK(receive_reply(third) == nullptr);  // closed
   ::close(third);
   // One leaves; a new one is served.
   ::close(first);
   bool served = false;
   for (int attempt = 0; attempt < 50 && !served; ++attempt) {
     const int next = connect_unix(socket_path);
-    std::string request;
-    append_read(request, 9, 7, 4096, 1);
-    send_all(next, request.data(), request.size());
-    if (receive_frame(next, body)) {
-      capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
-                                           frame_reader_options());
-      served = reader.getRoot<wire::Response>().getId() == 9;
-    }
+    send_read(next, 9, 7, 4096, 1);
+    ReplyPtr reply = receive_reply(next);
+    served = reply != nullptr && reply->root().getId() == 9;
     ::close(next);
     if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -242,20 +241,14 @@ TEST_CASE("1000 connections that each sent one request: pagefiled stays under 10
   std::vector<int> fds;
   for (int i = 0; i < kConnections; ++i) {
     fds.push_back(connect_unix(socket_path));
-    std::string request;
-    append_read(request, static_cast<uint64_t>(i + 1), 7, 8192, 1);
-    send_all(fds.back(), request.data(), request.size());
+    send_read(fds.back(), static_cast<uint64_t>(i + 1), 7, 8192, 1);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   check_resident_under_100_mib(server.pid(), std::to_string(kConnections) + " connections");
   int answered = 0;
-  Frame body;
   for (int i = 0; i < kConnections; ++i) {
-    if (receive_frame(fds[i], body)) {
-      capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(body.data(), body.size()),
-                                           frame_reader_options());
-      auto response = reader.getRoot<wire::Response>();
-      answered += response.getId() == static_cast<uint64_t>(i + 1) && response.isPages();
+    if (ReplyPtr reply = receive_reply(fds[i])) {
+      answered += reply->root().getId() == static_cast<uint64_t>(i + 1) && reply->root().isPages();
     }
     ::close(fds[i]);
   }
