@@ -43,6 +43,7 @@ Status BusClient::Impl::start() {
   for (const Address& address : config_.embedded) {
     ServerOptions server_options = options_.embedded;
     server_options.dir = config_.home / address.path;
+    server_options.checksums = server_options.checksums && config_.checksums;
     auto server = PageServer::start(server_options, address, &hub_, runtime_);
     if (!server) return server.status().with_context(fmt::format("embedded server {}", address.text()));
     if (address.text() == config_.servers[config_.catalog].text()) embedded_catalog_ = server->get();
@@ -174,17 +175,17 @@ PageServer* BusClient::Impl::direct_server(const std::string& server) {
 }
 
 std::optional<Status> BusClient::Impl::read_direct(const std::string& server, const ShareRef& share,
-                                                   int64_t page, std::span<std::byte> out) {
+                                                   int64_t page, std::span<std::byte> out, uint64_t& checksum) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  return direct->read_direct(share, page, out);
+  return direct->read_direct(share, page, out, checksum);
 }
 
 std::optional<Status> BusClient::Impl::write_direct(const std::string& server, const ShareRef& share,
-                                                    int64_t page, std::span<const std::byte> data) {
+                                                    int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  return direct->write_direct(share, page, data);
+  return direct->write_direct(share, page, data, checksum);
 }
 
 void BusClient::Impl::service_loop() {
@@ -341,13 +342,13 @@ void BusClient::read_as_waiter(const std::string& server, std::chrono::milliseco
 void BusClient::wake_waiters() { impl_->note_progress(); }
 
 std::optional<Status> BusClient::read_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                             std::span<std::byte> out) {
-  return impl_->read_direct(server, share, page, out);
+                                             std::span<std::byte> out, uint64_t& checksum) {
+  return impl_->read_direct(server, share, page, out, checksum);
 }
 
 std::optional<Status> BusClient::write_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                              std::span<const std::byte> data) {
-  return impl_->write_direct(server, share, page, data);
+                                              std::span<const std::byte> data, uint64_t checksum) {
+  return impl_->write_direct(server, share, page, data, checksum);
 }
 
 bool BusClient::has_embedded() const { return impl_->has_embedded(); }

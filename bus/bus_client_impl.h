@@ -57,9 +57,9 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
 
   // Direct calls to embedded servers (bus_client.cpp).
   std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                    std::span<std::byte> out);
+                                    std::span<std::byte> out, uint64_t& checksum);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                     std::span<const std::byte> data);
+                                     std::span<const std::byte> data, uint64_t checksum);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
   bool all_direct() const {
     // (A pool would give global-sequential files a window, read on the pool.)

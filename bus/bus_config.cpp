@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "pagefile/options.h"
+
 namespace pagefile::net {
 
 namespace {
@@ -46,6 +48,12 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
   bool catalog_named = false;
   for (std::string entry : split_entries(text)) {
     bool is_catalog = false;
+    if (entry.rfind("checksums=", 0) == 0) {
+      auto on = parse_on_off("checksums", entry.substr(10));
+      if (!on) return on.status().with_context("bus");
+      config.checksums = *on;
+      continue;
+    }
     if (entry.rfind("catalog=", 0) == 0) {
       if (catalog_named) return Status::invalid_argument("bus", "names two catalogs");
       entry = entry.substr(8);

@@ -9,6 +9,8 @@
 //   unix:/run/pf0.sock                        one server on a Unix socket
 //   inproc:4                                  4 servers inside this process
 //   @/etc/pagefile.bus                        read the list from a file
+//   inproc:4,checksums=off                    embedded servers without page
+//                                             checksums (to measure their cost)
 // With nothing configured (no string, no PAGEFILE_BUS) the bus is the
 // embedded default: inproc:4, with data under PAGEFILE_HOME.
 #pragma once
@@ -31,6 +33,7 @@ struct BusConfig {
   // Servers this process must run itself (from inproc:N), in `servers` too.
   std::vector<Address> embedded;
   std::filesystem::path home;  // where embedded servers keep their data
+  bool checksums = true;        // checksums=off: embedded servers run without them
 };
 
 // Parses the string form. kInvalidArgument for an empty list, a bad address,

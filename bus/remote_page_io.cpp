@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/page_bounds.h"
+#include "core/page_checksum.h"
 #include "wire/wire_convert.h"
 
 namespace pagefile::net {
@@ -87,8 +88,8 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   // The servers' pools run the policy this descriptor runs: the one given at
   // open, else the one the file was created with.
   std::string policy(policy_name(options.policy.value_or(record.policy)));
-  return std::unique_ptr<RemotePageIo>(
-      new RemotePageIo(std::move(bus), std::move(record), std::move(policy), options.read_only));
+  return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), std::move(policy),
+                                                        options.read_only, options.checksums));
 }
 
 Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
@@ -108,12 +109,13 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
 }
 
 RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy,
-                           bool read_only)
+                           bool read_only, bool checksums)
     : bus_(std::move(bus)),
       record_(std::move(record)),
       policy_(std::move(policy)),
       placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
       read_only_(read_only),
+      checksums_(checksums),
       owner_(bus_->new_owner()),
       size_(record_.size_pages),
       catalog_size_(record_.size_pages) {}
@@ -145,13 +147,26 @@ void RemotePageIo::build_read(wire::Request::Builder r, int64_t page) const {
 
 Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const {
   uint32_t page_size = record_.page_size;
-  if (!reply) return reply.status().with_context(fmt::format("{}: read page {}", record_.name, page));
+  const std::string& server = server_of(page);
+  if (!reply) return reply.status().with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server));
   auto root = (*reply)->root();
   if (!root.isPages() || root.getPages().size() != page_size) {
-    return Status::corruption(record_.name, fmt::format("read page {}: server sent a wrong answer", page));
+    return Status::corruption(record_.name, fmt::format("read page {}: server {} sent a wrong answer", page, server));
   }
   std::memcpy(out.data(), root.getPages().begin(), page_size);
+  auto sums = root.getChecksums();
+  if (checksums_ && sums.size() != 1) {
+    return Status::corruption(record_.name, fmt::format("read page {}: server {} sent no checksum with it "
+                                                        "(does it run --no-checksums?)", page, server));
+  }
+  if (Status s = check_received(page, out, checksums_ ? sums[0] : kNoChecksum, server); !s) return s;
   return finish_read(page, out);
+}
+
+Status RemotePageIo::check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
+                                    const std::string& server) const {
+  if (!checksums_ || page_checksum(bytes, page) == checksum) return Status::ok();
+  return checksum_mismatch(record_.name, page, fmt::format("as received from server {}", server));
 }
 
 PageRead RemotePageIo::finish_read(int64_t page, std::span<std::byte> out) const {
@@ -176,9 +191,11 @@ bool RemotePageIo::wait_for_progress(int64_t page, std::chrono::milliseconds tim
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_direct(int64_t page, std::span<std::byte> out) {
-  std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
+  uint64_t checksum = kNoChecksum;
+  std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out, checksum);
   if (!done) return std::nullopt;
-  if (!*done) return done->with_context(fmt::format("{}: read page {}", record_.name, page));
+  if (!*done) return done->with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server_of(page)));
+  if (Status s = check_received(page, out, checksum, server_of(page)); !s) return s;
   return finish_read(page, out);
 }
 
@@ -187,6 +204,7 @@ void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span
   set_page_share(write.initShare(), page);
   write.setPage(page);
   write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  if (checksums_) write.initChecksums(1).set(0, page_checksum(data, page));
 }
 
 void RemotePageIo::note_written(int64_t page, size_t server) {
@@ -214,7 +232,8 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
 
 bool RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
-  std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data);
+  uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
+  std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
   // A failure goes the usual way, which reports it (writing a page twice
   // is harmless).
   if (!done || !*done) return false;

@@ -10,6 +10,10 @@
 // each write past the end, and tells the catalog at sync and close when it
 // changed. A read of a page at or past that size returns kBeyondEnd.
 //
+// Checksums: each page written goes with its checksum, which the server
+// checks on arrival; each page read is checked against the checksum the
+// server sends with it (core/page_checksum.h).
+//
 // Durability: sync() sends sync to every server that took a write since the
 // last sync and returns when all have flushed; then it records the size.
 //
@@ -81,7 +85,8 @@ class RemotePageIo final : public PageIo {
   Result<bool> reserved_elsewhere() override;
 
  private:
-  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only);
+  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only,
+               bool checksums);
   const std::string& server_of(int64_t page) const;
   // Fills in a read of `page`, for read_async and read_direct; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
@@ -94,6 +99,10 @@ class RemotePageIo final : public PageIo {
   // The outcome of a read of `page` whose bytes are in `out`: beyond the
   // end as this client knows it, zeros.
   PageRead finish_read(int64_t page, std::span<std::byte> out) const;
+  // kCorruption when `bytes`, page `page` as received from `server`, do not
+  // match `checksum` (and checksums are on).
+  Status check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
+                        const std::string& server) const;
   // This file as page work by plain call names it (BusClient::read_direct).
   ShareRef share_ref() const { return {record_.id, record_.page_size, policy_}; }
   // The share of a read or write of `page`, with what the server's pool
@@ -111,6 +120,7 @@ class RemotePageIo final : public PageIo {
   const std::string policy_;  // the policy name the servers' pools run for this file
   const PagePlacement placement_;
   const bool read_only_;
+  const bool checksums_;  // OpenOptions::checksums
   const uint64_t owner_;  // this descriptor's identity for locks
   std::atomic<int64_t> size_;
 

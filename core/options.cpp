@@ -29,4 +29,10 @@ Result<Placement> parse_placement(std::string_view name) {
   return Status::invalid_argument(fmt::format("placement '{}'", name), "must be stripe or hash");
 }
 
+Result<bool> parse_on_off(std::string_view what, std::string_view text) {
+  if (text == "on" || text == "true" || text == "1") return true;
+  if (text == "off" || text == "false" || text == "0") return false;
+  return Status::invalid_argument(what, fmt::format("'{}' is neither on nor off", text));
+}
+
 }  // namespace pagefile

@@ -63,24 +63,27 @@ bool BufferPool::pinned(const PoolFile& f, int64_t page) const {
   return f.pins.contains(page) || f.policy->pinned(page);
 }
 
-bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, bool count) {
+bool BufferPool::read(uint64_t file, int64_t page, std::span<std::byte> out, bool count, uint64_t* checksum) {
   MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return false;
-  if (copy_run(*f, page, 1, out, count)) return true;
+  std::span<uint64_t> sums = checksum ? std::span(checksum, 1) : std::span<uint64_t>();
+  if (copy_run(*f, page, 1, out, sums, count)) return true;
   if (count) ++f->counters.misses;
   return false;
 }
 
-bool BufferPool::read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out) {
+bool BufferPool::read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out,
+                          std::span<uint64_t> checksums) {
   MutexLock lock(mu_);
   PoolFile* f = find(file);
-  return f != nullptr && copy_run(*f, first, count, out, /*count_hits=*/true);
+  return f != nullptr && copy_run(*f, first, count, out, checksums, /*count_hits=*/true);
 }
 
 bool BufferPool::copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out,
-                          bool count_hits) {
+                          std::span<uint64_t> checksums, bool count_hits) {
   assert(out.size() == static_cast<size_t>(count) * f.page_size);
+  assert(checksums.empty() || checksums.size() == count);
   // One lookup a page: find them all, then copy. The policy hears of the
   // uses only after every copy, since a use may toss a page of the run.
   constexpr uint32_t kOnStack = 16;
@@ -95,6 +98,7 @@ bool BufferPool::copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<
   for (uint32_t i = 0; i < count; ++i) {
     Frame& frame = *frames[i];
     std::memcpy(out.data() + static_cast<size_t>(i) * f.page_size, frame.data.data(), f.page_size);
+    if (!checksums.empty()) checksums[i] = frame.checksum;
     if (count_hits) ++f.counters.hits;
     if (frame.prefetched_unread) {
       frame.prefetched_unread = false;
@@ -111,7 +115,7 @@ bool BufferPool::contains(uint64_t file, int64_t page) const {
   return f != nullptr && f->frames.contains(page);
 }
 
-void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> data) {
+void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return;
@@ -119,22 +123,22 @@ void BufferPool::fill(uint64_t file, int64_t page, std::span<const std::byte> da
     ++f->counters.tossed;  // kept for no time: taking a frame would evict a better page
     return;
   }
-  if (admit(*f, page, data, /*prefetched=*/false)) use(*f, page);
+  if (admit(*f, page, data, checksum, /*prefetched=*/false)) use(*f, page);
 }
 
-bool BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data) {
+bool BufferPool::fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return false;
-  return f->frames.contains(page) || admit(*f, page, data, /*prefetched=*/true);
+  return f->frames.contains(page) || admit(*f, page, data, checksum, /*prefetched=*/true);
 }
 
-void BufferPool::write(uint64_t file, int64_t page, std::span<const std::byte> data) {
+void BufferPool::write(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   MutexLock lock(mu_);
   PoolFile* f = find(file);
   if (f == nullptr) return;
   if (!f->frames.contains(page) && passed_at_once(*f, page)) return;
-  if (admit(*f, page, data, /*prefetched=*/false)) use(*f, page);
+  if (admit(*f, page, data, checksum, /*prefetched=*/false)) use(*f, page);
 }
 
 bool BufferPool::passed_at_once(PoolFile& f, int64_t page) {
@@ -203,11 +207,13 @@ FileCounters BufferPool::counters(uint64_t file) const {
   return out;
 }
 
-bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched) {
+bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> data, uint64_t checksum,
+                       bool prefetched) {
   assert(data.size() == f.page_size);
   auto it = f.frames.find(page);
   if (it != f.frames.end()) {
     std::memcpy(it->second.data.data(), data.data(), data.size());
+    it->second.checksum = checksum;
     return true;
   }
   while (f.frames.size() >= allowance(f)) {
@@ -222,6 +228,7 @@ bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> dat
     spare_.pop_back();
   }
   frame.data.assign(data.begin(), data.end());
+  frame.checksum = checksum;
   frame.prefetched_unread = prefetched;
   ++size_;
   f.policy->admitted(page, prefetched);

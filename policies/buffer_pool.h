@@ -20,6 +20,11 @@
 // not yet read counts as prefetch_used, and such a page leaving unread as
 // prefetch_wasted.
 //
+// Checksums. A page may be kept with its checksum (core/page_checksum.h),
+// which comes back with every copy of it: the server's pool keeps the one
+// that arrived with the page, to send with it. The client's pool keeps none
+// (0): it holds pages already checked.
+//
 // Thread-safety: thread-safe (one internal mutex). Policies are called under
 // it.
 #pragma once
@@ -57,22 +62,26 @@ class BufferPool {
   // A read by the program. On a hit copies the page into `out` (which must
   // be page-sized) and returns true; on a miss returns false. Counts either
   // unless `count` is false (a read whose miss was counted already).
-  bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true);
-  // Pages [first, first + count), each `page_size` bytes of `out`: all
-  // copied and counted as hits, or (when one is missing) none copied and
-  // nothing counted, so that the caller's slower path counts the miss.
-  bool read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out);
+  // With `checksum`, the page's checksum goes there.
+  bool read(uint64_t file, int64_t page, std::span<std::byte> out, bool count = true,
+            uint64_t* checksum = nullptr);
+  // Pages [first, first + count), each `page_size` bytes of `out` (and
+  // their checksums in `checksums` unless it is empty): all copied and
+  // counted as hits, or (when one is missing) none copied and nothing
+  // counted, so that the caller's slower path counts the miss.
+  bool read_run(uint64_t file, int64_t first, uint32_t count, std::span<std::byte> out,
+                std::span<uint64_t> checksums = {});
   bool contains(uint64_t file, int64_t page) const;
 
   // The store returned `data` for a read that missed: keep it.
-  void fill(uint64_t file, int64_t page, std::span<const std::byte> data);
+  void fill(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum = 0);
   // The store returned `data` for a page fetched ahead: keep it, unread.
   // Returns whether the page is now held (admitted, or held already): a
   // reader may take it (and a toss-immediately policy let it go) as soon as
   // the pool's lock is released, so only this answer says it was kept.
-  bool fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data);
+  bool fill_prefetched(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum = 0);
   // The program wrote `data` to the page: the pooled copy becomes it.
-  void write(uint64_t file, int64_t page, std::span<const std::byte> data);
+  void write(uint64_t file, int64_t page, std::span<const std::byte> data, uint64_t checksum = 0);
 
   // Drops one page, every page, or the pages at and beyond `pages`.
   void drop(uint64_t file, int64_t page);
@@ -95,6 +104,7 @@ class BufferPool {
  private:
   struct Frame {
     std::vector<std::byte> data;
+    uint64_t checksum = 0;
     bool prefetched_unread = false;
   };
   struct PoolFile {
@@ -113,11 +123,12 @@ class BufferPool {
   bool pinned(const PoolFile& f, int64_t page) const REQUIRES(mu_);
   // read() and read_run() under the lock: false, touching nothing, when a
   // page of the run is missing.
-  bool copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out, bool count_hits)
-      REQUIRES(mu_);
+  bool copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out,
+                std::span<uint64_t> checksums, bool count_hits) REQUIRES(mu_);
   // Puts `data` in a frame of `f`, making room first; false when no room
   // could be made (every candidate page pinned).
-  bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, bool prefetched) REQUIRES(mu_);
+  bool admit(PoolFile& f, int64_t page, std::span<const std::byte> data, uint64_t checksum, bool prefetched)
+      REQUIRES(mu_);
   // Evicts one page of `f` chosen by its policy; false when none can go.
   bool evict_from(PoolFile& f) REQUIRES(mu_);
   // Evicts one page of the file holding most pages above its minimum,

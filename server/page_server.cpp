@@ -6,6 +6,7 @@
 #include <kj/exception.h>
 
 #include "core/page_bounds.h"
+#include "core/page_checksum.h"
 #include "server/page_server_impl.h"
 #include "server/session.h"
 #include "wire/pagefile.capnp.h"
@@ -27,6 +28,25 @@ ShareLayout layout_of(wire::Share::Reader share) {
 // A read of `count` pages of `page_size` bytes from `first` on, as any
 // server must refuse it (the full path's answer says why; the paths that
 // answer without it leave a refused read to it).
+// The pages one scrub request verifies at most, so that each answer comes
+// soon and `pagefile scrub` can show its progress.
+constexpr uint32_t kMaxScrubPages = 4096;
+
+// The checksums of a read's pages, on their way to the answer.
+class PageSums {
+ public:
+  explicit PageSums(uint32_t count) : sums_(count) {}
+  std::span<uint64_t> span() { return sums_; }
+  void to_wire(wire::Response::Builder response) const {
+    if (sums_.empty()) return;
+    auto list = response.initChecksums(static_cast<unsigned>(sums_.size()));
+    for (unsigned i = 0; i < sums_.size(); ++i) list.set(i, sums_[i]);
+  }
+
+ private:
+  std::vector<uint64_t> sums_;
+};
+
 Status check_read(uint32_t page_size, int64_t first, uint32_t count) {
   if (Status s = check_page_size(page_size); !s) return s;
   if (count == 0 || count > kMaxFrameBytes / 2 / page_size) {
@@ -183,15 +203,17 @@ std::optional<Frame> PageServer::Impl::answer_from_pool(wire::Request::Reader re
       MutexLock lock(sessions_mu_);
       if (stopping_) return std::nullopt;
     }
-    FrameBuilder message(static_cast<size_t>(count) * page_size / sizeof(capnp::word) + 16);
+    FrameBuilder message(static_cast<size_t>(count) * (page_size / sizeof(capnp::word) + 1) + 16);
     auto response = message.initRoot<wire::Response>();
     response.setId(request.getId());
     response.setVersion(wire::PROTOCOL_VERSION);
     auto data = response.initPages(count * page_size);
+    PageSums sums(shares_.checksums() ? count : 0);
     if (!shares_.read_pooled(share_ref(req.getShare()), req.getPage(), count,
-                             std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()))) {
+                             std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()), sums.span())) {
       return std::nullopt;
     }
+    sums.to_wire(response);
     Frame out = message.finish();
     tally_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
     return out;
@@ -234,18 +256,25 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       uint32_t page_size = req.getShare().getPageSize();
       if (s = check_read(page_size, req.getPage(), req.getCount()); !s) break;
       auto data = response.initPages(req.getCount() * page_size);
+      PageSums sums(shares_.checksums() ? req.getCount() : 0);
       s = shares_.read(share_ref(req.getShare()), req.getPage(), req.getCount(),
-                       std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()),
+                       std::span(reinterpret_cast<std::byte*>(data.begin()), data.size()), sums.span(),
                        layout_of(req.getShare()));
+      if (s) sums.to_wire(response);
       break;
     }
     case wire::Request::WRITE: {
       auto req = request.getWrite();
       auto data = req.getData();
+      auto wire_sums = req.getChecksums();
+      std::vector<uint64_t> sums;
+      sums.reserve(wire_sums.size());
+      for (uint64_t sum : wire_sums) sums.push_back(sum);
       s = shares_.write(share_ref(req.getShare()), req.getPage(),
-                        std::span(reinterpret_cast<const std::byte*>(data.begin()), data.size()));
+                        std::span(reinterpret_cast<const std::byte*>(data.begin()), data.size()), sums);
       break;
     }
+    case wire::Request::SCRUB: s = scrub(request.getScrub(), response); break;
     case wire::Request::SYNC: s = shares_.sync(request.getSync().getFileId(), request.getSync().getPageSize()); break;
     case wire::Request::TRUNCATE:
       if (request.getTruncate().getPages() < 0) {
@@ -273,11 +302,27 @@ void PageServer::Impl::execute(wire::Request::Reader request,
   if (!s) {
     to_wire(s, response.initError());
   } else if (response.isPages() || response.isFile() || response.isFiles() || response.isStats() ||
-             response.isLockState() || response.isLocks() || response.isDiskReadLog()) {
+             response.isLockState() || response.isLocks() || response.isDiskReadLog() || response.isScrub()) {
     // the handler filled in its answer
   } else {
     response.setOk();
   }
+}
+
+Status PageServer::Impl::scrub(wire::ScrubShare::Reader request, wire::Response::Builder response) {
+  auto ref = share_ref(request.getShare());
+  uint32_t count = std::min<uint32_t>(request.getCount(), kMaxScrubPages);
+  auto result = shares_.scrub(ref, request.getFirst(), count);
+  if (!result) return result.status();
+  auto report = response.initScrub();
+  report.setChecked(result->checked);
+  report.setSharePages(result->share_pages);
+  auto bad = report.initBad(static_cast<unsigned>(result->bad.size()));
+  for (unsigned i = 0; i < result->bad.size(); ++i) {
+    bad[i].setPage(result->bad[i].first);
+    bad[i].setMessage(result->bad[i].second.to_string());
+  }
+  return Status::ok();
 }
 
 ServerCounters PageServer::Impl::snapshot() const {
@@ -343,16 +388,19 @@ Frame PageServer::catalog_direct(const Frame& request) {
   return out;
 }
 
-std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out) {
+std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out,
+                                              uint64_t& checksum) {
   if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Status> done;
-  if (impl_->shares_.read_pooled(share, page, 1, out)) {
+  checksum = kNoChecksum;
+  auto sums = impl_->shares_.checksums() ? std::span(&checksum, 1) : std::span<uint64_t>();
+  if (impl_->shares_.read_pooled(share, page, 1, out, sums)) {
     done = Status::ok();
   } else if (impl_->shares_.reads_at_once(share)) {
-    done = impl_->shares_.read(share, page, 1, out, std::nullopt);
+    done = impl_->shares_.read(share, page, 1, out, sums, std::nullopt);
   }
   if (done) {
     impl_->tally_.requests++;
@@ -363,11 +411,13 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
   return done;
 }
 
-std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data) {
+std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data,
+                                               uint64_t checksum) {
   if (!impl_->shares_.writes_at_once() || !impl_->enter_direct()) return std::nullopt;
   impl_->tally_.requests++;
   impl_->tally_.bytes_in += data.size();
-  Status s = impl_->shares_.write(share, page, data);
+  Status s = checksum == kNoChecksum ? impl_->shares_.write(share, page, data, {})
+                                     : impl_->shares_.write(share, page, data, std::span(&checksum, 1));
   if (!s) impl_->tally_.errors++;
   impl_->leave_direct();
   return s;

@@ -80,6 +80,10 @@ struct ServerOptions {
   // to no request: id 0) and closed, so that a flood of clients costs a
   // bounded amount of memory.
   uint32_t max_connections = 1024;
+  // Page checksums (core/page_checksum.h): checked on arrival, stored,
+  // checked on every read from disk, sent with every page. Off
+  // (--no-checksums) only to measure what they cost.
+  bool checksums = true;
 };
 
 struct ServerCounters {
@@ -154,8 +158,13 @@ class PageServer {
   // whose arm's queue lives on the pool; a global-sequential window; a
   // request the usual way must refuse; stopping). The caller keeps it from
   // overtaking its own requests on the page still in flight.
-  std::optional<Status> read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out);
-  std::optional<Status> write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data);
+  // The page's checksum goes to `checksum` (kNoChecksum when the server
+  // runs without checksums); a write's is checked on arrival (kNoChecksum:
+  // the server computes it).
+  std::optional<Status> read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out,
+                                    uint64_t& checksum);
+  std::optional<Status> write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data,
+                                     uint64_t checksum);
 
   ServerCounters counters() const;
   std::vector<ServerFileCounters> file_counters() const;

@@ -81,6 +81,8 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
  private:
   void execute(wire::Request::Reader request, capnp::MallocMessageBuilder& response_message);
   void fill_stats(wire::ServerStats::Builder out) const;
+  // Verifies a run of a share's pages on disk (pagefile scrub).
+  Status scrub(wire::ScrubShare::Reader request, wire::Response::Builder response);
 
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<DirLock> dir_lock_;  // held from start to stop

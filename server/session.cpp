@@ -56,6 +56,10 @@ Session::Span Session::span_of(wire::Request::Reader request, uint64_t& write_by
       write_bytes = w.getData().size();
       return {w.getShare().getFileId() + 1, w.getPage(), w.getPage() + pages};
     }
+    case wire::Request::SCRUB: {
+      auto r = request.getScrub();
+      return {r.getShare().getFileId() + 1, r.getFirst(), r.getFirst() + std::max<int64_t>(1, r.getCount())};
+    }
     case wire::Request::SYNC: return {request.getSync().getFileId() + 1, 0, kWholeFile};
     case wire::Request::TRUNCATE: return {request.getTruncate().getShare().getFileId() + 1, 0, kWholeFile};
     case wire::Request::DROP_SHARE: return {request.getDropShare().getFileId() + 1, 0, kWholeFile};

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/page_bounds.h"
+#include "core/page_checksum.h"
 
 namespace pagefile::net {
 
@@ -58,6 +59,7 @@ Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint3
   spec.page_size = page_size;
   spec.create = create;
   spec.dsync = options_.sync == SyncMode::kDsync;
+  spec.checksums = options_.checksums;
   // (Opening under shares_mu_ keeps two first requests from opening the
   // file twice; it happens once per file and server run.)
   auto file = LocalPagefile::open(share_path(options_.dir, file_id), spec);
@@ -74,17 +76,18 @@ bool ShareStore::reads_at_once(const ShareRef& share) {
   return !window && !emulated_disk();
 }
 
-bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out) {
+bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
+                             std::span<uint64_t> checksums) {
   if (!pool_.enabled()) return false;
   pool_.declare(share.file_id, share.page_size, share.policy);
-  if (!pool_.pages()->read_run(share.file_id, first, count, out)) return false;
+  if (!pool_.pages()->read_run(share.file_id, first, count, out, checksums)) return false;
   tally_.pages_read += count;
   tally_.cache_hits += count;
   return true;
 }
 
 Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std::span<std::byte> out,
-                        std::optional<ShareLayout> layout) {
+                        std::span<uint64_t> checksums, std::optional<ShareLayout> layout) {
   uint64_t file_id = ref.file_id;
   uint32_t page_size = ref.page_size;
   auto file = share(file_id, page_size, /*create=*/false);
@@ -93,28 +96,36 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
   for (uint32_t i = 0; i < count; ++i) {
     int64_t page = first + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
-    tally_.pages_read++;
-    if (pool_.enabled() && pool_.pages()->read(file_id, page, buffer)) {
-      tally_.cache_hits++;
-      continue;
-    }
-    tally_.cache_misses++;
-    if (!file) {  // nothing was ever written here: zeros, and no disk access
-      std::memset(buffer.data(), 0, buffer.size());
-      continue;
-    }
-    if (global_sequential && pool_.enabled() && layout) {
-      if (Status s = read_window(**file, file_id, *layout, page, buffer); !s) return s;
-      continue;
-    }
-    auto arm = hold_arm();
-    if (Status s = read_miss(**file, file_id, page, buffer); !s) return s;
+    uint64_t sum = kNoChecksum;
+    Status s = read_page(file, ref, page, buffer, global_sequential ? layout : std::nullopt, sum);
+    if (!s) return s;
+    if (!checksums.empty()) checksums[i] = sum;
   }
   return Status::ok();
 }
 
-Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out) {
-  auto r = file.read_page(page, out);
+Status ShareStore::read_page(const Result<std::shared_ptr<LocalPagefile>>& file, const ShareRef& ref,
+                             int64_t page, std::span<std::byte> out, std::optional<ShareLayout> window,
+                             uint64_t& checksum) {
+  tally_.pages_read++;
+  if (pool_.enabled() && pool_.pages()->read(ref.file_id, page, out, true, &checksum)) {
+    tally_.cache_hits++;
+    return Status::ok();
+  }
+  tally_.cache_misses++;
+  if (!file) {  // nothing was ever written here: zeros, and no disk access
+    std::memset(out.data(), 0, out.size());
+    if (options_.checksums) checksum = page_checksum(out, page);
+    return Status::ok();
+  }
+  if (window && pool_.enabled()) return read_window(**file, ref.file_id, *window, page, out, checksum);
+  auto arm = hold_arm();
+  return read_miss(**file, ref.file_id, page, out, checksum);
+}
+
+Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,
+                                  uint64_t& checksum) {
+  auto r = file.read_page(page, out, options_.checksums ? &checksum : nullptr);
   if (!r) return r.status();
   tally_.disk_reads++;
   MutexLock log(log_mu_);
@@ -123,11 +134,12 @@ Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t
   return Status::ok();
 }
 
-Status ShareStore::read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out) {
-  if (!pool_.enabled()) return read_from_disk(file, file_id, page, out);
+Status ShareStore::read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,
+                             uint64_t& checksum) {
+  if (!pool_.enabled()) return read_from_disk(file, file_id, page, out, checksum);
   std::lock_guard lock(page_lock(file_id, page));
-  if (Status s = read_from_disk(file, file_id, page, out); !s) return s;
-  pool_.pages()->fill(file_id, page, out);
+  if (Status s = read_from_disk(file, file_id, page, out, checksum); !s) return s;
+  pool_.pages()->fill(file_id, page, out, checksum);
   return Status::ok();
 }
 
@@ -163,13 +175,13 @@ std::shared_ptr<ShareStore::Window> ShareStore::window(uint64_t file_id) {
 // A's miss at... never comes: 3, 4 and 5 are there too; C's read of 8
 // (beyond 5) reads 6..12. The disk sees 0,1,..,12 in order, each once.
 Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const ShareLayout& layout, int64_t page,
-                               std::span<std::byte> out) {
+                               std::span<std::byte> out, uint64_t& checksum) {
   auto w = window(file_id);
   MutexLock fill(w->fill);
   // It may have come in while this reader waited for the window.
-  if (pool_.pages()->read(file_id, page, out, /*count=*/false)) return Status::ok();
+  if (pool_.pages()->read(file_id, page, out, /*count=*/false, &checksum)) return Status::ok();
   auto arm = hold_arm();
-  if (page <= w->read_through) return read_miss(file, file_id, page, out);
+  if (page <= w->read_through) return read_miss(file, file_id, page, out, checksum);
   uint32_t unit = layout.stripe_pages;
   uint32_t servers = layout.server_count;
   bool known = unit > 0 && servers > 0 && layout.server_index < servers;
@@ -190,7 +202,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
     if (p > page && pool_.pages_of(file_id) >= room) break;
     std::lock_guard lock(page_lock(file_id, p));
     if (p == page) {
-      if (Status s = read_from_disk(file, file_id, p, out); !s) return s;
+      if (Status s = read_from_disk(file, file_id, p, out, checksum); !s) return s;
       through = p;
       continue;
     }
@@ -198,18 +210,20 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
       through = p;
       continue;  // written since, and still held
     }
-    if (Status s = read_from_disk(file, file_id, p, buffer); !s) return s;
+    uint64_t sum = kNoChecksum;
+    if (Status s = read_from_disk(file, file_id, p, buffer, sum); !s) return s;
     // The disk has passed p, kept or not (a page not kept is read again by
     // its reader, behind the window). Behind `page`: its reader is coming;
     // ahead: stop once the pool will not keep more.
     through = p;
-    if (!pool_.pages()->fill_prefetched(file_id, p, buffer) && p > page) break;
+    if (!pool_.pages()->fill_prefetched(file_id, p, buffer, sum) && p > page) break;
   }
   w->read_through = std::max(w->read_through, through);
   return Status::ok();
 }
 
-Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std::byte> data) {
+Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std::byte> data,
+                         std::span<const uint64_t> checksums) {
   uint32_t page_size = ref.page_size;
   if (Status s = check_page_size(page_size); !s) return s;
   if (data.empty() || data.size() % page_size != 0) {
@@ -220,19 +234,32 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
   size_t pages = data.size() / page_size;
   if (Status s = check_page_number(first, "write"); !s) return s;
   if (Status s = check_page_number(first + static_cast<int64_t>(pages) - 1, "write"); !s) return s;
+  if (!checksums.empty() && checksums.size() != pages) {
+    return Status::invalid_argument(fmt::format("file {}", ref.file_id),
+                                    fmt::format("write of {} pages with {} checksums", pages, checksums.size()));
+  }
   auto file = share(ref.file_id, page_size, /*create=*/true);
   if (!file) return file.status();
   pool_.declare(ref.file_id, page_size, ref.policy);
   for (size_t i = 0; i < pages; ++i) {
     int64_t page = first + static_cast<int64_t>(i);
     auto bytes = data.subspan(i * page_size, page_size);
+    uint64_t sum = kNoChecksum;
+    if (options_.checksums) {
+      // Checked before anything is written: a page damaged on its way is
+      // refused, not stored as if the client had written it.
+      sum = page_checksum(bytes, page);
+      if (!checksums.empty() && checksums[i] != sum) {
+        return checksum_mismatch(fmt::format("file {}", ref.file_id), page, "on arrival (damaged on the way)");
+      }
+    }
     {
       auto arm = hold_arm();
       std::unique_lock<std::mutex> coherent;
       if (pool_.enabled()) coherent = std::unique_lock(page_lock(ref.file_id, page));
-      if (Status s = (*file)->write_page(page, bytes); !s) return s;
+      if (Status s = (*file)->write_page(page, bytes, sum); !s) return s;
       tally_.disk_writes++;
-      if (pool_.enabled()) pool_.pages()->write(ref.file_id, page, bytes);
+      if (pool_.enabled()) pool_.pages()->write(ref.file_id, page, bytes, sum);
     }
     tally_.pages_written++;
   }
@@ -273,6 +300,29 @@ Status ShareStore::drop(uint64_t file_id) {
   reset_window(file_id, 0);
   Status s = LocalPagefile::unlink(share_path(options_.dir, file_id));
   return s.is(Code::kNotFound) ? Status::ok() : s;
+}
+
+Result<ShareStore::ScrubResult> ShareStore::scrub(const ShareRef& ref, int64_t first, uint32_t count) {
+  if (Status s = check_page_size(ref.page_size); !s) return s;
+  if (Status s = check_page_number(first, "scrub"); !s) return s;
+  ScrubResult result;
+  auto file = share(ref.file_id, ref.page_size, /*create=*/false);
+  if (file.status().is(Code::kNotFound)) return result;  // nothing was ever written here
+  if (!file) return file.status();
+  auto size = (*file)->size_pages();
+  if (!size) return size.status();
+  result.share_pages = *size;
+  std::vector<std::byte> buffer(ref.page_size);
+  for (int64_t page = first; page < *size && result.checked < count; ++page, ++result.checked) {
+    // Straight from the disk: the pool's copy may hide a bad one.
+    auto read = (*file)->read_page(page, buffer);
+    if (read.status().is(Code::kCorruption)) {
+      result.bad.emplace_back(page, read.status());
+    } else if (!read) {
+      return read.status();
+    }
+  }
+  return result;
 }
 
 std::vector<std::pair<uint64_t, int64_t>> ShareStore::disk_read_log() const {

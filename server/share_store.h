@@ -57,17 +57,33 @@ class ShareStore {
 
   ShareStore(const ServerOptions& options, ServerTally& tally);
 
-  // Reads `count` pages from `first` on into `out`. With `layout`, a
-  // global-sequential file reads through its window; without, it reads as
-  // any other. Pages never written read as zeros.
+  // Reads `count` pages from `first` on into `out`, and with checksums on
+  // their checksums into `checksums` (one per page; empty with checksums
+  // off). With `layout`, a global-sequential file reads through its
+  // window; without, it reads as any other. Pages never written read as
+  // zeros. A page that fails its checksum on disk is kCorruption.
   Status read(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
-              std::optional<ShareLayout> layout);
+              std::span<uint64_t> checksums, std::optional<ShareLayout> layout);
   // Reads from the pool alone: true when it held every page (counted as
   // hits), false otherwise (nothing counted).
-  bool read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out);
+  bool read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
+                   std::span<uint64_t> checksums);
   // Writes whole pages from `first` on, refusing what a WRITE request's
-  // sender could get wrong (page size, partial pages, page numbers).
-  Status write(const ShareRef& share, int64_t first, std::span<const std::byte> data);
+  // sender could get wrong (page size, partial pages, page numbers, a page
+  // that does not match the checksum it came with: kCorruption). Empty
+  // `checksums`: the sender computed none, the server computes them.
+  Status write(const ShareRef& share, int64_t first, std::span<const std::byte> data,
+               std::span<const uint64_t> checksums);
+  // Verifies pages [first, first + count) of the share on disk, bypassing
+  // the pool; each bad page goes to `bad` with why. Stops at the share's
+  // end, which `share_pages` reports (0 when nothing was ever written).
+  struct ScrubResult {
+    uint32_t checked = 0;
+    int64_t share_pages = 0;
+    std::vector<std::pair<int64_t, Status>> bad;
+  };
+  Result<ScrubResult> scrub(const ShareRef& share, int64_t first, uint32_t count);
+  bool checksums() const { return options_.checksums; }
   // Makes every write to the share durable (per the server's SyncMode).
   Status sync(uint64_t file_id, uint32_t page_size);
   // Cuts the share to `pages` (pages of the file, not of the share).
@@ -110,12 +126,19 @@ class ShareStore {
   // The file's pages at and beyond `pages` are gone: a window past them
   // moves back so that they are read again when they come back.
   void reset_window(uint64_t file_id, int64_t pages);
-  // Reads `page` (a miss) from disk and logs it.
-  Status read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out);
+  // One page of read(): from the pool, else from `file` (through the
+  // window when `window` is given), else zeros when there is no file.
+  Status read_page(const Result<std::shared_ptr<LocalPagefile>>& file, const ShareRef& ref, int64_t page,
+                   std::span<std::byte> out, std::optional<ShareLayout> window, uint64_t& checksum);
+  // Reads `page` (a miss) from disk, checked, and logs it; its checksum
+  // goes to `checksum`.
+  Status read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,
+                        uint64_t& checksum);
   // A miss read from disk and kept in the pool, under the page's lock.
-  Status read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out);
+  Status read_miss(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,
+                   uint64_t& checksum);
   Status read_window(LocalPagefile& file, uint64_t file_id, const ShareLayout& layout, int64_t page,
-                     std::span<std::byte> out);
+                     std::span<std::byte> out, uint64_t& checksum);
 
   const ServerOptions options_;
   ServerTally& tally_;

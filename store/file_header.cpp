@@ -38,7 +38,7 @@ uint64_t checksum(std::span<const std::byte> bytes) {
 std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   std::array<std::byte, kHeaderSize> out{};
   std::memcpy(out.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size());
-  kVersion.put(out, kFormatVersion);
+  kVersion.put(out, header.version);
   kPageSize.put(out, header.page_size);
   kAccess.put(out, static_cast<uint8_t>(header.policy.access));
   kMinPages.put(out, header.policy.min_pages);
@@ -66,14 +66,15 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
     return Status::corruption(what, "header checksum mismatch (header damaged)");
   }
   uint32_t version = kVersion.get(bytes);
-  if (version != kFormatVersion) {
-    return Status::corruption(
-        what, fmt::format("header format version {} (this build reads {})", version, kFormatVersion));
+  if (version != kFormatVersion && version != kUncheckedFormatVersion) {
+    return Status::corruption(what, fmt::format("header format version {} (this build reads {} and {})", version,
+                                                kUncheckedFormatVersion, kFormatVersion));
   }
   if (kHeaderSizeField.get(bytes) != kHeaderSize) {
     return Status::corruption(what, "header size field is wrong");
   }
   FileHeader header;
+  header.version = version;
   header.page_size = kPageSize.get(bytes);
   if (Status s = check_page_size(header.page_size); !s) {
     return Status::corruption(what, fmt::format("recorded {}", s.message()));

@@ -19,10 +19,14 @@ namespace pagefile {
 // Pages start after the header. 4 KiB keeps every page aligned to the file
 // system block whatever the page size.
 inline constexpr size_t kHeaderSize = 4096;
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 keeps a checksum beside every page; version 1 files (no
+// checksums) are still read and written, unchecked (doc/page_format.md).
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kUncheckedFormatVersion = 1;
 inline constexpr std::string_view kHeaderMagic = "PAGEFILE";
 
 struct FileHeader {
+  uint32_t version = kFormatVersion;
   uint32_t page_size = kDefaultPageSize;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;

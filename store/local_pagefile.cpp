@@ -13,8 +13,10 @@
 
 #include <fmt/format.h>
 
+#include "core/little_endian.h"
 #include "core/os_error.h"
 #include "core/page_bounds.h"
+#include "core/page_checksum.h"
 
 namespace pagefile {
 
@@ -51,8 +53,16 @@ Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::str
   return true;
 }
 
-off_t page_offset(int64_t page, uint32_t page_size) {
-  return static_cast<off_t>(kHeaderSize) + static_cast<off_t>(page) * page_size;
+// A checksum entry: the page's checksum, then the one it had before its
+// last write (doc/page_format.md).
+constexpr size_t kEntryBytes = 16;
+constexpr off_t kSumBlockBytes = 4096;
+static_assert(LocalPagefile::kGroupPages * kEntryBytes == kSumBlockBytes);
+
+// Whether `bytes` may be page `page` whose stored checksum is `sum` and
+// whose bytes hash to `hash`: kNoChecksum stands for a page never written.
+bool matches(uint64_t sum, uint64_t hash, std::span<const std::byte> bytes) {
+  return sum == kNoChecksum ? all_zero(bytes) : sum == hash;
 }
 
 // pread until `out` is full or the file ends; returns the bytes read.
@@ -120,8 +130,25 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
 }  // namespace
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
-                             bool reserve_first)
-    : fd_(fd), name_(std::move(name)), header_(header), read_only_(read_only), reserve_first_(reserve_first) {}
+                             bool reserve_first, bool checksums)
+    : fd_(fd),
+      name_(std::move(name)),
+      header_(header),
+      read_only_(read_only),
+      grouped_(header.version >= kFormatVersion),
+      checked_(grouped_ && checksums),
+      reserve_first_(reserve_first) {}
+
+off_t LocalPagefile::page_offset(int64_t page) const {
+  off_t at = static_cast<off_t>(kHeaderSize) + static_cast<off_t>(page) * page_size();
+  return grouped_ ? at + (page / kGroupPages + 1) * kSumBlockBytes : at;
+}
+
+off_t LocalPagefile::entry_offset(int64_t page) const {
+  off_t group_bytes = kSumBlockBytes + static_cast<off_t>(kGroupPages) * page_size();
+  return static_cast<off_t>(kHeaderSize) + (page / kGroupPages) * group_bytes +
+         static_cast<off_t>(page % kGroupPages) * static_cast<off_t>(kEntryBytes);
+}
 
 LocalPagefile::~LocalPagefile() { ::close(fd_); }
 
@@ -197,7 +224,8 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   struct statvfs fs {};
   bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
                        fs.f_frsize < header->page_size;
-  return std::unique_ptr<LocalPagefile>(new LocalPagefile(fd, name, *header, spec.read_only, reserve_first));
+  return std::unique_ptr<LocalPagefile>(
+      new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums));
 }
 
 Status LocalPagefile::unlink(const std::filesystem::path& path) {
@@ -210,22 +238,40 @@ Status LocalPagefile::check_writable(std::string_view operation) const {
   return Status::ok();
 }
 
-Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out) const {
+Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum) const {
   if (Status s = check_page_access(page, out.size(), page_size(), name_); !s) return s;
-  Result<size_t> got = pread_full(fd_, out, page_offset(page, page_size()), name_);
+  std::array<std::byte, kEntryBytes> entry{};
+  Result<size_t> got = 0;
+  {
+    std::unique_lock<std::mutex> whole;
+    if (checked_) whole = std::unique_lock(stripe(page));
+    got = pread_full(fd_, out, page_offset(page), name_);
+    if (got && checked_ && *got == out.size()) {
+      if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) got = e.status();
+    }
+  }
   if (!got) return got.status();
   if (*got < out.size()) {
     // Only whole pages exist: a tail cut short by a crash is not a page.
     std::memset(out.data(), 0, out.size());
+    if (checksum) *checksum = page_checksum(out, page);
     return PageRead::kBeyondEnd;
+  }
+  if (checked_ || checksum) {
+    uint64_t hash = page_checksum(out, page);
+    if (checked_ && !matches(get_le<uint64_t>(entry, 0), hash, out) &&
+        !matches(get_le<uint64_t>(entry, 8), hash, out)) {
+      return checksum_mismatch(name_, page, "on disk");
+    }
+    if (checksum) *checksum = hash;
   }
   return PageRead::kData;
 }
 
-Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) {
+Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
-  off_t offset = page_offset(page, page_size());
+  off_t offset = page_offset(page);
   auto index = static_cast<size_t>(page);
   bool reserved = !reserve_first_;
   if (!reserved) {
@@ -244,6 +290,20 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data) 
     } else if (errno != EOPNOTSUPP && errno != ENOSYS) {
       return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
     }
+  }
+  if (!checked_) return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  if (checksum == kNoChecksum) checksum = page_checksum(data, page);
+  // The entry first, the old checksum kept beside the new one: until the
+  // page itself is written (or if its write fails), the old page still
+  // matches.
+  std::lock_guard whole(stripe(page));
+  std::array<std::byte, kEntryBytes> entry{};
+  Result<size_t> got = pread_full(fd_, std::span(entry).first(8), entry_offset(page), name_);
+  if (!got) return got.status().with_context(fmt::format("page {}", page));
+  put_le<uint64_t>(entry, 8, *got == 8 ? get_le<uint64_t>(entry, 0) : kNoChecksum);
+  put_le<uint64_t>(entry, 0, checksum);
+  if (Status s = pwrite_full(fd_, entry, entry_offset(page), name_); !s) {
+    return s.with_context(fmt::format("checksum of page {}", page));
   }
   return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
 }
@@ -264,7 +324,17 @@ Status LocalPagefile::truncate(int64_t pages) {
     MutexLock lock(reserved_mu_);
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
-  if (::ftruncate(fd_, page_offset(pages, page_size())) != 0) {
+  off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
+  if (grouped_ && pages % kGroupPages != 0) {
+    // The entries of the pages cut from the last group go first: pages
+    // that come back later as holes must not meet their old checksums.
+    std::array<std::byte, kSumBlockBytes> zeros{};
+    size_t cut = static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes;
+    if (Status s = pwrite_full(fd_, std::span(zeros).first(cut), entry_offset(pages), name_); !s) {
+      return s.with_context(fmt::format("truncate to {} pages", pages));
+    }
+  }
+  if (::ftruncate(fd_, end) != 0) {
     return errno_status(errno, name_, fmt::format("truncate to {} pages", pages));
   }
   return Status::ok();
@@ -274,7 +344,12 @@ Result<int64_t> LocalPagefile::size_pages() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
-  return static_cast<int64_t>((st.st_size - static_cast<off_t>(kHeaderSize)) / page_size());
+  off_t body = st.st_size - static_cast<off_t>(kHeaderSize);
+  if (!grouped_) return static_cast<int64_t>(body / page_size());
+  off_t group_bytes = kSumBlockBytes + static_cast<off_t>(kGroupPages) * page_size();
+  off_t last = body % group_bytes;  // the last group's checksum block and whole pages
+  int64_t tail = last > kSumBlockBytes ? static_cast<int64_t>((last - kSumBlockBytes) / page_size()) : 0;
+  return static_cast<int64_t>(body / group_bytes) * kGroupPages + tail;
 }
 
 Status LocalPagefile::lock(LockMode mode, LockWait wait) {

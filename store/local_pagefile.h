@@ -1,9 +1,17 @@
 // PFLI: the pages of one Pagefile in one local file.
 //
-// The file holds a header (store/file_header.h) and then page N at byte
-// kHeaderSize + N * page_size. The size of the file in pages counts whole
-// pages only: a page cut short by a crash or a full disk reads as beyond the
-// end, never as half a page.
+// The file holds a header (store/file_header.h) and then the pages in
+// groups of kGroupPages, each group after a block of its pages' checksums
+// (doc/page_format.md; files of format version 1 have no checksum blocks
+// and are read and written unchecked). The size of the file in pages counts
+// whole pages only: a page cut short by a crash or a full disk reads as
+// beyond the end, never as half a page.
+//
+// Checksums: every read from disk checks the page against the checksum
+// stored beside it and fails with kCorruption, naming the page, when they
+// differ. A write records the new checksum before it writes the page and
+// keeps the previous one beside it, so a write cut short by a crash (or
+// failing on a full disk) leaves a page that matches one of the two.
 //
 // The client uses this class for local Pagefiles and every page server uses
 // it for its share of a remote one, so the two differ only in the path
@@ -14,6 +22,9 @@
 // that need order (the client, the server) keep it themselves.
 #pragma once
 
+#include <sys/types.h>
+
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -40,7 +51,15 @@ class LocalPagefile {
     bool read_only = false;
     bool dsync = false;   // O_DSYNC: every write is durable when it returns
     BufferPolicy policy;  // recorded when the file is created
+    // False: pages are written without their checksums and read unchecked.
+    // For measuring what checksums cost (pagefiled --no-checksums,
+    // checksums=off) and nothing else: a page written so fails its check
+    // when it is read with checksums on.
+    bool checksums = true;
   };
+
+  // Pages per group, after a block of their checksums (doc/page_format.md).
+  static constexpr int64_t kGroupPages = 256;
 
   // Opens or creates the Pagefile at `path`. Creation is atomic: the header
   // is written and flushed in a temporary file that is then linked into
@@ -61,13 +80,23 @@ class LocalPagefile {
   const BufferPolicy& recorded_policy() const { return header_.policy; }
   bool read_only() const { return read_only_; }
 
-  // Reads page `page` into `out` (exactly one page). kBeyondEnd, with `out`
-  // zeroed, for a page at or past the end.
-  Result<PageRead> read_page(int64_t page, std::span<std::byte> out) const;
+  // Whether pages are checked (format version 2, checksums on).
+  bool checked() const { return checked_; }
+  // Where page `page` lies in the file: for tools and tests that look at
+  // the bytes themselves.
+  off_t page_offset(int64_t page) const;
 
-  // Writes page `page`. On failure (kNoSpace, kIOError...) the earlier
-  // content of every page is kept.
-  Status write_page(int64_t page, std::span<const std::byte> data);
+  // Reads page `page` into `out` (exactly one page). kBeyondEnd, with `out`
+  // zeroed, for a page at or past the end; kCorruption when the page fails
+  // its checksum. With `checksum`, stores there the page's checksum
+  // (page_checksum of what was read, zeros included).
+  Result<PageRead> read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum = nullptr) const;
+
+  // Writes page `page` with its checksum, computed here when `checksum` is
+  // kNoChecksum. On failure (kNoSpace, kIOError...) the earlier content of
+  // every page is kept. REQUIRES: a checksum given is page_checksum(data,
+  // page) (the server checked it on arrival).
+  Status write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum = 0);
 
   // Makes every write that returned before this call durable (fdatasync).
   Status sync();
@@ -92,13 +121,25 @@ class LocalPagefile {
   Result<bool> reserved_elsewhere() const;
 
  private:
-  LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first);
+  LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
+                bool checksums);
   Status check_writable(std::string_view operation) const;
+  // Where page `page`'s checksum entry lies in the file.
+  off_t entry_offset(int64_t page) const;
+  // The page's lock stripe: a page's read and its checksum entry's read,
+  // and its write's entry update and page write, each run whole under it,
+  // so a reader never pairs a page with another write's entry.
+  std::mutex& stripe(int64_t page) const { return stripes_[static_cast<uint64_t>(page) % stripes_.size()]; }
 
   const int fd_;
   const std::string name_;
   const FileHeader header_;
   const bool read_only_;
+  const bool grouped_;  // format version 2: checksum blocks between groups of pages
+  const bool checked_;  // grouped_, and checksums are on
+  // (std::mutex held by scope, chosen by page: the analysis cannot follow
+  // the choice, and they guard no field.)
+  mutable std::array<std::mutex, 64> stripes_;
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;

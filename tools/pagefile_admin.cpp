@@ -8,9 +8,11 @@
 //   pagefile import LOCAL NAME [--bus BUS] [--page-size B] [--placement stripe|hash]
 //                              [--stripe-pages N] [--concurrency N]
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
+//   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
 //
 // BUS as in bus/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
-// default. Exit status 0 on success, 1 on an error (printed), and CLI11's
+// default. Exit status 0 on success, 1 on an error (printed) or a bad page
+// found by scrub, and CLI11's
 // non-zero usage codes for a bad command line.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -134,6 +136,73 @@ int cmd_locks(net::BusClient& bus) {
 }
 
 // The page size of an SQLite database (offset 16 of its header), or 0.
+// The pages a scrub request covers at most (the server may do fewer).
+constexpr uint32_t kScrubStep = 4096;
+
+// Asks each server of `record` to verify its share of the file on its disk,
+// a run of pages at a time; prints each bad page and each server that
+// could not be asked. Returns the problems found.
+int64_t scrub_file(net::BusClient& bus, const FileRecord& record, tools::ProgressLine& progress, int64_t& done) {
+  int64_t problems = 0;
+  for (const auto& server : record.servers) {
+    for (int64_t first = 0;;) {
+      auto reply = bus.call_sync(server, [&](net::wire::Request::Builder r) {
+        auto scrub = r.initScrub();
+        scrub.getShare().setFileId(record.id);
+        scrub.getShare().setPageSize(record.page_size);
+        scrub.setFirst(first);
+        scrub.setCount(kScrubStep);
+      });
+      if (!reply) {
+        progress.clear();
+        fmt::print("{}: server {} could not scrub: {}\n", record.name, server, reply.status().to_string());
+        ++problems;
+        break;
+      }
+      auto report = (*reply)->root().getScrub();
+      for (auto bad : report.getBad()) {
+        progress.clear();
+        fmt::print("{} page {}: BAD on server {}: {}\n", record.name, bad.getPage(), server, bad.getMessage().cStr());
+        ++problems;
+      }
+      first += report.getChecked();
+      done += report.getChecked();
+      progress.update(done);
+      if (report.getChecked() == 0 || first >= report.getSharePages()) break;
+    }
+  }
+  return problems;
+}
+
+int cmd_scrub(net::BusClient& bus, const std::string& name) {
+  std::vector<FileRecord> files;
+  auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) {
+    if (name.empty()) {
+      r.setList();
+    } else {
+      r.setStat(name);
+    }
+  });
+  if (!reply) return fail(reply.status());
+  if (name.empty()) {
+    for (auto f : (*reply)->root().getFiles()) files.push_back(net::from_wire(f));
+  } else {
+    files.push_back(net::from_wire((*reply)->root().getFile()));
+  }
+  // Each server reads its share up to the share's own end: about the
+  // file's size, once per server.
+  int64_t total = 0;
+  for (const auto& f : files) total += f.size_pages * static_cast<int64_t>(f.servers.size());
+  tools::ProgressLine progress(stderr, "scrub", isatty(fileno(stderr)) == 1, total, "pages");
+  int64_t done = 0;
+  int64_t problems = 0;
+  for (const auto& f : files) problems += scrub_file(bus, f, progress, done);
+  progress.clear();
+  fmt::print("scrubbed {} page reads of {} file(s): {}\n", done, files.size(),
+             problems == 0 ? "all pages good" : fmt::format("{} problem(s)", problems));
+  return problems == 0 ? 0 : 1;
+}
+
 uint32_t sqlite_page_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char header[18] = {};
@@ -312,6 +381,8 @@ int main(int argc, char** argv) {
   export_->add_option("NAME", name)->required();
   export_->add_option("LOCALFILE", local)->required();
   export_->add_option("--concurrency", copy.concurrency, "requests in flight")->capture_default_str()->check(CLI::Range(1, 1024));
+  auto* scrub = app.add_subcommand("scrub", "every server verifies every page it holds of FILE (or of all files)");
+  scrub->add_option("FILE", name);
   CLI11_PARSE(app, argc, argv);
   copy.bus = bus;
 
@@ -330,5 +401,6 @@ int main(int argc, char** argv) {
   if (ls->parsed()) return cmd_ls(**client);
   if (stat->parsed()) return cmd_stat(**client, name);
   if (locks->parsed()) return cmd_locks(**client);
+  if (scrub->parsed()) return cmd_scrub(**client, name);
   return 2;
 }

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
                  "connections served at once; one more is refused with a message")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  bool no_checksums = false;
+  app.add_flag("--no-checksums", no_checksums,
+               "neither check nor store page checksums: only to measure what they cost (pages written so "
+               "fail their check when read by a server that checks)");
   app.add_option("--lease-ms", lease_ms, "lock lease of the catalog")->capture_default_str()->check(CLI::Range(50, 3600000));
   CLI11_PARSE(app, argc, argv);
 
@@ -65,6 +69,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.dir = dir;
+  options.checksums = !no_checksums;
   options.poll_before_sleep = std::chrono::microseconds(poll_us);
   options.disk_latency = std::chrono::microseconds(static_cast<int64_t>(disk_latency_ms * 1000));
   options.sync = sync == "dsync" ? net::SyncMode::kDsync

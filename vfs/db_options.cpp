@@ -74,6 +74,11 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     if (!p) return p.status();
     o.policy = *p;
   }
+  if (const char* v = param("checksums")) {
+    auto on = parse_on_off("checksums", v);
+    if (!on) return on.status();
+    o.checksums = *on;
+  }
   if (const char* v = param("cache_pages")) {
     auto n = parse_count("cache_pages", v, 0, 1u << 30);
     if (!n) return n.status();

@@ -30,6 +30,7 @@ struct DbOptions {
   std::optional<BufferPolicy> policy;        // policy=NAME, cache_pages=N (its max_pages)
                                              // (SQLite keeps cache= for shared-cache mode)
   uint32_t cache_pages = 0;                  // cache_pages=N: also sizes the client's pool
+  bool checksums = true;                     // checksums=on|off (off: to measure their cost)
 };
 
 // Reads the parameters through `param` (sqlite3_uri_parameter on the main

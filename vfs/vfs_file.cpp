@@ -229,6 +229,11 @@ int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
     }
     return answer(std::to_string(st.config->concurrency.load()), SQLITE_OK);
   }
+  if (strcasecmp(name, "pagefile_last_error") == 0) {
+    // What the store said when this thread's last VFS call failed: SQLite
+    // keeps only its code ("database disk image is malformed").
+    return answer(last_error(), SQLITE_OK);
+  }
   if (strcasecmp(name, "pagefile_stats") == 0) {
     auto text = stats_text(st);
     return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
@@ -386,6 +391,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   open.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
   open.page_size = st->main_db ? o.page_size : 0;
   open.concurrency = st->config->concurrency.load();
+  open.checksums = o.checksums;
   open.placement = o.placement;
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;

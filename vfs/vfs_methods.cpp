@@ -147,7 +147,12 @@ int sqlite_code(const Status& status, int io_code) {
 
 int sqlite_error(const Status& status, int io_code) {
   t_last_error = status.to_string();
-  return sqlite_code(status, io_code);
+  int code = sqlite_code(status, io_code);
+  // Into SQLite's error log as os_unix.c reports its failures, so the
+  // store's words (which page, which server) reach whoever reads the log;
+  // a busy lock is routine and SQLite retries it.
+  if (code != SQLITE_BUSY) sqlite3_log(code, "pagefile: %s", t_last_error.c_str());
+  return code;
 }
 
 int register_vfs(int make_default) {

@@ -63,6 +63,29 @@ struct WritePages {
   share @0 :Share;
   page @1 :Int64;
   data @2 :Data;           # a whole number of pages, written from `page` on
+  # Each page's checksum (core/page_checksum.h), checked on arrival and
+  # stored beside the page. Empty: the sender runs without checksums
+  # (checksums=off), and the server computes them.
+  checksums @3 :List(UInt64);
+}
+
+# Verify pages [first, first + count) of a share on the server's disk,
+# without sending them (pagefile scrub).
+struct ScrubShare {
+  share @0 :Share;
+  first @1 :Int64;
+  count @2 :UInt32;
+}
+
+struct BadPage {
+  page @0 :Int64;
+  message @1 :Text;
+}
+
+struct ScrubReport {
+  checked @0 :UInt32;      # pages read and verified
+  sharePages @1 :Int64;    # how far the share reaches, in pages of the file
+  bad @2 :List(BadPage);
 }
 
 struct TruncateShare {
@@ -171,6 +194,7 @@ struct Request {
     releaseOwner @17 :UInt64;  # owner is going away
     # Any server, for tests and diagnosis.
     diskReadLog @18 :Void;     # the pages this server read from its disk, in order
+    scrub @19 :ScrubShare;
   }
 }
 
@@ -187,5 +211,9 @@ struct Response {
     lockState @8 :LockState;
     locks @9 :List(LockInfo);
     diskReadLog @10 :List(DiskRead);
+    scrub @12 :ScrubReport;
   }
+  # With `pages`: each page's checksum, for the client to check; empty
+  # when the server runs without checksums (pagefiled --no-checksums).
+  checksums @11 :List(UInt64);
 }

@@ -95,6 +95,10 @@ std::string_view placement_name(Placement placement);
 // The inverse of placement_name; kInvalidArgument for any other word.
 Result<Placement> parse_placement(std::string_view name);
 
+// A switch's value: "on", "true", "1" or "off", "false", "0";
+// kInvalidArgument naming `what` for any other text.
+Result<bool> parse_on_off(std::string_view what, std::string_view text);
+
 struct OpenOptions {
   Location location = Location::kLocal;
 
@@ -118,6 +122,13 @@ struct OpenOptions {
   // The most requests of this file that may be in flight at once; 0 means the
   // client's level. See Client::write_request.
   uint32_t concurrency = 0;
+
+  // Page checksums (doc/page_format.md): every page written carries one,
+  // every page read is checked against it, and a page that fails is
+  // kCorruption, never data. False only to measure what they cost: pages are
+  // then written without checksums (a local file's then fail their check
+  // when read with checksums on) and read unchecked.
+  bool checksums = true;
 
   // Remote files only, used when the file is created: the placement, its
   // unit in pages, and how many of the bus's servers hold the file (the

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/page_checksum.h"
 #include "store/local_pagefile.h"
 #include "bus/bus_client.h"
 #include "wire/pagefile.capnp.h"
@@ -110,13 +111,17 @@ Status error_of(const ReplyPtr& reply) {
 // Sends request `id`: a write of `data` to `page` of share `file`, whose
 // pages are `page_size` bytes.
 void send_write(RawClient& c, uint64_t id, uint64_t file, uint32_t page_size, int64_t page,
-                const std::vector<std::byte>& data) {
+                const std::vector<std::byte>& data, const std::vector<uint64_t>& checksums = {}) {
   capnp::MallocMessageBuilder m;
   auto w = request(m, id).getRoot<wire::Request>().initWrite();
   w.getShare().setFileId(file);
   w.getShare().setPageSize(page_size);
   w.setPage(page);
   w.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  if (!checksums.empty()) {
+    auto list = w.initChecksums(static_cast<unsigned>(checksums.size()));
+    for (unsigned i = 0; i < checksums.size(); ++i) list.set(i, checksums[i]);
+  }
   c.send(m);
 }
 
@@ -229,6 +234,43 @@ TEST_CASE("bad page numbers, page sizes and runs are refused; unknown files read
   Status s = error_of(c.next());
   CHECK(s.is(Code::kInvalidArgument));
   CHECK(s.message().find("page size 4096") != std::string::npos);
+}
+
+TEST_CASE("a page that does not match its checksum on arrival is refused; reads carry checksums") {
+  TempDir dir;
+  for (uint64_t cache_pages : {0, 64}) {
+    net::ServerOptions options;
+    options.cache_pages = cache_pages;
+    auto server = start_page_server(dir / fmt::format("server{}", cache_pages), options);
+    RawClient c(server->address());
+    auto good = page_pattern(4096, 1);
+    auto other = page_pattern(4096, 2);
+    send_write(c, 1, 5, 4096, 3, good, {page_checksum(good, 3)});
+    CHECK(error_of(c.next()).is_ok());
+    // Damaged on the way: the bytes are not those the checksum was made of.
+    // Refused, and the page keeps what it had.
+    send_write(c, 2, 5, 4096, 3, other, {page_checksum(good, 3)});
+    Status damaged = error_of(c.next());
+    CHECK(damaged.is(Code::kCorruption));
+    CHECK(damaged.message().find("page 3 fails its checksum on arrival") != std::string::npos);
+    // The checksum of another page (a write sent to the wrong place) too.
+    send_write(c, 3, 5, 4096, 4, good, {page_checksum(good, 3)});
+    CHECK(error_of(c.next()).is(Code::kCorruption));
+    send_write(c, 4, 5, 4096, 3, good, {1, 2});
+    CHECK(error_of(c.next()).is(Code::kInvalidArgument));
+    // Each page read comes with its checksum, holes included.
+    send_read(c, 5, 5, 4096, 3, 2);
+    auto reply = c.next();
+    REQUIRE(reply != nullptr);
+    REQUIRE(reply->root().isPages());
+    auto pages = reply->root().getPages();
+    REQUIRE(pages.size() == 8192);
+    CHECK(std::memcmp(pages.begin(), good.data(), 4096) == 0);
+    auto sums = reply->root().getChecksums();
+    REQUIRE(sums.size() == 2);
+    CHECK(sums[0] == page_checksum(good, 3));
+    CHECK(sums[1] == page_checksum(std::vector<std::byte>(4096), 4));
+  }
 }
 
 TEST_CASE("catalog: unknown files and locks on them") {

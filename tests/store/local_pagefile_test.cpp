@@ -54,8 +54,10 @@ TEST_CASE("pages written are read back, at every page size") {
     CHECK(*hole == PageRead::kData);
     CHECK(buf == std::vector<std::byte>(ps));
     CHECK(*f->size_pages() == 6);
-    // The file is the header then the pages, nothing else.
-    CHECK(std::filesystem::file_size(path) == kHeaderSize + 6ull * ps);
+    // The file is the header, a block of checksums, then the pages.
+    CHECK(f->page_offset(0) == 2 * 4096);
+    CHECK(f->page_offset(5) == 2 * 4096 + 5 * static_cast<off_t>(ps));
+    CHECK(std::filesystem::file_size(path) == static_cast<uintmax_t>(f->page_offset(5)) + ps);
   }
 }
 
@@ -228,8 +230,172 @@ TEST_CASE("sync succeeds and data is in the file afterwards") {
   CHECK_OK(f->sync());
   // Read the bytes with plain file I/O at the documented offset.
   std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(kHeaderSize + 9 * 512));
+  in.seekg(static_cast<std::streamoff>(f->page_offset(9)));
   std::vector<std::byte> raw(512);
   in.read(reinterpret_cast<char*>(raw.data()), 512);
   CHECK(raw == page);
+}
+
+// ---- checksums (doc/page_format.md) ------------------------------------------
+
+namespace {
+
+// The bytes of `len` at `offset` of the file, read or written behind the
+// store's back.
+std::vector<std::byte> raw_read(const std::filesystem::path& path, off_t offset, size_t len) {
+  std::vector<std::byte> out(len);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pread(fd, out.data(), len, offset) == static_cast<ssize_t>(len));
+  ::close(fd);
+  return out;
+}
+
+void raw_write(const std::filesystem::path& path, off_t offset, const std::vector<std::byte>& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), offset) == static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("a page damaged on disk is kCorruption naming it, never data; its neighbours still read") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto f = must_open(path, create_spec(4096));
+  for (int64_t p = 0; p < 4; ++p) CHECK_OK(f->write_page(p, page_pattern(4096, p)));
+  auto byte = raw_read(path, f->page_offset(2) + 17, 1);
+  byte[0] ^= std::byte{0x01};  // one bit
+  raw_write(path, f->page_offset(2) + 17, byte);
+  std::vector<std::byte> buf(4096);
+  auto bad = f->read_page(2, buf);
+  CHECK_CODE(bad, Code::kCorruption);
+  CHECK(bad.status().to_string().find("page 2 fails its checksum on disk") != std::string::npos);
+  for (int64_t p : {0, 1, 3}) {
+    REQUIRE_OK(f->read_page(p, buf));
+    CHECK(buf == page_pattern(4096, p));
+  }
+  // Written again, it is whole again.
+  CHECK_OK(f->write_page(2, page_pattern(4096, 22)));
+  REQUIRE_OK(f->read_page(2, buf));
+  CHECK(buf == page_pattern(4096, 22));
+}
+
+TEST_CASE("a damaged checksum, or data where none was written, is kCorruption too") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto f = must_open(path, create_spec(1024));
+  CHECK_OK(f->write_page(0, page_pattern(1024, 0)));
+  CHECK_OK(f->write_page(5, page_pattern(1024, 5)));
+  // The checksum block of the first group follows the header.
+  raw_write(path, 4096, std::vector<std::byte>(8, std::byte{0x33}));
+  std::vector<std::byte> buf(1024);
+  CHECK_CODE(f->read_page(0, buf), Code::kCorruption);
+  // Page 3 is a hole (no checksum recorded): bytes there are not a page.
+  raw_write(path, f->page_offset(3), page_pattern(1024, 3));
+  CHECK_CODE(f->read_page(3, buf), Code::kCorruption);
+  REQUIRE_OK(f->read_page(4, buf));
+  CHECK(buf == std::vector<std::byte>(1024));
+}
+
+TEST_CASE("a write cut short between its checksum and its page leaves the old page readable") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto f = must_open(path, create_spec(4096));
+  CHECK_OK(f->write_page(1, page_pattern(4096, 100)));
+  const auto first = raw_read(path, f->page_offset(1), 4096);
+  CHECK_OK(f->write_page(1, page_pattern(4096, 200)));
+  // The crash: the new checksum is recorded, the page still holds the old
+  // bytes. The old page is what reads.
+  raw_write(path, f->page_offset(1), first);
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(f->read_page(1, buf));
+  CHECK(buf == page_pattern(4096, 100));
+  // Only the one write before: two writes back is not a page any more.
+  CHECK_OK(f->write_page(1, page_pattern(4096, 300)));
+  raw_write(path, f->page_offset(1), first);
+  CHECK_CODE(f->read_page(1, buf), Code::kCorruption);
+  // A first write cut short leaves the hole it was.
+  CHECK_OK(f->write_page(7, page_pattern(4096, 7)));
+  raw_write(path, f->page_offset(7), std::vector<std::byte>(4096));
+  REQUIRE_OK(f->read_page(7, buf));
+  CHECK(buf == std::vector<std::byte>(4096));
+}
+
+TEST_CASE("pages across checksum groups; truncate clears the checksums of pages it cuts") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto f = must_open(path, create_spec(512));
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  const std::vector<int64_t> pages = {0, g - 1, g, 2 * g - 1, 2 * g, 2 * g + 190};
+  for (int64_t p : pages) CHECK_OK(f->write_page(p, page_pattern(512, p)));
+  CHECK(*f->size_pages() == 2 * g + 191);
+  CHECK(f->page_offset(g) == f->page_offset(g - 1) + 512 + 4096);  // a checksum block between
+  std::vector<std::byte> buf(512);
+  for (int64_t p : pages) {
+    REQUIRE_OK(f->read_page(p, buf));
+    CHECK(buf == page_pattern(512, p));
+  }
+  CHECK_OK(f->truncate(g + 10));
+  CHECK(*f->size_pages() == g + 10);
+  REQUIRE_OK(f->read_page(g, buf));
+  CHECK(buf == page_pattern(512, g));
+  // Grown again past them, the cut pages are holes, not old checksums.
+  CHECK_OK(f->write_page(2 * g + 5, page_pattern(512, 1)));
+  for (int64_t p : {g + 10, 2 * g - 1, 2 * g, 2 * g + 4}) {
+    auto r = f->read_page(p, buf);
+    INFO("page " << p << ": " << r.status().to_string());
+    REQUIRE_OK(r);
+    CHECK(buf == std::vector<std::byte>(512));
+  }
+  // And a file whose size ends inside a checksum block has no page there.
+  CHECK_OK(f->truncate(2 * g));
+  CHECK_OK(f->sync());
+  ::truncate(path.c_str(), f->page_offset(2 * g) - 100);
+  CHECK(*f->size_pages() == 2 * g);
+}
+
+TEST_CASE("a file of format version 1 (no checksums) is read and written unchecked") {
+  TempDir dir;
+  auto path = dir / "v1";
+  FileHeader header;
+  header.version = kUncheckedFormatVersion;
+  header.page_size = 1024;
+  auto bytes = encode_header(header);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    for (int64_t p = 0; p < 3; ++p) {
+      auto page = page_pattern(1024, p);
+      out.write(reinterpret_cast<const char*>(page.data()), page.size());
+    }
+  }
+  auto f = must_open(path, {});
+  CHECK(!f->checked());
+  CHECK(*f->size_pages() == 3);
+  std::vector<std::byte> buf(1024);
+  for (int64_t p = 0; p < 3; ++p) {
+    REQUIRE_OK(f->read_page(p, buf));
+    CHECK(buf == page_pattern(1024, p));
+  }
+  CHECK_OK(f->write_page(3, page_pattern(1024, 3)));
+  CHECK(std::filesystem::file_size(path) == 4096 + 4 * 1024);
+}
+
+TEST_CASE("checksums off (for measuring) writes none: such a page fails once read with them on") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto spec = create_spec(4096);
+  spec.checksums = false;
+  {
+    auto off = must_open(path, spec);
+    CHECK(!off->checked());
+    CHECK_OK(off->write_page(0, page_pattern(4096, 0)));
+    std::vector<std::byte> buf(4096);
+    REQUIRE_OK(off->read_page(0, buf));
+  }
+  auto on = must_open(path, {});
+  std::vector<std::byte> buf(4096);
+  CHECK_CODE(on->read_page(0, buf), Code::kCorruption);
 }

@@ -7,32 +7,14 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/page_file.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 
 namespace pagefile::test {
 namespace {
 
-constexpr int64_t kHeaderBytes = 4096;  // store/file_header.h: pages start after it
 constexpr int64_t kPageSize = 8192;
-
-// The pages of a local Pagefile: everything after its header, which holds
-// the creation time and so differs between equal files.
-std::string page_bytes(const std::filesystem::path& path) {
-  std::string bytes = read_file(path);
-  REQUIRE(bytes.size() >= static_cast<size_t>(kHeaderBytes));
-  return bytes.substr(kHeaderBytes);
-}
-
-void flip_byte(const std::filesystem::path& path, int64_t offset) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  REQUIRE(file);
-  file.seekg(offset);
-  const char old = static_cast<char>(file.get());
-  file.seekp(offset);
-  file.put(static_cast<char>(old ^ 0xff));
-  REQUIRE(file);
-}
 
 // Writes `text` to the trace dir/name and runs it:
 // `pf-replay run NAME --dir d ARGS`.
@@ -104,9 +86,9 @@ TEST_CASE("acceptance: a 16 MiB random replay passes at concurrency 1 and 12 and
     CHECK(std::stod(fields[4]) > 0.0);
   }
 
-  const std::string one = page_bytes(dir / "c1" / "data");
+  const std::string one = stored_pages(dir / "c1" / "data");
   CHECK(one.size() == 2048 * kPageSize);
-  CHECK(one == page_bytes(dir / "c12" / "data"));
+  CHECK(one == stored_pages(dir / "c12" / "data"));
 }
 
 TEST_CASE("a page damaged behind the engine's back fails the replay, naming the page") {
@@ -118,12 +100,18 @@ TEST_CASE("a page damaged behind the engine's back fails the replay, naming the 
   INFO(fill.err);
   REQUIRE(fill.exit_status == 0);
 
-  flip_byte(dir / "d" / "data", kHeaderBytes + 17 * kPageSize + 100);
+  damage_page(dir / "d" / "data", 17, 100);
   write_file(dir / "read.trace", "open data 8192\nread data 16\nread data 17\nread data 18\n"
                                  "close data\n");
+  // The store's checksum stops the page before pf-replay sees it.
+  Outcome caught = pf_replay(dir.path(), {"run", "read.trace", "--dir", "d"});
+  CHECK(caught.exit_status == 3);  // an error, not a mismatch
+  CHECK(caught.err.find("read.trace:3: read data 17: Corruption") != std::string::npos);
+  CHECK(caught.err.find("page 17 fails its checksum on disk") != std::string::npos);
+  // Without it (only to measure its cost), pf-replay's own stamp does.
   for (const char* concurrency : {"1", "8"}) {
     Outcome run = pf_replay(dir.path(), {"run", "read.trace", "--dir", "d", "--concurrency",
-                                         concurrency, "--csv", "runs.csv"});
+                                         concurrency, "--csv", "runs.csv", "--checksums", "off"});
     CHECK(run.exit_status == 1);
     CHECK(run.err.find("read.trace:3: file data page 17: bad checksum") != std::string::npos);
     CHECK(run.err.find("page 16") == std::string::npos);

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/page_file.h"
 #include "tests/support/stream_capture.h"
 #include "tests/support/temp_dir.h"
 #include "tools/pf_replay/page_stamp.h"
@@ -29,7 +30,7 @@ struct Run {
 };
 
 Run replay_text(const std::string& text, const std::filesystem::path& dir, uint32_t concurrency,
-                uint64_t version_base = 0) {
+                uint64_t version_base = 0, bool checksums = true) {
   pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
   REQUIRE_OK(trace);
   ReportCapture report;
@@ -37,6 +38,7 @@ Run replay_text(const std::string& text, const std::filesystem::path& dir, uint3
   options.dir = dir;
   options.concurrency = concurrency;
   options.version_base = version_base;
+  options.checksums = checksums;
   options.show_progress = false;
   options.report = report.file();
   pagefile::Result<ReplayStats> stats = replay_trace(*trace, options);
@@ -127,13 +129,18 @@ TEST_CASE("a page of another file, or damaged, is a mismatch naming file and pag
   pagefile::test::TempDir dir;
   write_earlier_run(dir.path(), 4096, 3);
   std::filesystem::copy_file(dir / "data", dir / "copy");
-  {
-    std::fstream file(dir / "data", std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(4096 + 2 * 4096 + 100);
-    file.put('\x5a');
-  }
-  Run second = replay_text("open data\nopen copy\n" + lines("read", 0, 3, "data") + "read copy 1\n",
-                           dir.path(), 4);
+  pagefile::test::damage_page(dir / "data", 2, 100);
+  const std::string text = "open data\nopen copy\n" + lines("read", 0, 3, "data") + "read copy 1\n";
+  // The store's checksum stops the damaged page: an error naming it. The
+  // copy's pages pass it (they are whole), and the stamp says whose they are.
+  Run checked = replay_text(text, dir.path(), 4);
+  CHECK(checked.stats.mismatches == 1);
+  CHECK(checked.stats.errors == 1);
+  CHECK(checked.report.find("t.trace:5: read data 2: Corruption") != std::string::npos);
+  CHECK(checked.report.find("page 2 fails its checksum on disk") != std::string::npos);
+  // Without checksums (only to measure their cost), pf-replay's stamp
+  // catches the damage itself.
+  Run second = replay_text(text, dir.path(), 4, 0, /*checksums=*/false);
   CHECK(second.stats.mismatches == 2);
   CHECK(second.stats.errors == 0);
   CHECK(second.report.find("t.trace:5: file data page 2: bad checksum") != std::string::npos);
@@ -162,15 +169,9 @@ TEST_CASE("equal version bases write equal bytes, whatever the concurrency") {
   text += "close data\n";
   REQUIRE(replay_text(text, one.path(), 1, 777).stats.mismatches == 0);
   REQUIRE(replay_text(text, many.path(), 16, 777).stats.mismatches == 0);
-  auto pages = [](const std::filesystem::path& path) {
-    std::ifstream file(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << file.rdbuf();
-    return bytes.str().substr(4096);
-  };
-  const std::string data = pages(one / "data");
+  const std::string data = pagefile::test::stored_pages(one / "data");
   CHECK(data.size() == 50 * 1024);
-  CHECK(data == pages(many / "data"));
+  CHECK(data == pagefile::test::stored_pages(many / "data"));
   // And the last write of page 0 (write number 151: i = 150) is what it holds.
   std::vector<std::byte> page0(1024);
   std::memcpy(page0.data(), data.data(), 1024);

@@ -188,6 +188,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 20))
       ->needs(bus_option)
       ->capture_default_str();
+  std::string checksums = "on";
+  run_command
+      ->add_option("--checksums", checksums,
+                   "page checksums (off: only to measure what they cost; with pagefiled --no-checksums)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   run_command
       ->add_option("--concurrency", replay.concurrency,
                    "tickets kept outstanding, and the client's concurrency level")
@@ -233,6 +239,7 @@ int main(int argc, char** argv) {
     replay.bus = bus;
     replay.placement = *pagefile::parse_placement(placement);
   }
+  replay.checksums = checksums == "on";
   replay.show_progress = !no_progress;
   return run_replay(trace_path, replay, csv_path);
 }

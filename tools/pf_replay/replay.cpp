@@ -146,6 +146,7 @@ class Replayer {
     open_options.create = true;
     open_options.page_size = options_.page_size != 0 ? options_.page_size : op.page_size;
     open_options.location = options_.location;
+    open_options.checksums = options_.checksums;
     if (options_.location == pagefile::Location::kRemote) {
       open_options.placement = options_.placement;
       open_options.stripe_pages = options_.stripe_pages;

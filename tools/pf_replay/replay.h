@@ -65,6 +65,8 @@ struct ReplayOptions {
   // files the replay creates (an existing file keeps its own).
   pagefile::Placement placement = pagefile::Placement::kStripe;
   uint32_t stripe_pages = 1;
+  // OpenOptions::checksums (--checksums off: to measure their cost).
+  bool checksums = true;
   // Tickets the driver keeps outstanding, and the client's concurrency level.
   uint32_t concurrency = 1;
   Schedule schedule = Schedule::kTrace;

@@ -1,0 +1,122 @@
+// Page checksums end to end, as SQLite sees them: a byte flipped in a data
+// file on disk (a server's share, or a local database) makes the next read
+// of that page fail with SQLITE_CORRUPT naming the page, never return
+// other bytes; `pagefile scrub` finds the page on the server without
+// shipping it, and exits non-zero.
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "pagefile/pagefile_vfs.h"
+#include "tests/support/cluster.h"
+#include "tests/support/page_file.h"
+#include "tests/support/temp_dir.h"
+#include "tests/tools/run_program.h"
+#include "tests/vfs/sqlite_db.h"
+
+using pagefile::test::damage_page;
+using pagefile::test::Outcome;
+using pagefile::test::PagefiledCluster;
+using pagefile::test::SqliteDb;
+using pagefile::test::TempDir;
+
+namespace {
+
+void register_vfs() {
+  static bool done = [] {
+    ::unsetenv("PAGEFILE_BUS");
+    ::unsetenv("PAGEFILE_VFS_DEFAULT");
+    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
+    return true;
+  }();
+  (void)done;
+}
+
+// A table of 2000 rows over a few dozen pages of `uri`'s database.
+void fill(const std::string& uri) {
+  SqliteDb db(uri);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  db.run("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);"
+         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<2000)"
+         " INSERT INTO t SELECT i, printf('row %d %s', i, hex(randomblob(40))) FROM n;");
+}
+
+// Reads every row of `uri`'s table: SQLite's code, and what the store said.
+std::pair<int, std::string> read_all(const std::string& uri) {
+  SqliteDb db(uri);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  std::string rows = db.query("SELECT count(*), sum(length(body)) FROM t");
+  int rc = db.last_query_rc();
+  std::string said = db.query("PRAGMA pagefile_last_error");
+  // Each body: "row ", the number, " ", 80 hex digits.
+  constexpr int kDigits = 9 * 1 + 90 * 2 + 900 * 3 + 1001 * 4;
+  if (rc == SQLITE_OK) CHECK(rows == fmt::format("2000|{}", 2000 * 85 + kDigits));
+  return {rc, said};
+}
+
+// The file id the catalog gave `name`, from `pagefile stat`.
+uint64_t file_id(const TempDir& dir, const std::string& bus, const std::string& name) {
+  Outcome stat = pagefile::test::pagefile_admin(dir.path(), {"stat", name, "--bus", bus});
+  INFO(stat.err);
+  REQUIRE(stat.exit_status == 0);
+  auto at = stat.out.find("\n  id ");
+  REQUIRE(at != std::string::npos);
+  return std::stoull(stat.out.substr(at + 6));
+}
+
+}  // namespace
+
+TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the page; scrub reports it") {
+  register_vfs();
+  // No server pool: every read goes to the disk.
+  PagefiledCluster cluster(2, {"--cache-pages", "0"});
+  const TempDir& dir = cluster.dir();
+  std::string uri = "file:app.db?vfs=pagefile&bus=" + cluster.bus();
+  fill(uri);
+  CHECK(read_all(uri).first == SQLITE_OK);
+
+  Outcome clean = pagefile::test::pagefile_admin(dir.path(), {"scrub", "--bus", cluster.bus()});
+  INFO(clean.err);
+  CHECK(clean.exit_status == 0);
+  CHECK(clean.out.find("all pages good") != std::string::npos);
+
+  // Page 3 (SQLite's page 4) of the stripe over two servers lives on the
+  // second, in its share of the file.
+  uint64_t id = file_id(dir, cluster.bus(), "app.db");
+  damage_page(dir / "s1" / "shares" / fmt::format("{}.pf", id), 3, 100);
+
+  auto [rc, said] = read_all(uri);
+  CHECK(rc == SQLITE_CORRUPT);
+  CHECK(said.find("app.db: read page 3 from server " + cluster.server(1).address()) != std::string::npos);
+  CHECK(said.find("page 3 fails its checksum on disk") != std::string::npos);
+
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"scrub", "--bus", cluster.bus()},
+                                               std::vector<std::string>{"scrub", "app.db", "--bus", cluster.bus()}}) {
+    Outcome scrub = pagefile::test::pagefile_admin(dir.path(), args);
+    INFO(scrub.out);
+    INFO(scrub.err);
+    CHECK(scrub.exit_status == 1);
+    CHECK(scrub.out.find("app.db page 3: BAD on server " + cluster.server(1).address()) != std::string::npos);
+    CHECK(scrub.out.find("1 problem(s)") != std::string::npos);
+  }
+  // Only that page: the ones beside it still read.
+  SqliteDb db(uri);
+  CHECK(db.query("SELECT body FROM t WHERE id = 1").rfind("row 1 ", 0) == 0);
+}
+
+TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") {
+  register_vfs();
+  TempDir dir;
+  std::string path = (dir / "local.db").string();
+  std::string uri = "file:" + path + "?vfs=pagefile&location=local";
+  fill(uri);
+  CHECK(read_all(uri).first == SQLITE_OK);
+  damage_page(path, 3, 100);
+  auto [rc, said] = read_all(uri);
+  CHECK(rc == SQLITE_CORRUPT);
+  CHECK(said.find("local.db: page 3 fails its checksum on disk") != std::string::npos);
+}
