@@ -4,11 +4,18 @@
 
 #include <fmt/format.h>
 #include <xxhash.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xxh_x86dispatch.h>  // XXH3_64bits_withSeed becomes its dispatching twin
+#endif
 
 namespace pagefile {
 
+uint64_t xxh3(std::span<const std::byte> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
+}
+
 uint64_t page_checksum(std::span<const std::byte> bytes, int64_t page) {
-  uint64_t sum = XXH3_64bits_withSeed(bytes.data(), bytes.size(), static_cast<uint64_t>(page));
+  uint64_t sum = xxh3(bytes, static_cast<uint64_t>(page));
   return sum == kNoChecksum ? 1 : sum;
 }
 

@@ -20,6 +20,11 @@ namespace pagefile {
 // never written, which reads as zeros).
 inline constexpr uint64_t kNoChecksum = 0;
 
+// XXH3-64 of `bytes` with `seed`, by the fastest code this CPU runs
+// (libxxhash's x86 dispatch picks AVX2 or AVX-512 when present: about four
+// times SSE2's speed). The value is the same on every CPU.
+uint64_t xxh3(std::span<const std::byte> bytes, uint64_t seed);
+
 // XXH3-64 of the page's bytes, seeded with its page number so that a page
 // written or read at the wrong place fails too. Never kNoChecksum.
 uint64_t page_checksum(std::span<const std::byte> bytes, int64_t page);

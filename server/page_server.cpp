@@ -400,7 +400,7 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
   if (impl_->shares_.read_pooled(share, page, 1, out, sums)) {
     done = Status::ok();
   } else if (impl_->shares_.reads_at_once(share)) {
-    done = impl_->shares_.read(share, page, 1, out, sums, std::nullopt);
+    done = impl_->shares_.read(share, page, 1, out, sums, std::nullopt, /*in_place=*/true);
   }
   if (done) {
     impl_->tally_.requests++;
@@ -417,7 +417,7 @@ std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t pa
   impl_->tally_.requests++;
   impl_->tally_.bytes_in += data.size();
   Status s = checksum == kNoChecksum ? impl_->shares_.write(share, page, data, {})
-                                     : impl_->shares_.write(share, page, data, std::span(&checksum, 1));
+                                     : impl_->shares_.write(share, page, data, std::span(&checksum, 1), /*in_place=*/true);
   if (!s) impl_->tally_.errors++;
   impl_->leave_direct();
   return s;

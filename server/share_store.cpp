@@ -60,6 +60,7 @@ Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint3
   spec.create = create;
   spec.dsync = options_.sync == SyncMode::kDsync;
   spec.checksums = options_.checksums;
+  spec.sole_writer = true;  // the server's directory lock keeps other servers out
   // (Opening under shares_mu_ keeps two first requests from opening the
   // file twice; it happens once per file and server run.)
   auto file = LocalPagefile::open(share_path(options_.dir, file_id), spec);
@@ -87,7 +88,7 @@ bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t coun
 }
 
 Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std::span<std::byte> out,
-                        std::span<uint64_t> checksums, std::optional<ShareLayout> layout) {
+                        std::span<uint64_t> checksums, std::optional<ShareLayout> layout, bool in_place) {
   uint64_t file_id = ref.file_id;
   uint32_t page_size = ref.page_size;
   auto file = share(file_id, page_size, /*create=*/false);
@@ -97,7 +98,7 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
     int64_t page = first + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
     uint64_t sum = kNoChecksum;
-    Status s = read_page(file, ref, page, buffer, global_sequential ? layout : std::nullopt, sum);
+    Status s = read_page(file, ref, page, buffer, global_sequential ? layout : std::nullopt, sum, in_place);
     if (!s) return s;
     if (!checksums.empty()) checksums[i] = sum;
   }
@@ -106,7 +107,7 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
 
 Status ShareStore::read_page(const Result<std::shared_ptr<LocalPagefile>>& file, const ShareRef& ref,
                              int64_t page, std::span<std::byte> out, std::optional<ShareLayout> window,
-                             uint64_t& checksum) {
+                             uint64_t& checksum, bool in_place) {
   tally_.pages_read++;
   if (pool_.enabled() && pool_.pages()->read(ref.file_id, page, out, true, &checksum)) {
     tally_.cache_hits++;
@@ -115,12 +116,14 @@ Status ShareStore::read_page(const Result<std::shared_ptr<LocalPagefile>>& file,
   tally_.cache_misses++;
   if (!file) {  // nothing was ever written here: zeros, and no disk access
     std::memset(out.data(), 0, out.size());
-    if (options_.checksums) checksum = page_checksum(out, page);
+    if (options_.checksums && !in_place) checksum = page_checksum(out, page);
     return Status::ok();
   }
   if (window && pool_.enabled()) return read_window(**file, ref.file_id, *window, page, out, checksum);
   auto arm = hold_arm();
-  return read_miss(**file, ref.file_id, page, out, checksum);
+  Status s = read_miss(**file, ref.file_id, page, out, checksum);
+  if (s && in_place) checksum = kNoChecksum;  // checked in `out` by the store, as it came from disk
+  return s;
 }
 
 Status ShareStore::read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,
@@ -223,7 +226,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
 }
 
 Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std::byte> data,
-                         std::span<const uint64_t> checksums) {
+                         std::span<const uint64_t> checksums, bool in_place) {
   uint32_t page_size = ref.page_size;
   if (Status s = check_page_size(page_size); !s) return s;
   if (data.empty() || data.size() % page_size != 0) {
@@ -245,7 +248,9 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
     int64_t page = first + static_cast<int64_t>(i);
     auto bytes = data.subspan(i * page_size, page_size);
     uint64_t sum = kNoChecksum;
-    if (options_.checksums) {
+    if (in_place && !checksums.empty()) {
+      sum = checksums[i];
+    } else if (options_.checksums) {
       // Checked before anything is written: a page damaged on its way is
       // refused, not stored as if the client had written it.
       sum = page_checksum(bytes, page);
@@ -315,11 +320,11 @@ Result<ShareStore::ScrubResult> ShareStore::scrub(const ShareRef& ref, int64_t f
   std::vector<std::byte> buffer(ref.page_size);
   for (int64_t page = first; page < *size && result.checked < count; ++page, ++result.checked) {
     // Straight from the disk: the pool's copy may hide a bad one.
-    auto read = (*file)->read_page(page, buffer);
-    if (read.status().is(Code::kCorruption)) {
-      result.bad.emplace_back(page, read.status());
-    } else if (!read) {
-      return read.status();
+    Status s = (*file)->verify_page(page, buffer);
+    if (s.is(Code::kCorruption)) {
+      result.bad.emplace_back(page, s);
+    } else if (!s) {
+      return s;
     }
   }
   return result;

@@ -62,8 +62,11 @@ class ShareStore {
   // off). With `layout`, a global-sequential file reads through its
   // window; without, it reads as any other. Pages never written read as
   // zeros. A page that fails its checksum on disk is kCorruption.
+  // `in_place`: `out` is the caller's own buffer in this process (a direct
+  // read), so a page checked here as it came from disk into it, or zeroed
+  // here, gets kNoChecksum: nothing is left for the caller to check.
   Status read(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
-              std::span<uint64_t> checksums, std::optional<ShareLayout> layout);
+              std::span<uint64_t> checksums, std::optional<ShareLayout> layout, bool in_place = false);
   // Reads from the pool alone: true when it held every page (counted as
   // hits), false otherwise (nothing counted).
   bool read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
@@ -72,8 +75,11 @@ class ShareStore {
   // sender could get wrong (page size, partial pages, page numbers, a page
   // that does not match the checksum it came with: kCorruption). Empty
   // `checksums`: the sender computed none, the server computes them.
+  // `in_place`: `data` is the caller's own buffer in this process (a
+  // direct write), whose checksums it computed from these very bytes:
+  // nothing travelled, so they are taken as they are.
   Status write(const ShareRef& share, int64_t first, std::span<const std::byte> data,
-               std::span<const uint64_t> checksums);
+               std::span<const uint64_t> checksums, bool in_place = false);
   // Verifies pages [first, first + count) of the share on disk, bypassing
   // the pool; each bad page goes to `bad` with why. Stops at the share's
   // end, which `share_pages` reports (0 when nothing was ever written).
@@ -129,7 +135,8 @@ class ShareStore {
   // One page of read(): from the pool, else from `file` (through the
   // window when `window` is given), else zeros when there is no file.
   Status read_page(const Result<std::shared_ptr<LocalPagefile>>& file, const ShareRef& ref, int64_t page,
-                   std::span<std::byte> out, std::optional<ShareLayout> window, uint64_t& checksum);
+                   std::span<std::byte> out, std::optional<ShareLayout> window, uint64_t& checksum,
+                   bool in_place);
   // Reads `page` (a miss) from disk, checked, and logs it; its checksum
   // goes to `checksum`.
   Status read_from_disk(LocalPagefile& file, uint64_t file_id, int64_t page, std::span<std::byte> out,

@@ -33,6 +33,10 @@ constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
 
+// Pages below this have their checksum kept in memory by a sole writer (8
+// bytes each, at most 32 MiB); beyond it each read reads its entry.
+constexpr size_t kMaxKeptSums = size_t{1} << 22;
+
 // Pages below this have their reservation remembered (a bit each, at most
 // 2 MiB); a page beyond it is reserved before every write.
 constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
@@ -130,8 +134,9 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
 }  // namespace
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
-                             bool reserve_first, bool checksums)
+                             bool reserve_first, bool checksums, bool sole_writer)
     : fd_(fd),
+      sole_writer_(sole_writer),
       name_(std::move(name)),
       header_(header),
       read_only_(read_only),
@@ -224,8 +229,12 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   struct statvfs fs {};
   bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
                        fs.f_frsize < header->page_size;
-  return std::unique_ptr<LocalPagefile>(
-      new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums));
+  auto file = std::unique_ptr<LocalPagefile>(
+      new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer));
+  auto pages = file->size_pages();
+  if (!pages) return pages.status();
+  file->end_pages_ = *pages;
+  return file;
 }
 
 Status LocalPagefile::unlink(const std::filesystem::path& path) {
@@ -239,17 +248,19 @@ Status LocalPagefile::check_writable(std::string_view operation) const {
 }
 
 Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum) const {
+  return read_checked(page, out, checksum, /*trust_kept=*/true);
+}
+
+Status LocalPagefile::verify_page(int64_t page, std::span<std::byte> buffer) const {
+  return read_checked(page, buffer, nullptr, /*trust_kept=*/false).status();
+}
+
+Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum,
+                                             bool trust_kept) const {
   if (Status s = check_page_access(page, out.size(), page_size(), name_); !s) return s;
-  std::array<std::byte, kEntryBytes> entry{};
-  Result<size_t> got = 0;
-  {
-    std::unique_lock<std::mutex> whole;
-    if (checked_) whole = std::unique_lock(stripe(page));
-    got = pread_full(fd_, out, page_offset(page), name_);
-    if (got && checked_ && *got == out.size()) {
-      if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) got = e.status();
-    }
-  }
+  std::unique_lock<std::mutex> whole;
+  if (checked_) whole = std::unique_lock(stripe(page));
+  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_);
   if (!got) return got.status();
   if (*got < out.size()) {
     // Only whole pages exist: a tail cut short by a crash is not a page.
@@ -257,15 +268,33 @@ Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out
     if (checksum) *checksum = page_checksum(out, page);
     return PageRead::kBeyondEnd;
   }
-  if (checked_ || checksum) {
-    uint64_t hash = page_checksum(out, page);
-    if (checked_ && !matches(get_le<uint64_t>(entry, 0), hash, out) &&
-        !matches(get_le<uint64_t>(entry, 8), hash, out)) {
-      return checksum_mismatch(name_, page, "on disk");
-    }
-    if (checksum) *checksum = hash;
+  if (!checked_ && !checksum) return PageRead::kData;
+  uint64_t hash = page_checksum(out, page);
+  if (checksum) *checksum = hash;
+  if (!checked_ || (trust_kept && hash == kept_sum(page))) return PageRead::kData;
+  std::array<std::byte, kEntryBytes> entry{};
+  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
+  uint64_t current = get_le<uint64_t>(entry, 0);
+  if (!matches(current, hash, out) && !matches(get_le<uint64_t>(entry, 8), hash, out)) {
+    return checksum_mismatch(name_, page, "on disk");
   }
+  if (hash == current) keep_sum(page, current);
   return PageRead::kData;
+}
+
+uint64_t LocalPagefile::kept_sum(int64_t page) const {
+  if (!sole_writer_) return kNoChecksum;
+  MutexLock lock(sums_mu_);
+  auto index = static_cast<size_t>(page);
+  return index < sums_.size() ? sums_[index] : kNoChecksum;
+}
+
+void LocalPagefile::keep_sum(int64_t page, uint64_t sum) const {
+  auto index = static_cast<size_t>(page);
+  if (!sole_writer_ || index >= kMaxKeptSums) return;
+  MutexLock lock(sums_mu_);
+  if (index >= sums_.size()) sums_.resize(std::max(index + 1, sums_.size() * 2));
+  sums_[index] = sum;
 }
 
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
@@ -298,14 +327,28 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // matches.
   std::lock_guard whole(stripe(page));
   std::array<std::byte, kEntryBytes> entry{};
-  Result<size_t> got = pread_full(fd_, std::span(entry).first(8), entry_offset(page), name_);
-  if (!got) return got.status().with_context(fmt::format("page {}", page));
-  put_le<uint64_t>(entry, 8, *got == 8 ? get_le<uint64_t>(entry, 0) : kNoChecksum);
+  uint64_t before = kept_sum(page);
+  // A page past the end has no old content for a cut write to leave, so
+  // no old checksum is worth reading.
+  bool appended = sole_writer_ && page >= end_pages_.load();
+  if (before == kNoChecksum && !appended) {
+    Result<size_t> got = pread_full(fd_, std::span(entry).first(8), entry_offset(page), name_);
+    if (!got) return got.status().with_context(fmt::format("page {}", page));
+    if (*got == 8) before = get_le<uint64_t>(entry, 0);
+  }
   put_le<uint64_t>(entry, 0, checksum);
+  put_le<uint64_t>(entry, 8, before);
   if (Status s = pwrite_full(fd_, entry, entry_offset(page), name_); !s) {
     return s.with_context(fmt::format("checksum of page {}", page));
   }
-  return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  keep_sum(page, kNoChecksum);  // (until the page is written: a failure leaves the old one)
+  Status s = pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  if (!s) return s;
+  keep_sum(page, checksum);
+  int64_t end = end_pages_.load();
+  while (page >= end && !end_pages_.compare_exchange_weak(end, page + 1)) {
+  }
+  return s;
 }
 
 Status LocalPagefile::sync() {
@@ -324,6 +367,10 @@ Status LocalPagefile::truncate(int64_t pages) {
     MutexLock lock(reserved_mu_);
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
+  {
+    MutexLock lock(sums_mu_);
+    if (static_cast<size_t>(pages) < sums_.size()) sums_.resize(static_cast<size_t>(pages));
+  }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
@@ -337,6 +384,7 @@ Status LocalPagefile::truncate(int64_t pages) {
   if (::ftruncate(fd_, end) != 0) {
     return errno_status(errno, name_, fmt::format("truncate to {} pages", pages));
   }
+  end_pages_ = pages;
   return Status::ok();
 }
 

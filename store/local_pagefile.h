@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -56,6 +57,10 @@ class LocalPagefile {
     // checksums=off) and nothing else: a page written so fails its check
     // when it is read with checksums on.
     bool checksums = true;
+    // No other process or object writes the file (a server's share, under
+    // its directory's lock): the pages' checksums may be kept in memory,
+    // so that a read does not read its checksum entry.
+    bool sole_writer = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -92,6 +97,10 @@ class LocalPagefile {
   // (page_checksum of what was read, zeros included).
   Result<PageRead> read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum = nullptr) const;
 
+  // Reads page `page` into `buffer` and checks it against the checksum
+  // entry on disk, even where a sole writer keeps it in memory (scrub).
+  Status verify_page(int64_t page, std::span<std::byte> buffer) const;
+
   // Writes page `page` with its checksum, computed here when `checksum` is
   // kNoChecksum. On failure (kNoSpace, kIOError...) the earlier content of
   // every page is kept. REQUIRES: a checksum given is page_checksum(data,
@@ -122,16 +131,24 @@ class LocalPagefile {
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
-                bool checksums);
+                bool checksums, bool sole_writer);
   Status check_writable(std::string_view operation) const;
   // Where page `page`'s checksum entry lies in the file.
   off_t entry_offset(int64_t page) const;
+  // The page's checksum as last written or verified by this object (a sole
+  // writer's); kNoChecksum when not known.
+  uint64_t kept_sum(int64_t page) const;
+  Result<PageRead> read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept) const;
+  void keep_sum(int64_t page, uint64_t sum) const;
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
   std::mutex& stripe(int64_t page) const { return stripes_[static_cast<uint64_t>(page) % stripes_.size()]; }
 
   const int fd_;
+  const bool sole_writer_;
+  // A sole writer's size in pages, as it last made it (read at open).
+  std::atomic<int64_t> end_pages_{0};
   const std::string name_;
   const FileHeader header_;
   const bool read_only_;
@@ -140,6 +157,9 @@ class LocalPagefile {
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)
   mutable std::array<std::mutex, 64> stripes_;
+  // A sole writer's checksums by page (kept_sum); 0 where not known.
+  mutable Mutex sums_mu_;
+  mutable std::vector<uint64_t> sums_ GUARDED_BY(sums_mu_);
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;
