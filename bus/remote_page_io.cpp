@@ -88,12 +88,16 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   // The servers' pools run the policy this descriptor runs: the one given at
   // open, else the one the file was created with.
   std::string policy(policy_name(options.policy.value_or(record.policy)));
+  auto fence = options.lock_token ? options.lock_token : std::make_shared<std::atomic<uint64_t>>(0);
   return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), std::move(policy),
-                                                        options.read_only, options.checksums));
+                                                        options.read_only, options.checksums, std::move(fence)));
 }
 
-Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
-  auto reply = bus.call_sync(bus.catalog(), [&](wire::Request::Builder r) { r.setUnlink(std::string(name)); });
+Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock_token) {
+  auto reply = bus.call_sync(bus.catalog(), [&](wire::Request::Builder r) {
+    r.setUnlink(std::string(name));
+    r.setLockToken(lock_token);
+  });
   if (!reply) return reply.status();
   FileRecord record = from_wire((*reply)->root().getFile());
   // The name is gone; now free the pages. A server that is down keeps its
@@ -109,13 +113,14 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name) {
 }
 
 RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy,
-                           bool read_only, bool checksums)
+                           bool read_only, bool checksums, std::shared_ptr<std::atomic<uint64_t>> fence)
     : bus_(std::move(bus)),
       record_(std::move(record)),
       policy_(std::move(policy)),
       placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
       read_only_(read_only),
       checksums_(checksums),
+      fence_(std::move(fence)),
       owner_(bus_->new_owner()),
       size_(record_.size_pages),
       catalog_size_(record_.size_pages) {}
@@ -124,6 +129,7 @@ RemotePageIo::~RemotePageIo() { (void)close(); }
 
 void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) const {
   set_share(share, record_);
+  share.setFence(fence_->load());
   share.setPolicy(policy_);
   // A server reading ahead for global-sequential keeps to its own pages,
   // which it can tell only under placement stripe.
@@ -222,6 +228,21 @@ void RemotePageIo::note_written(int64_t page, size_t server) {
   dirty_servers_.insert(server);
 }
 
+Status RemotePageIo::announce_fence(uint64_t token) {
+  Barrier barrier(*bus_);
+  for (const auto& server : record_.servers) {
+    bus_->call(
+        server,
+        [&](wire::Request::Builder r) {
+          auto share = r.initFence();
+          set_share(share, record_);
+          share.setFence(token);
+        },
+        barrier.arm(server));
+  }
+  return barrier.wait();
+}
+
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
   size_t server = placement_.server_for(page);
   bus_->call(
@@ -252,6 +273,7 @@ Status RemotePageIo::record_size() {
     set.setFileId(record_.id);
     set.setPages(size);
     set.setGrowOnly(true);
+    r.setLockToken(fence_->load());
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
   catalog_size_ = size;
@@ -295,7 +317,12 @@ Status RemotePageIo::sync() {
   }
   Barrier barrier(*bus_);
   for (size_t server : dirty) {
-    bus_->call(record_.servers[server], [&](wire::Request::Builder r) { set_share(r.initSync(), record_); },
+    bus_->call(record_.servers[server],
+               [&](wire::Request::Builder r) {
+                 auto share = r.initSync();
+                 set_share(share, record_);
+                 share.setFence(fence_->load());
+               },
                barrier.arm(record_.servers[server]));
   }
   if (Status s = barrier.wait(); !s) {
@@ -315,6 +342,7 @@ Status RemotePageIo::truncate(int64_t pages) {
                [&](wire::Request::Builder r) {
                  auto t = r.initTruncate();
                  set_share(t.initShare(), record_);
+                 t.getShare().setFence(fence_->load());
                  t.setPages(pages);
                },
                barrier.arm(server));
@@ -324,6 +352,7 @@ Status RemotePageIo::truncate(int64_t pages) {
     auto set = r.initSetSize();
     set.setFileId(record_.id);
     set.setPages(pages);
+    r.setLockToken(fence_->load());
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: truncate", record_.name));
   size_ = pages;
@@ -362,6 +391,17 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     level_ = static_cast<LockLevel>(state.getLevel());
     reserved_by_other_ = state.getReservedByOther();
     bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
+    if (uint64_t token = state.getFenceToken(); token != 0) {
+      // The newest grant's: the write lock has one holder at a time, so
+      // it is the only valid token of the file (the cell may be shared with
+      // other descriptors of the database; their grants came before).
+      fence_->store(token);
+      if (state.getFenceAnnounce()) {
+        if (Status s = announce_fence(token); !s) {
+          return s.with_context(fmt::format("{}: lock: fencing off the writer whose lease ran out", record_.name));
+        }
+      }
+    }
     if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
       unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
       size_from_grant_ = state.getVersion() != 0;  // an older catalog sends neither (0)

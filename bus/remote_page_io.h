@@ -14,6 +14,14 @@
 // checks on arrival; each page read is checked against the checksum the
 // server sends with it (core/page_checksum.h).
 //
+// Fencing: writes, truncates and syncs, and the size they record at the
+// catalog, carry the token of the last write lock granted
+// (OpenOptions::lock_token); a server that has seen a newer token refuses
+// them with kStale. When the catalog grants a lock after a writer's lease
+// ran out, it asks for the new token to be announced to every server of
+// the file before the grant returns, so that what the old writer still
+// sends is refused everywhere, not only where the new one writes.
+//
 // Durability: sync() sends sync to every server that took a write since the
 // last sync and returns when all have flushed; then it records the size.
 //
@@ -46,7 +54,8 @@ class RemotePageIo final : public PageIo {
                                                     const OpenOptions& options);
 
   // Removes `name` from the catalog, then its share on every server.
-  static Status unlink(BusClient& bus, std::string_view name);
+  // `lock_token` as Client::unlink.
+  static Status unlink(BusClient& bus, std::string_view name, uint64_t lock_token = 0);
 
   ~RemotePageIo() override;
 
@@ -86,7 +95,7 @@ class RemotePageIo final : public PageIo {
 
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only,
-               bool checksums);
+               bool checksums, std::shared_ptr<std::atomic<uint64_t>> fence);
   const std::string& server_of(int64_t page) const;
   // Fills in a read of `page`, for read_async and read_direct; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
@@ -104,7 +113,10 @@ class RemotePageIo final : public PageIo {
   Status check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
                         const std::string& server) const;
   // This file as page work by plain call names it (BusClient::read_direct).
-  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_}; }
+  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_, fence_->load()}; }
+  // Tells every server of the file that `token` is now the one to beat;
+  // returns when all have answered.
+  Status announce_fence(uint64_t token);
   // The share of a read or write of `page`, with what the server's pool
   // needs: the policy and where the file's pages are.
   void set_page_share(wire::Share::Builder share, int64_t page) const;
@@ -121,6 +133,8 @@ class RemotePageIo final : public PageIo {
   const PagePlacement placement_;
   const bool read_only_;
   const bool checksums_;  // OpenOptions::checksums
+  // The token this file's writes carry (OpenOptions::lock_token).
+  const std::shared_ptr<std::atomic<uint64_t>> fence_;
   const uint64_t owner_;  // this descriptor's identity for locks
   std::atomic<int64_t> size_;
 

@@ -76,8 +76,8 @@ Status Client::set_concurrency(Fd fd, uint32_t concurrency) {
   return impl_->set_concurrency(fd, concurrency);
 }
 
-Status Client::unlink(std::string_view name, Location location) {
-  return impl_->unlink(name, location);
+Status Client::unlink(std::string_view name, Location location, uint64_t lock_token) {
+  return impl_->unlink(name, location, lock_token);
 }
 
 Status Client::lock(Fd fd, LockMode mode, LockWait wait) { return impl_->lock(fd, mode, wait); }

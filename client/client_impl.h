@@ -149,7 +149,7 @@ class Client::Impl {
   Status truncate(Fd fd, int64_t pages);
   Result<FileStatus> status(Fd fd);
   Status set_concurrency(Fd fd, uint32_t concurrency);
-  Status unlink(std::string_view name, Location location);
+  Status unlink(std::string_view name, Location location, uint64_t lock_token);
   Status lock(Fd fd, LockMode mode, LockWait wait);
   Status unlock(Fd fd);
   // The file's PageIo, kept alive for a call made outside mu_.

@@ -271,7 +271,7 @@ Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {
   return Status::ok();
 }
 
-Status Client::Impl::unlink(std::string_view name, Location location) {
+Status Client::Impl::unlink(std::string_view name, Location location, uint64_t lock_token) {
   {
     MutexLock lock(mu_);
     if (Status s = check_running(); !s) return s;
@@ -280,7 +280,7 @@ Status Client::Impl::unlink(std::string_view name, Location location) {
   if (location == Location::kRemote) {
     auto bus_client = bus();
     if (!bus_client) return bus_client.status();
-    return net::RemotePageIo::unlink(**bus_client, name);
+    return net::RemotePageIo::unlink(**bus_client, name, lock_token);
   }
   Status s = LocalPagefile::unlink(local_path(name));
   if (s.is(Code::kNotFound)) return Status::not_found(name, "does not exist");

@@ -18,6 +18,7 @@ std::string_view code_name(Code code) {
     case Code::kBusy: return "Busy";
     case Code::kDisconnected: return "Disconnected";
     case Code::kNotSupported: return "NotSupported";
+    case Code::kStale: return "Stale";
   }
   return "Unknown";
 }

@@ -70,15 +70,21 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       return Status::ok();
     }
     case wire::Request::SET_SIZE: {
+      if (Status s = check_token(request.getLockToken()); !s) return s;
       auto req = request.getSetSize();
       Status s = store_->set_size(req.getFileId(), req.getPages(), req.getGrowOnly());
       if (s) leases_->note_change(req.getFileId());
       return s;
     }
     case wire::Request::UNLINK: {
+      if (Status s = check_token(request.getLockToken()); !s) return s;
       auto removed = store_->remove(std::string(request.getUnlink()));
       if (!removed) return removed.status();
       leases_->release_file(removed->id);
+      if (auto grant = grants_.find(removed->id); grant != grants_.end()) {
+        live_tokens_.erase(grant->second.token);
+        grants_.erase(grant);
+      }
       to_wire(*removed, response.initFile());
       return Status::ok();
     }
@@ -142,6 +148,28 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
   return Status::ok();
 }
 
+Result<uint64_t> CatalogService::next_token() {
+  // A block a time, so a token costs no disk write; a restart skips what
+  // was left of the block, and tokens still only grow.
+  constexpr uint64_t kBlock = 1024;
+  if (next_token_ == token_limit_) {
+    auto first = store_->reserve_tokens(kBlock);
+    if (!first) return first.status();
+    next_token_ = *first;
+    if (first_token_ == 0) first_token_ = *first;
+    token_limit_ = *first + kBlock;
+  }
+  return next_token_++;
+}
+
+Status CatalogService::check_token(uint64_t token) const {
+  // Tokens from before this catalog's start are not known here; their
+  // locks went with the restart, and the page servers still check them.
+  if (token == 0 || first_token_ == 0 || token < first_token_ || live_tokens_.count(token)) return Status::ok();
+  return Status::stale("catalog", fmt::format("lock token {} was superseded: the write lock passed to another "
+                                              "client (its lease ran out)", token));
+}
+
 Status CatalogService::set_lock(wire::Lock::Reader req, wire::Response::Builder response) {
   if (req.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
     return Status::invalid_argument("lock", fmt::format("unknown level {}", req.getLevel()));
@@ -150,9 +178,36 @@ Status CatalogService::set_lock(wire::Lock::Reader req, wire::Response::Builder 
   if (!record) {
     return Status::not_found(fmt::format("file {}", req.getFileId()), "is not in the catalog");
   }
+  LockLevel before = leases_->level(req.getFileId(), req.getOwner());
   Status s = leases_->set_level(req.getFileId(), req.getOwner(), static_cast<LockLevel>(req.getLevel()));
   if (!s) return s;
+  LockLevel after = leases_->level(req.getFileId(), req.getOwner());
   auto state = response.initLockState();
+  // A lock that lets its owner write carries the file's fencing token
+  // (Chubby's sequencers, Kleppmann's fencing tokens), new and higher
+  // whenever the write lock passes to another owner; the same owner taking
+  // it again with no one between keeps its own. A writer that let go had
+  // finished its writes; one whose lease ran out may still be writing,
+  // unaware: then the next grant of any lock on the file brings a new token
+  // and asks its owner to announce it to the file's servers before it reads
+  // (remote_page_io.h), so they refuse the old one from then on.
+  bool lost = leases_->take_writer_lost(req.getFileId());
+  if (after >= LockLevel::kReserved || lost) {
+    Grant& grant = grants_[req.getFileId()];
+    if (lost || grant.token == 0 || grant.owner != req.getOwner()) {
+      auto token = next_token();
+      if (!token) {
+        (void)leases_->set_level(req.getFileId(), req.getOwner(),
+                                 before < LockLevel::kReserved ? before : LockLevel::kShared);
+        return token.status().with_context("lock: no fencing token");
+      }
+      live_tokens_.erase(grant.token);
+      grant = {*token, req.getOwner()};
+      live_tokens_[*token] = req.getFileId();
+    }
+    state.setFenceToken(grant.token);
+    state.setFenceAnnounce(lost);
+  }
   state.setSizePages(record->size_pages);
   state.setVersion(leases_->version(req.getFileId()));
   state.setLevel(static_cast<uint8_t>(leases_->level(req.getFileId(), req.getOwner())));

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "core/mutex.h"
@@ -47,12 +48,29 @@ class CatalogService {
   Status open() REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
+  // The next fencing token, from a block set aside in the store.
+  Result<uint64_t> next_token() REQUIRES(mu_);
+  // kStale when `token` (a request's lockToken) was given by this catalog
+  // and has since been superseded by another owner's; 0 checks nothing.
+  Status check_token(uint64_t token) const REQUIRES(mu_);
+
+  // The last write lock granted on a file: its token and owner.
+  struct Grant {
+    uint64_t token = 0;
+    uint64_t owner = 0;
+  };
 
   const std::filesystem::path dir_;
   const std::chrono::milliseconds lease_;
   Mutex mu_;
   std::unique_ptr<CatalogStore> store_ GUARDED_BY(mu_);  // opened on first use
   std::unique_ptr<LeaseTable> leases_ GUARDED_BY(mu_);
+  // Tokens [next_token_, token_limit_) are set aside and not yet given.
+  uint64_t next_token_ GUARDED_BY(mu_) = 0;
+  uint64_t token_limit_ GUARDED_BY(mu_) = 0;
+  uint64_t first_token_ GUARDED_BY(mu_) = 0;  // the first this run gave
+  std::map<uint64_t, Grant> grants_ GUARDED_BY(mu_);           // by file
+  std::map<uint64_t, uint64_t> live_tokens_ GUARDED_BY(mu_);   // grants_' tokens -> file
   bool closed_ GUARDED_BY(mu_) = false;
 };
 

@@ -425,6 +425,25 @@ CatalogStore::~CatalogStore() {
   sqlite3_close(db_);
 }
 
+Result<uint64_t> CatalogStore::reserve_tokens(uint64_t count) {
+  std::string what = catalog_label(db_);
+  Transaction tx(db_);
+  if (Status s = tx.begin(what); !s) return s;
+  // The first catalogs had no such row: their tokens start at 1.
+  auto read = Statement::prepare(db_, "SELECT value FROM meta WHERE key = 'next_token'", what);
+  if (!read) return read.status();
+  auto row = read->step(what, "read next token");
+  if (!row) return row.status();
+  int64_t first = *row ? read->int64(0) : 1;
+  if (first < 1) return Status::corruption(what, "catalog has no valid next_token");
+  auto write = Statement::prepare(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES ('next_token', ?1)", what);
+  if (!write) return write.status();
+  write->bind(1, first + static_cast<int64_t>(count));
+  if (Status s = write->run(what, "set tokens aside"); !s) return s;
+  if (Status s = tx.commit(what); !s) return s;
+  return static_cast<uint64_t>(first);
+}
+
 Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   if (Status s = check_record(proto); !s) return s;
   std::string what = catalog_label(db_);

@@ -79,6 +79,12 @@ class CatalogStore {
   // Every record, by name.
   Result<std::vector<FileRecord>> list();
 
+  // Sets aside `count` fencing tokens, durably: returns the first, and the
+  // next call's first is at least `count` beyond it, whatever restarts come
+  // between. (The catalog gives tokens out of blocks set aside this way, so
+  // they only grow without a disk write per token.)
+  Result<uint64_t> reserve_tokens(uint64_t count);
+
  private:
   explicit CatalogStore(sqlite3* db);
   // Keeps `record` (as stored) in memory and returns it.

@@ -65,6 +65,9 @@ void LeaseTable::expire() {
     uint64_t owner = it->first;
     it = leases_.erase(it);
     for (auto file = locks_.begin(); file != locks_.end();) {
+      if (auto held = file->second.find(owner); held != file->second.end() && held->second >= LockLevel::kReserved) {
+        writers_lost_.insert(file->first);
+      }
       drop_lock(file->first, file->second, owner);
       file = file->second.empty() ? locks_.erase(file) : std::next(file);
     }
@@ -231,8 +234,14 @@ void LeaseTable::release_owner(uint64_t owner) {
   }
 }
 
+bool LeaseTable::take_writer_lost(uint64_t file_id) {
+  expire();
+  return writers_lost_.erase(file_id) != 0;
+}
+
 void LeaseTable::release_file(uint64_t file_id) {
   expire();
+  writers_lost_.erase(file_id);
   auto file = locks_.find(file_id);
   if (file == locks_.end()) return;
   std::vector<uint64_t> owners;

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,11 @@ class LeaseTable {
   // Moves the version of `file_id`: it may have changed.
   void note_change(uint64_t file_id);
 
+  // True, once, after an owner holding kReserved or above on `file_id`
+  // lost it because its lease ran out (not by letting go): the owner may
+  // still be writing, unaware, and the catalog fences it off.
+  bool take_writer_lost(uint64_t file_id);
+
   // Every lock held now, ordered by file then owner.
   std::vector<LockRecord> list();
 
@@ -126,6 +132,8 @@ class LeaseTable {
   std::map<uint64_t, std::map<uint64_t, LockLevel>> locks_;
   // owner -> when its lease ends
   std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;
+  // files whose writer's lease ran out, until take_writer_lost()
+  std::set<uint64_t> writers_lost_;
   // file -> version, for files whose version moved; others are at base_
   std::map<uint64_t, uint64_t> versions_;
   uint64_t base_;

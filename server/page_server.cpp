@@ -18,7 +18,7 @@ namespace {
 
 // What page work needs of a request's share (it points into the request).
 ShareRef share_ref(wire::Share::Reader share) {
-  return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr())};
+  return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr()), share.getFence()};
 }
 
 ShareLayout layout_of(wire::Share::Reader share) {
@@ -275,7 +275,8 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       break;
     }
     case wire::Request::SCRUB: s = scrub(request.getScrub(), response); break;
-    case wire::Request::SYNC: s = shares_.sync(request.getSync().getFileId(), request.getSync().getPageSize()); break;
+    case wire::Request::SYNC: s = shares_.sync(share_ref(request.getSync())); break;
+    case wire::Request::FENCE: s = shares_.check_fence(request.getFence().getFileId(), request.getFence().getFence()); break;
     case wire::Request::TRUNCATE:
       if (request.getTruncate().getPages() < 0) {
         s = Status::invalid_argument("truncate", "negative size");

@@ -59,6 +59,7 @@ struct ShareRef {
   uint64_t file_id = 0;
   uint32_t page_size = 0;
   std::string_view policy;  // empty: the server keeps what it has
+  uint64_t fence = 0;       // the writer's fencing token (wire Share.fence)
 };
 
 struct ServerOptions {

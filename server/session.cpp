@@ -61,6 +61,7 @@ Session::Span Session::span_of(wire::Request::Reader request, uint64_t& write_by
       return {r.getShare().getFileId() + 1, r.getFirst(), r.getFirst() + std::max<int64_t>(1, r.getCount())};
     }
     case wire::Request::SYNC: return {request.getSync().getFileId() + 1, 0, kWholeFile};
+    case wire::Request::FENCE: return {request.getFence().getFileId() + 1, 0, kWholeFile};
     case wire::Request::TRUNCATE: return {request.getTruncate().getShare().getFileId() + 1, 0, kWholeFile};
     case wire::Request::DROP_SHARE: return {request.getDropShare().getFileId() + 1, 0, kWholeFile};
     case wire::Request::PING:

@@ -260,8 +260,12 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
     }
     {
       auto arm = hold_arm();
+      // Under the page's lock: with the pool, so pool and disk agree; with
+      // a token, so that no write of a newer lock's holder lands between
+      // this one's check and its write.
       std::unique_lock<std::mutex> coherent;
-      if (pool_.enabled()) coherent = std::unique_lock(page_lock(ref.file_id, page));
+      if (pool_.enabled() || ref.fence != 0) coherent = std::unique_lock(page_lock(ref.file_id, page));
+      if (Status s = check_fence(ref.file_id, ref.fence); !s) return s;
       if (Status s = (*file)->write_page(page, bytes, sum); !s) return s;
       tally_.disk_writes++;
       if (pool_.enabled()) pool_.pages()->write(ref.file_id, page, bytes, sum);
@@ -271,9 +275,24 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
   return Status::ok();
 }
 
-Status ShareStore::sync(uint64_t file_id, uint32_t page_size) {
+Status ShareStore::check_fence(uint64_t file_id, uint64_t token) {
+  if (token == 0) return Status::ok();
+  MutexLock lock(fences_mu_);
+  uint64_t& highest = fences_[file_id];
+  if (token < highest) {
+    return Status::stale(fmt::format("file {}", file_id),
+                         fmt::format("write fenced off: lock token {} < {} held by another client (the lock's "
+                                     "lease ran out and another client took the file)",
+                                     token, highest));
+  }
+  highest = token;
+  return Status::ok();
+}
+
+Status ShareStore::sync(const ShareRef& ref) {
   tally_.syncs++;
-  auto file = share(file_id, page_size, /*create=*/false);
+  if (Status s = check_fence(ref.file_id, ref.fence); !s) return s;
+  auto file = share(ref.file_id, ref.page_size, /*create=*/false);
   if (file.status().is(Code::kNotFound)) return Status::ok();  // nothing written here
   if (!file) return file.status();
   if (options_.sync != SyncMode::kFdatasync) return Status::ok();
@@ -282,10 +301,11 @@ Status ShareStore::sync(uint64_t file_id, uint32_t page_size) {
 
 Status ShareStore::truncate(const ShareRef& ref, int64_t pages) {
   auto file = share(ref.file_id, ref.page_size, /*create=*/false);
-  if (file.status().is(Code::kNotFound)) return Status::ok();
+  if (file.status().is(Code::kNotFound)) return check_fence(ref.file_id, ref.fence);
   if (!file) return file.status();
   {
     auto all = lock_all_pages();
+    if (Status s = check_fence(ref.file_id, ref.fence); !s) return s;
     pool_.drop(ref.file_id, pages);
     if (Status s = (*file)->truncate(pages); !s) return s;
   }

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <span>
 #include <utility>
 #include <vector>
@@ -91,7 +92,13 @@ class ShareStore {
   Result<ScrubResult> scrub(const ShareRef& share, int64_t first, uint32_t count);
   bool checksums() const { return options_.checksums; }
   // Makes every write to the share durable (per the server's SyncMode).
-  Status sync(uint64_t file_id, uint32_t page_size);
+  Status sync(const ShareRef& share);
+  // Fencing: raises the file's highest token seen to `token` (0: a writer
+  // without a lock, nothing to check). kStale, changing nothing, when a
+  // higher one was seen: the sender's write lock has passed to another
+  // client. Writes (page by page, under the page's lock), truncates and
+  // syncs check their share's token here first.
+  Status check_fence(uint64_t file_id, uint64_t token);
   // Cuts the share to `pages` (pages of the file, not of the share).
   Status truncate(const ShareRef& share, int64_t pages);
   // Removes the share and everything held of it.
@@ -162,6 +169,9 @@ class ShareStore {
 
   Mutex windows_mu_;
   std::map<uint64_t, std::shared_ptr<Window>> windows_ GUARDED_BY(windows_mu_);
+
+  Mutex fences_mu_;
+  std::unordered_map<uint64_t, uint64_t> fences_ GUARDED_BY(fences_mu_);  // file -> highest token seen
 
   mutable Mutex log_mu_;
   std::deque<std::pair<uint64_t, int64_t>> disk_read_log_ GUARDED_BY(log_mu_);

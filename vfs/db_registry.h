@@ -41,6 +41,11 @@ struct DbConfig {
   // Of those, the times the database may have changed since the connection's
   // last lock (Client::unchanged_since_unlock said no).
   std::shared_ptr<std::atomic<uint64_t>> changes = std::make_shared<std::atomic<uint64_t>>(0);
+  // The fencing token of the database's write lock, which its journal and
+  // WAL carry too (OpenOptions::lock_token): a journal written, or deleted
+  // to commit, by a writer whose lease ran out is refused like its pages.
+  // (Shared by this process's connections; they renew their leases together.)
+  std::shared_ptr<std::atomic<uint64_t>> lock_token = std::make_shared<std::atomic<uint64_t>>(0);
 
   // The database's journal and WAL names that xAccess found absent, each
   // with the `changes` count of then. SQLite asks at the start of every

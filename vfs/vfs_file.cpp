@@ -62,7 +62,8 @@ int x_close(sqlite3_file* f) {
       st->lock = SQLITE_LOCK_NONE;
     }
     if (st->delete_on_close) {
-      Status r = st->config->client->unlink(st->name, st->config->options.location);
+      uint64_t token = database_of(st->name) != st->name ? st->config->lock_token->load() : 0;
+      Status r = st->config->client->unlink(st->name, st->config->options.location, token);
       if (s.is_ok() && !r.is(Code::kNotFound)) s = r;
     }
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_CLOSE);
@@ -392,6 +393,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   open.page_size = st->main_db ? o.page_size : 0;
   open.concurrency = st->config->concurrency.load();
   open.checksums = o.checksums;
+  open.lock_token = st->config->lock_token;
   open.placement = o.placement;
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;

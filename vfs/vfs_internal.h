@@ -67,7 +67,9 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
 // The store as the SQL functions, xAccess and xDelete see it, by path.
 // stored_size: kNotFound when absent.
 Result<int64_t> stored_size(const std::string& path);
-Status remove_stored(const std::string& path);
+// `fenced` (xDelete): a journal or WAL is removed under the database's
+// lock token (DbConfig::lock_token), refused once that lock has passed on.
+Status remove_stored(const std::string& path, bool fenced = false);
 
 // Opens the store file `path` names as a ByteFile of the layout its name
 // calls for (a journal/WAL/super-journal name: kBytes), with the location

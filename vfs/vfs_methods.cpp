@@ -39,7 +39,7 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
 
 int x_delete(sqlite3_vfs*, const char* name, int) {
   return guarded(SQLITE_IOERR_DELETE, [&] {
-    Status s = remove_stored(name);
+    Status s = remove_stored(name, /*fenced=*/true);
     if (s.is(Code::kNotFound)) return SQLITE_IOERR_DELETE_NOENT;
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
   });
@@ -207,12 +207,15 @@ Result<int64_t> copy_stored(const std::string& from, const std::string& to) {
   return static_cast<int64_t>(bytes.size());
 }
 
-Status remove_stored(const std::string& path) {
+Status remove_stored(const std::string& path, bool fenced) {
   auto name = store_name(path);
   if (!name) return name.status();
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
-  return (*config)->client->unlink(*name, (*config)->options.location);
+  // A journal or WAL goes under the database's write lock (deleting the
+  // journal commits): its token says so. Anything else is the user's.
+  uint64_t token = fenced && database_of(*name) != *name ? (*config)->lock_token->load() : 0;
+  return (*config)->client->unlink(*name, (*config)->options.location, token);
 }
 
 }  // namespace pagefile::vfs

@@ -51,6 +51,11 @@ struct Share {
   stripePages @3 :UInt32;
   serverCount @4 :UInt32;
   serverIndex @5 :UInt32;
+  # Writes, truncates, syncs and fences: the fencing token of the write lock
+  # they are made under (the catalog's LockState.fenceToken), 0 for a
+  # writer that holds none. A server keeps the highest it has seen per file
+  # and refuses lower ones (Stale).
+  fence @6 :UInt64;
 }
 
 struct ReadPages {
@@ -122,6 +127,15 @@ struct LockState {
   leaseMs @2 :UInt32;          # the lease: renew at least this often
   sizePages @3 :Int64;         # the file's size as the catalog records it
   version @4 :UInt64;          # moves whenever the file may have changed (lease_table.h)
+  # At RESERVED and above: the file's fencing token, new whenever the
+  # write lock passes to another owner (the same owner taking it again with
+  # no one between keeps its own); else 0. Tokens only grow, across catalog
+  # restarts too.
+  fenceToken @5 :UInt64;
+  # The last writer's lease ran out while it held the write lock: announce
+  # fenceToken (Request.fence) to every server of the file before reading
+  # or writing it, so that whatever that writer still sends is refused.
+  fenceAnnounce @6 :Bool;
 }
 
 struct LockInfo {
@@ -195,7 +209,15 @@ struct Request {
     # Any server, for tests and diagnosis.
     diskReadLog @18 :Void;     # the pages this server read from its disk, in order
     scrub @19 :ScrubShare;
+    # The sender's lock token (share.fence) is now the one to beat: sent to
+    # every server of a file before the first write under a new token, so
+    # that servers the writer never writes to refuse an older one too.
+    fence @20 :Share;
   }
+  # Catalog requests that change a file (setSize, unlink) made under a
+  # write lock: its fencing token, refused (Stale) once the lock has passed
+  # to another owner. 0: no lock to check.
+  lockToken @21 :UInt64;
 }
 
 struct Response {

@@ -10,6 +10,7 @@
 // Thread-safety: options are plain values and may be copied between threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -129,6 +130,16 @@ struct OpenOptions {
   // then written without checksums (a local file's then fail their check
   // when read with checksums on) and read unchecked.
   bool checksums = true;
+
+  // Remote files: the fencing token their writes, truncates and syncs
+  // carry (doc/architecture.md, "Fencing"). A write lock (kReserved or
+  // above) that passes to another client brings a new, higher token from
+  // the catalog, and a page server refuses with kStale anything carrying a
+  // lower token than it has seen for the file: a client whose lease ran out
+  // cannot write over the one that took the file after it. Files opened with the same cell
+  // share it, so a database's journal carries the token of the database's
+  // lock (the VFS does this). Unset: the file's own locks' token.
+  std::shared_ptr<std::atomic<uint64_t>> lock_token;
 
   // Remote files only, used when the file is created: the placement, its
   // unit in pages, and how many of the bus's servers hold the file (the

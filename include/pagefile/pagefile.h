@@ -220,7 +220,10 @@ class Client {
   // file, descriptors already open on it keep working until closed (as with
   // UNIX unlink). For a remote file the pages go at once: descriptors still
   // open on it read zeros and their size calls fail with kNotFound.
-  Status unlink(std::string_view name, Location location = Location::kLocal);
+  // `lock_token`, for a remote file removed under a write lock (a
+  // database's journal): the token of that lock (OpenOptions::lock_token);
+  // kStale, removing nothing, once the lock has passed to another client.
+  Status unlink(std::string_view name, Location location = Location::kLocal, uint64_t lock_token = 0);
 
   // Takes or changes this descriptor's lock on the file. A shared lock is
   // compatible with other shared locks; an exclusive lock with none. Locks

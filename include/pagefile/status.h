@@ -23,6 +23,10 @@
 //   kDisconnected      the connection to a server broke; reconnect.
 //   kNotSupported      the operation or option does not exist in this build
 //                      or for this kind of file.
+//   kStale             the write lock this request was made under is no
+//                      longer held: another client has taken the file
+//                      since (its lease ran out); nothing was written. Take
+//                      the lock again and start over.
 //
 // Thread-safety: Status and Result are values; distinct objects may be used
 // from distinct threads freely.
@@ -56,6 +60,7 @@ enum class Code : uint8_t {
   // 10 was kOverloaded, never used; not to be reused.
   kDisconnected = 11,
   kNotSupported = 12,
+  kStale = 13,
 };
 
 // The name of a code as written in messages: "NotFound", "IOError", ...
@@ -105,6 +110,9 @@ class [[nodiscard]] Status {
   }
   static Status not_supported(std::string_view what, std::string_view detail = {}) {
     return Status(Code::kNotSupported, what, detail);
+  }
+  static Status stale(std::string_view what, std::string_view detail = {}) {
+    return Status(Code::kStale, what, detail);
   }
   // A status with an explicit code; `code` must not be kOk.
   static Status from_code(Code code, std::string_view what, std::string_view detail = {}) {

@@ -38,6 +38,7 @@ constexpr std::pair<Code, uint32_t> kCodeNumbers[] = {
     {Code::kOk, 0},          {Code::kNotFound, 1},   {Code::kAlreadyExists, 2},     {Code::kInvalidArgument, 3},
     {Code::kCorruption, 4},  {Code::kIOError, 5},    {Code::kNoSpace, 6},           {Code::kReadOnly, 7},
     {Code::kPermissionDenied, 8}, {Code::kBusy, 9}, {Code::kDisconnected, 11}, {Code::kNotSupported, 12},
+    {Code::kStale, 13},
 };
 
 TEST_CASE("every code keeps its number and has a distinct name") {
@@ -55,7 +56,7 @@ TEST_CASE("every code keeps its number and has a distinct name") {
 }
 
 TEST_CASE("numbers that are no error code decode to nothing") {
-  for (uint32_t number : {0u, 10u, 13u, 255u, 256u, 65535u}) {
+  for (uint32_t number : {0u, 10u, 14u, 255u, 256u, 65535u}) {
     CAPTURE(number);
     CHECK_FALSE(error_code_from_number(number).has_value());
   }

@@ -381,3 +381,15 @@ TEST_CASE("two tables start at different versions, so a restarted catalog is not
   LeaseTable a(1000ms), b(1000ms);
   CHECK(a.version(kFile) != b.version(kFile));
 }
+
+TEST_CASE_FIXTURE(ShortLeaseTable, "a writer whose lease runs out is reported once; one that lets go, or a reader, is not") {
+  grant({{kFile, 1, kShared}, {kFile, 1, kReserved}, {kFile + 1, 1, kShared}, {kFile + 2, 2, kShared},
+         {kFile + 2, 2, kExclusive}});
+  CHECK_OK(t.set_level(kFile + 2, 2, kNone));  // let go
+  CHECK_FALSE(t.take_writer_lost(kFile));
+  clock.now += 500ms;
+  CHECK(t.take_writer_lost(kFile));
+  CHECK_FALSE(t.take_writer_lost(kFile));       // once
+  CHECK_FALSE(t.take_writer_lost(kFile + 1));   // a reader's lease ran out: nothing to fence
+  CHECK_FALSE(t.take_writer_lost(kFile + 2));
+}

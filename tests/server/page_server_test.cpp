@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -405,4 +406,152 @@ TEST_CASE("one server per directory, in this process too; the directory is free 
   auto third = PageServer::start(options, *address);
   REQUIRE_OK(third);
   ping_ok((*third)->address());
+}
+
+namespace {
+
+// Sends request `id` of `kind` ("write" of page 0, "truncate" to 0 pages,
+// "sync" or "fence") on share `file` under fencing token `fence`; returns
+// the answer's status.
+Status fenced(RawClient& c, uint64_t id, const std::string& kind, uint64_t file, uint64_t fence) {
+  capnp::MallocMessageBuilder m;
+  auto r = request(m, id).getRoot<wire::Request>();
+  std::vector<std::byte> page(4096, std::byte{static_cast<unsigned char>(fence)});
+  auto fill = [&](wire::Share::Builder share) {
+    share.setFileId(file);
+    share.setPageSize(4096);
+    share.setFence(fence);
+  };
+  if (kind == "write") {
+    auto w = r.initWrite();
+    fill(w.getShare());
+    w.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(page.data()), page.size()));
+  } else if (kind == "truncate") {
+    fill(r.initTruncate().initShare());
+  } else if (kind == "sync") {
+    fill(r.initSync());
+  } else {
+    fill(r.initFence());
+  }
+  c.send(m);
+  return error_of(c.next());
+}
+
+// Sends a catalog request built by `build`; returns the answer.
+ReplyPtr catalog_call(RawClient& c, uint64_t id, const std::function<void(wire::Request::Builder)>& build) {
+  capnp::MallocMessageBuilder m;
+  build(request(m, id).getRoot<wire::Request>());
+  c.send(m);
+  auto reply = c.next();
+  REQUIRE(reply != nullptr);
+  return reply;
+}
+
+}  // namespace
+
+TEST_CASE("fencing: a write, truncate or sync under an older token than the file has seen is refused and changes nothing") {
+  TempDir dir;
+  auto server = start_page_server(dir / "server");
+  RawClient c(server->address());
+  CHECK_OK(fenced(c, 1, "write", 7, 5));
+  CHECK_OK(fenced(c, 2, "write", 7, 9));  // a newer lock's holder: 9 is now the one to beat
+  for (const std::string kind : {"write", "truncate", "sync", "fence"}) {
+    CAPTURE(kind);
+    Status s = fenced(c, 3, kind, 7, 5);
+    CHECK_CODE(s, Code::kStale);
+    CHECK(s.message() == "file 7: write fenced off: lock token 5 < 9 held by another client (the lock's lease ran "
+                         "out and another client took the file)");
+  }
+  CHECK_OK(fenced(c, 4, "write", 7, 0));  // no lock at all: nothing to check (pagefile's own tools)
+  // The stale writes changed nothing: page 0 holds what token 0 wrote.
+  send_read(c, 5, 7, 4096, 0, 1);
+  auto reply = c.next();
+  REQUIRE(reply != nullptr);
+  REQUIRE(reply->root().isPages());
+  CHECK(reply->root().getPages()[0] == 0);
+  // A fence request raises the bar on a file never written here; other files are untouched.
+  CHECK_OK(fenced(c, 6, "fence", 8, 20));
+  CHECK_CODE(fenced(c, 7, "write", 8, 19), Code::kStale);
+  CHECK_OK(fenced(c, 8, "write", 9, 1));
+}
+
+TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher one; a superseded token cannot unlink") {
+  TempDir dir;
+  ServerOptions options;
+  options.lease = std::chrono::milliseconds(300);
+  auto server = start_page_server(dir / "server", options);
+  RawClient c(server->address());
+  auto opened = catalog_call(c, 1, [](wire::Request::Builder r) {
+    auto o = r.initOpen();
+    o.setName("db");
+    o.setCreate(true);
+    o.setStripePages(1);
+    o.initServers(1).set(0, "tcp://127.0.0.1:1");
+  });
+  INFO(error_of(opened).to_string());
+  REQUIRE(opened->root().isFile());
+  uint64_t file = opened->root().getFile().getId();
+  uint64_t next_id = 10;
+  // Owner `owner` to `level`: the grant's (token, announce).
+  auto lock = [&](uint64_t owner, uint8_t level) {
+    auto reply = catalog_call(c, next_id++, [&](wire::Request::Builder r) {
+      auto l = r.initLock();
+      l.setFileId(file);
+      l.setOwner(owner);
+      l.setLevel(level);
+    });
+    REQUIRE(reply->root().isLockState());
+    auto state = reply->root().getLockState();
+    return std::make_pair(state.getFenceToken(), state.getFenceAnnounce());
+  };
+  constexpr uint8_t kNone = 0, kShared = 1, kReserved = 2, kExclusive = 4;
+  CHECK(lock(1, kShared).first == 0);  // a reader carries none
+  auto [t1, a1] = lock(1, kReserved);
+  CHECK(t1 != 0);
+  CHECK_FALSE(a1);
+  CHECK(lock(1, kExclusive).first == t1);
+  lock(1, kNone);
+  lock(1, kShared);
+  CHECK(lock(1, kReserved).first == t1);  // the same owner again, no one between: its token
+  lock(1, kNone);
+  lock(2, kShared);
+  auto [t2, a2] = lock(2, kReserved);
+  CHECK(t2 > t1);  // the lock passed on: a higher token
+  CHECK_FALSE(a2);  // owner 1 let go, so it sends nothing more
+  lock(2, kNone);
+
+  auto unlink = [&](uint64_t token) {
+    return error_of(catalog_call(c, next_id++, [&](wire::Request::Builder r) {
+      r.setUnlink("db-journal");
+      r.setLockToken(token);
+    }));
+  };
+  catalog_call(c, next_id++, [](wire::Request::Builder r) {
+    auto o = r.initOpen();
+    o.setName("db-journal");
+    o.setCreate(true);
+    o.setStripePages(1);
+    o.initServers(1).set(0, "tcp://127.0.0.1:1");
+  });
+  CHECK_CODE(unlink(t1), Code::kStale);
+  auto set_size = error_of(catalog_call(c, next_id++, [&, stale = t1](wire::Request::Builder r) {
+    auto s = r.initSetSize();
+    s.setFileId(file);
+    s.setPages(3);
+    r.setLockToken(stale);
+  }));
+  CHECK_CODE(set_size, Code::kStale);
+  CHECK_OK(unlink(t2));
+
+  // Owner 2 holds the write lock and goes silent past its lease: the next
+  // grant, even a reader's, brings a new token to announce.
+  lock(2, kShared);
+  lock(2, kReserved);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto [t3, a3] = lock(3, kShared);
+  CHECK(t3 > t2);
+  CHECK(a3);
+  auto [t4, a4] = lock(3, kReserved);
+  CHECK(t4 == t3);  // it was owner 3's already
+  CHECK_FALSE(a4);
 }

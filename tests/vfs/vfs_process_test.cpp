@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,26 @@ struct Cluster {
 };
 
 std::string worker() { return binary_from_env("VFS_WORKER"); }
+
+// Starts vfs_worker with `args`, its output to wd/out.txt; returns its pid.
+pid_t start_worker(const TempDir& wd, const std::vector<std::string>& args) {
+  std::string w = worker();
+  std::vector<char*> argv{w.data()};
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string out = (wd / "out.txt").string();
+  std::fflush(stdout);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    ::execv(w.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
 
 void create_table(const std::string& uri) {
   SqliteDb db(uri);
@@ -107,17 +128,7 @@ std::string fill_kept(const std::string& uri) {
 // worker once it says it has written.
 void kill_writer_mid_transaction(const std::string& uri, const std::function<void()>& meanwhile = {}) {
   TempDir wd;
-  std::fflush(stdout);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::string out = (wd / "out.txt").string();
-    FILE* f = std::freopen(out.c_str(), "w", stdout);
-    (void)f;
-    std::string w = worker();
-    ::execl(w.c_str(), w.c_str(), uri.c_str(), "hold", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  pid_t pid = start_worker(wd, {uri, "hold"});
   if (meanwhile) meanwhile();
   bool spilled = false;
   for (int i = 0; i < 600 && !spilled; ++i) {  // at most a minute
@@ -233,4 +244,60 @@ TEST_CASE("sequential reads from pagefiled are read ahead") {
   std::string stats = conn.query("PRAGMA pagefile_stats");
   INFO(stats);
   CHECK(stats.find("read_ahead_used=0 ") == std::string::npos);
+}
+
+TEST_CASE("a writer stopped in the middle of its COMMIT past its lease is fenced off: its COMMIT fails, the next writer's data stands") {
+  // The writer (vfs_worker stop-commit N) stops itself at its Nth write to
+  // the database, its journal hot; its lease (600 ms) runs out; another
+  // client rolls its journal back and commits; the writer is continued.
+  // Whatever it still sends carries an old fencing token and is refused.
+  Cluster c;
+  std::string uri = c.uri("stale.db");
+  std::string before = fill_kept(uri);
+  for (int stop_at : {1, 4, 12}) {
+    CAPTURE(stop_at);
+    TempDir wd;
+    pid_t pid = start_worker(wd, {uri, "stop-commit", std::to_string(stop_at)});
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 600 && got == 0; ++i) {  // at most a minute
+      got = ::waitpid(pid, &status, WUNTRACED | WNOHANG);
+      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (got == 0) ::kill(pid, SIGKILL);
+    INFO(read_file(wd / "out.txt"));
+    REQUIRE(got == pid);
+    REQUIRE(WIFSTOPPED(status));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the lease runs out
+
+    {
+      SqliteDb db(uri);
+      sqlite3_busy_timeout(db.get(), 20000);
+      db.run(fmt::format("INSERT INTO t(tag, i) VALUES('other', {})", stop_at));
+    }
+
+    ::kill(pid, SIGCONT);
+    got = 0;
+    for (int i = 0; i < 400 && got == 0; ++i) {  // the lease plus a request timeout, and more
+      got = ::waitpid(pid, &status, WNOHANG);
+      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (got == 0) ::kill(pid, SIGKILL), ::waitpid(pid, &status, 0);
+    std::string out = read_file(wd / "out.txt");
+    INFO(out);
+    REQUIRE(got == pid);
+    CHECK(WIFEXITED(status));
+    // Its COMMIT failed with an I/O error (the write was fenced off).
+    CHECK(out.find("commit rc=") != std::string::npos);
+    CHECK(out.find("commit rc=0 ") == std::string::npos);
+
+    SqliteDb db(uri);
+    sqlite3_busy_timeout(db.get(), 20000);
+    CHECK(db.query("PRAGMA integrity_check") == "ok");
+    CHECK(db.query("SELECT count(*) FROM t WHERE tag = 'late'") == "0");
+    CHECK(db.query(fmt::format("SELECT count(*) FROM t WHERE tag = 'other' AND i = {}", stop_at)) == "1");
+    CHECK(db.query("SELECT count(*), sum(length(pad)), sum(i) FROM t WHERE tag = 'kept'") ==
+          db.query("SELECT 300, 300 * 500, 300 * 301 / 2"));
+  }
+  (void)before;
 }

@@ -2,12 +2,19 @@
 //   vfs_worker URI insert TAG N   N transactions, each inserting (TAG, i)
 //   vfs_worker URI hold           a big transaction that spills to the
 //                                 database, then "spilled" and wait to be killed
+//   vfs_worker URI stop-commit N  a transaction of 'late' rows whose COMMIT
+//                                 stops the process (SIGSTOP, "stopping") at
+//                                 its Nth write to the database, after the
+//                                 journal is on disk; when continued, prints
+//                                 "commit rc=RC" (SQLite's extended code)
 // Exits 0 on success, 1 with the error on stderr.
+#include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "pagefile/pagefile_vfs.h"
@@ -21,21 +28,84 @@ int fail(sqlite3* db, const char* what) {
 
 bool exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK; }
 
+// "stopper": a shim over the pagefile VFS (SQLite's test_vfs method) that
+// stops this process at the Nth write to a main database once armed.
+sqlite3_vfs* g_below = nullptr;
+int g_stop_at = 0;  // 0: not armed
+int g_writes = 0;
+
+struct StopperFile {
+  sqlite3_file base;
+  sqlite3_file* real;  // the pagefile VFS's file, allocated after this
+  bool main_db;
+};
+
+sqlite3_file* real_of(sqlite3_file* f) { return reinterpret_cast<StopperFile*>(f)->real; }
+
+int st_close(sqlite3_file* f) { return real_of(f)->pMethods->xClose(real_of(f)); }
+int st_read(sqlite3_file* f, void* b, int n, sqlite3_int64 o) { return real_of(f)->pMethods->xRead(real_of(f), b, n, o); }
+int st_write(sqlite3_file* f, const void* b, int n, sqlite3_int64 o) {
+  if (reinterpret_cast<StopperFile*>(f)->main_db && g_stop_at > 0 && ++g_writes == g_stop_at) {
+    std::printf("stopping\n");
+    std::fflush(stdout);
+    ::raise(SIGSTOP);
+  }
+  return real_of(f)->pMethods->xWrite(real_of(f), b, n, o);
+}
+int st_truncate(sqlite3_file* f, sqlite3_int64 s) { return real_of(f)->pMethods->xTruncate(real_of(f), s); }
+int st_sync(sqlite3_file* f, int flags) { return real_of(f)->pMethods->xSync(real_of(f), flags); }
+int st_size(sqlite3_file* f, sqlite3_int64* s) { return real_of(f)->pMethods->xFileSize(real_of(f), s); }
+int st_lock(sqlite3_file* f, int l) { return real_of(f)->pMethods->xLock(real_of(f), l); }
+int st_unlock(sqlite3_file* f, int l) { return real_of(f)->pMethods->xUnlock(real_of(f), l); }
+int st_reserved(sqlite3_file* f, int* r) { return real_of(f)->pMethods->xCheckReservedLock(real_of(f), r); }
+int st_control(sqlite3_file* f, int op, void* a) { return real_of(f)->pMethods->xFileControl(real_of(f), op, a); }
+int st_sector(sqlite3_file* f) { return real_of(f)->pMethods->xSectorSize(real_of(f)); }
+int st_device(sqlite3_file* f) { return real_of(f)->pMethods->xDeviceCharacteristics(real_of(f)); }
+
+const sqlite3_io_methods kStopperMethods = {1, st_close, st_read, st_write, st_truncate, st_sync, st_size,
+                                            st_lock, st_unlock, st_reserved, st_control, st_sector, st_device,
+                                            nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+int st_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out) {
+  auto* sf = reinterpret_cast<StopperFile*>(f);
+  sf->real = reinterpret_cast<sqlite3_file*>(sf + 1);
+  sf->main_db = (flags & SQLITE_OPEN_MAIN_DB) != 0;
+  f->pMethods = nullptr;
+  int rc = g_below->xOpen(g_below, name, sf->real, flags, out);
+  if (rc == SQLITE_OK) f->pMethods = &kStopperMethods;
+  return rc;
+}
+
+void register_stopper() {
+  g_below = sqlite3_vfs_find("pagefile");
+  static sqlite3_vfs v = *g_below;
+  v.zName = "stopper";
+  v.szOsFile = static_cast<int>(sizeof(StopperFile)) + g_below->szOsFile;
+  v.xOpen = st_open;
+  sqlite3_vfs_register(&v, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: vfs_worker URI insert TAG N | vfs_worker URI hold\n");
+    std::fprintf(stderr, "usage: vfs_worker URI insert TAG N | vfs_worker URI hold | vfs_worker URI stop-commit N\n");
     return 2;
   }
   if (sqlite3_pagefile_register(0) != SQLITE_OK) return 1;
+  register_stopper();
+  std::string uri = argv[1];
+  std::string mode = argv[2];
+  if (mode == "stop-commit") {
+    auto at = uri.find("vfs=pagefile");
+    if (at != std::string::npos) uri.replace(at, std::strlen("vfs=pagefile"), "vfs=stopper");
+  }
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, "pagefile") !=
+  if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, "pagefile") !=
       SQLITE_OK) {
     return fail(db, "open");
   }
   sqlite3_busy_timeout(db, 30000);
-  std::string mode = argv[2];
   if (mode == "insert" && argc == 5) {
     int n = std::atoi(argv[4]);
     for (int i = 1; i <= n; ++i) {
@@ -46,6 +116,18 @@ int main(int argc, char** argv) {
         return fail(db, "insert");
       }
     }
+  } else if (mode == "stop-commit" && argc == 4) {
+    if (!exec(db, "BEGIN; INSERT INTO t(tag, i, pad) SELECT 'late', value, randomblob(1500) FROM "
+                  "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 200) "
+                  "SELECT value FROM s); UPDATE t SET pad = randomblob(500) WHERE tag = 'kept';")) {
+      return fail(db, "stop-commit");
+    }
+    g_stop_at = std::atoi(argv[3]);
+    int rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    g_stop_at = 0;
+    std::printf("commit rc=%d %s\n", rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db), sqlite3_errmsg(db));
+    std::fflush(stdout);
+    if (rc != SQLITE_OK) exec(db, "ROLLBACK");
   } else if (mode == "hold") {
     if (!exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t(tag, i, pad) SELECT 'lost', value, randomblob(3000) "
                   "FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) "
