@@ -16,6 +16,7 @@ namespace pagefile::net {
 namespace {
 
 void set_share(wire::Share::Builder share, const FileRecord& record) {
+  share.setCluster(record.cluster);
   share.setFileId(record.id);
   share.setPageSize(record.page_size);
 }
@@ -274,6 +275,7 @@ Status RemotePageIo::record_size() {
     set.setPages(size);
     set.setGrowOnly(true);
     r.setLockToken(fence_->load());
+    r.setCluster(record_.cluster);
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
   catalog_size_ = size;
@@ -353,6 +355,7 @@ Status RemotePageIo::truncate(int64_t pages) {
     set.setFileId(record_.id);
     set.setPages(pages);
     r.setLockToken(fence_->load());
+    r.setCluster(record_.cluster);
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: truncate", record_.name));
   size_ = pages;
@@ -380,6 +383,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     return Status::busy(record_.name, "lock lost: its lease ran out before it was renewed");
   }
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    r.setCluster(record_.cluster);
     auto lock = r.initLock();
     lock.setFileId(record_.id);
     lock.setOwner(owner_);

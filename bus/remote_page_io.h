@@ -113,7 +113,7 @@ class RemotePageIo final : public PageIo {
   Status check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
                         const std::string& server) const;
   // This file as page work by plain call names it (BusClient::read_direct).
-  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_, fence_->load()}; }
+  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_, fence_->load(), record_.cluster}; }
   // Tells every server of the file that `token` is now the one to beat;
   // returns when all have answered.
   Status announce_fence(uint64_t token);

@@ -23,6 +23,11 @@ struct FileRecord {
   std::vector<std::string> servers;      // addresses (Address::text), in placement order
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
+  // The cluster the record belongs to: its catalog's id, made when the
+  // catalog was created (doc/architecture.md, "Incarnations"). With the
+  // id, never reused by a catalog, it names this file and no other, even
+  // after every server started again on empty directories. 0: not known.
+  uint64_t cluster = 0;
 
   friend bool operator==(const FileRecord&, const FileRecord&) = default;
 };

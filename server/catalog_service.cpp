@@ -23,14 +23,21 @@ bool is_catalog_request(wire::Request::Reader request) {
   }
 }
 
-CatalogService::CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease)
-    : dir_(std::move(dir)), lease_(lease) {}
+CatalogService::CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease,
+                               ClusterMembership& membership)
+    : dir_(std::move(dir)), lease_(lease), membership_(membership) {}
+
+void CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Builder out) {
+  record.cluster = store_->cluster_id();
+  to_wire(record, out);
+}
 
 Status CatalogService::open() {
   if (store_) return Status::ok();
   if (closed_) return Status::disconnected("server", "is shutting down");
   auto store = CatalogStore::open(dir_ / "catalog.db");
   if (!store) return store.status();
+  if (Status s = membership_.set((*store)->cluster_id()); !s) return s;
   store_ = std::move(*store);
   leases_ = std::make_unique<LeaseTable>(lease_);
   return Status::ok();
@@ -61,12 +68,18 @@ void CatalogService::close() {
 Status CatalogService::answer(wire::Request::Reader request, wire::Response::Builder response) {
   MutexLock lock(mu_);
   if (Status s = open(); !s) return s;
+  // A file id means a file only in the cluster that gave it.
+  if (uint64_t cluster = request.getCluster(); cluster != 0 && cluster != store_->cluster_id()) {
+    return Status::stale("catalog", fmt::format("is cluster {:016x}, not {:016x}: the file was opened before the "
+                                                "catalog was created again; open it again",
+                                                store_->cluster_id(), cluster));
+  }
   switch (request.which()) {
     case wire::Request::OPEN: return open_file(request.getOpen(), response);
     case wire::Request::STAT: {
       auto found = store_->lookup(std::string(request.getStat()));
       if (!found) return found.status();
-      to_wire(*found, response.initFile());
+      record_to_wire(*found, response.initFile());
       return Status::ok();
     }
     case wire::Request::SET_SIZE: {
@@ -85,14 +98,14 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
         live_tokens_.erase(grant->second.token);
         grants_.erase(grant);
       }
-      to_wire(*removed, response.initFile());
+      record_to_wire(*removed, response.initFile());
       return Status::ok();
     }
     case wire::Request::LIST: {
       auto all = store_->list();
       if (!all) return all.status();
       auto files = response.initFiles(static_cast<unsigned>(all->size()));
-      for (unsigned i = 0; i < all->size(); ++i) to_wire((*all)[i], files[i]);
+      for (unsigned i = 0; i < all->size(); ++i) record_to_wire((*all)[i], files[i]);
       return Status::ok();
     }
     case wire::Request::LOCK: return set_lock(request.getLock(), response);
@@ -129,7 +142,7 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
           name, fmt::format("has page size {}, opened with page size {}", found->page_size,
                             req.getPageSize()));
     }
-    to_wire(*found, response.initFile());
+    record_to_wire(*found, response.initFile());
     return Status::ok();
   }
   if (!found.status().is(Code::kNotFound)) return found.status();
@@ -144,7 +157,7 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
   proto.policy = from_wire(req.getPolicy());
   auto created = store_->create(proto);
   if (!created) return created.status();
-  to_wire(*created, response.initFile());
+  record_to_wire(*created, response.initFile());
   return Status::ok();
 }
 

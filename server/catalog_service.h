@@ -17,6 +17,7 @@
 
 #include "core/mutex.h"
 #include "server/catalog_store.h"
+#include "server/cluster_membership.h"
 #include "server/lease_table.h"
 #include "server/page_server.h"
 #include "wire/pagefile.capnp.h"
@@ -27,7 +28,9 @@ class CatalogService {
  public:
   // The records live in dir/catalog.db; locks last `lease` past their
   // owner's last renewal.
-  CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease);
+  // The catalog's cluster id goes to `membership` (this server's
+  // directory's) when the catalog opens.
+  CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease, ClusterMembership& membership);
 
   // Answers a catalog request into `response`: its answer, or the error
   // to send. kNotSupported for a request that is not the catalog's;
@@ -48,6 +51,8 @@ class CatalogService {
   Status open() REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
+  // A record as the catalog sends it: with the cluster id.
+  void record_to_wire(FileRecord record, wire::FileRecord::Builder out) REQUIRES(mu_);
   // The next fencing token, from a block set aside in the store.
   Result<uint64_t> next_token() REQUIRES(mu_);
   // kStale when `token` (a request's lockToken) was given by this catalog
@@ -62,6 +67,7 @@ class CatalogService {
 
   const std::filesystem::path dir_;
   const std::chrono::milliseconds lease_;
+  ClusterMembership& membership_;
   Mutex mu_;
   std::unique_ptr<CatalogStore> store_ GUARDED_BY(mu_);  // opened on first use
   std::unique_ptr<LeaseTable> leases_ GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include <fmt/format.h>
@@ -415,7 +416,32 @@ Result<std::unique_ptr<CatalogStore>> CatalogStore::open(const std::filesystem::
   // journal, which FULL makes just as durable.
   if (Status s = exec(db, "PRAGMA journal_mode = WAL", what, "set journal mode"); !s) return s;
   if (Status s = exec(db, "PRAGMA synchronous = FULL", what, "set synchronous"); !s) return s;
+  if (Status s = store->load_cluster_id(); !s) return s;
   return store;
+}
+
+Status CatalogStore::load_cluster_id() {
+  std::string what = catalog_label(db_);
+  Transaction tx(db_);
+  if (Status s = tx.begin(what); !s) return s;
+  auto read = Statement::prepare(db_, "SELECT value FROM meta WHERE key = 'cluster_id'", what);
+  if (!read) return read.status();
+  auto row = read->step(what, "read cluster id");
+  if (!row) return row.status();
+  if (*row) {
+    cluster_id_ = static_cast<uint64_t>(read->int64(0));
+    if (cluster_id_ == 0) return Status::corruption(what, "catalog has no valid cluster_id");
+    return tx.commit(what);
+  }
+  std::random_device random;
+  do {
+    cluster_id_ = (static_cast<uint64_t>(random()) << 32) ^ random();
+  } while (cluster_id_ == 0);
+  auto write = Statement::prepare(db_, "INSERT INTO meta(key, value) VALUES ('cluster_id', ?1)", what);
+  if (!write) return write.status();
+  write->bind(1, static_cast<int64_t>(cluster_id_));
+  if (Status s = write->run(what, "make cluster id"); !s) return s;
+  return tx.commit(what);
 }
 
 CatalogStore::CatalogStore(sqlite3* db) : db_(db) {}

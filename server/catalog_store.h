@@ -85,13 +85,22 @@ class CatalogStore {
   // they only grow without a disk write per token.)
   Result<uint64_t> reserve_tokens(uint64_t count);
 
+  // The cluster's id: random, never 0, made when the catalog was created
+  // (or first opened by a build that knows it) and never changed
+  // (server/cluster_membership.h).
+  uint64_t cluster_id() const { return cluster_id_; }
+
  private:
   explicit CatalogStore(sqlite3* db);
   // Keeps `record` (as stored) in memory and returns it.
   const FileRecord& remember(FileRecord record);
   void forget(uint64_t id);
 
+  // Reads the cluster id, making it first when there is none.
+  Status load_cluster_id();
+
   sqlite3* db_;
+  uint64_t cluster_id_ = 0;
   std::unordered_map<uint64_t, FileRecord> by_id_;     // records as stored
   std::unordered_map<std::string, uint64_t> by_name_;  // name -> id, for by_id_
 };

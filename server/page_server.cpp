@@ -18,7 +18,8 @@ namespace {
 
 // What page work needs of a request's share (it points into the request).
 ShareRef share_ref(wire::Share::Reader share) {
-  return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr()), share.getFence()};
+  return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr()), share.getFence(),
+          share.getCluster()};
 }
 
 ShareLayout layout_of(wire::Share::Reader share) {
@@ -70,7 +71,9 @@ Frame error_frame(uint64_t id, const Status& why) {
 // ---- PageServer::Impl: lifetime --------------------------------------------
 
 PageServer::Impl::Impl(const ServerOptions& options, IoRuntime& runtime)
-    : options_(options), runtime_(runtime), shares_(options, tally_), catalog_(options.dir, options.lease) {}
+    : options_(options), runtime_(runtime), shares_(options, tally_),
+      cluster_(options.dir),
+      catalog_(options.dir, options.lease, cluster_) {}
 
 Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   std::error_code ec;
@@ -79,6 +82,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   auto dir_lock = DirLock::acquire(options_.dir);
   if (!dir_lock) return dir_lock.status();
   dir_lock_ = std::move(*dir_lock);
+  if (Status s = cluster_.load(); !s) return s;
   if (Status s = catalog_.open_existing(); !s) return s;
   // The accept handler may run after this server is gone (the listener's
   // loop outlives it while an accept is pending): it holds it weakly.
@@ -198,7 +202,10 @@ std::optional<Frame> PageServer::Impl::answer_from_pool(wire::Request::Reader re
     uint32_t page_size = req.getShare().getPageSize();
     uint32_t count = req.getCount();
     // Anything unusual goes to the work pool, which answers it with the error.
-    if (!shares_.pool_enabled() || !check_read(page_size, req.getPage(), count)) return std::nullopt;
+    if (!shares_.pool_enabled() || !check_read(page_size, req.getPage(), count) ||
+        req.getShare().getCluster() != cluster_.cluster()) {
+      return std::nullopt;
+    }
     {
       MutexLock lock(sessions_mu_);
       if (stopping_) return std::nullopt;
@@ -243,13 +250,25 @@ Frame PageServer::Impl::respond(const Frame& frame) {
   return out;
 }
 
+Status PageServer::Impl::check_cluster(wire::Request::Reader request) {
+  switch (request.which()) {
+    case wire::Request::READ: return cluster_.check(request.getRead().getShare().getCluster());
+    case wire::Request::WRITE: return cluster_.check(request.getWrite().getShare().getCluster());
+    case wire::Request::SYNC: return cluster_.check(request.getSync().getCluster());
+    case wire::Request::FENCE: return cluster_.check(request.getFence().getCluster());
+    case wire::Request::TRUNCATE: return cluster_.check(request.getTruncate().getShare().getCluster());
+    case wire::Request::DROP_SHARE: return cluster_.check(request.getDropShare().getCluster());
+    default: return Status::ok();  // the catalog checks its own (catalog_service.cpp)
+  }
+}
+
 void PageServer::Impl::execute(wire::Request::Reader request,
                                capnp::MallocMessageBuilder& response_message) {
   auto response = response_message.initRoot<wire::Response>();
   response.setId(request.getId());
   response.setVersion(wire::PROTOCOL_VERSION);
-  Status s;
-  switch (request.which()) {
+  Status s = check_cluster(request);
+  if (s) switch (request.which()) {
     case wire::Request::PING: break;
     case wire::Request::READ: {
       auto req = request.getRead();
@@ -394,6 +413,7 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
   if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
+  if (share.cluster != impl_->cluster_.cluster()) return std::nullopt;  // the usual way judges it
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Status> done;
   checksum = kNoChecksum;
@@ -414,7 +434,9 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
 
 std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data,
                                                uint64_t checksum) {
-  if (!impl_->shares_.writes_at_once() || !impl_->enter_direct()) return std::nullopt;
+  if (share.cluster != impl_->cluster_.cluster() || !impl_->shares_.writes_at_once() || !impl_->enter_direct()) {
+    return std::nullopt;
+  }
   impl_->tally_.requests++;
   impl_->tally_.bytes_in += data.size();
   Status s = checksum == kNoChecksum ? impl_->shares_.write(share, page, data, {})

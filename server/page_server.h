@@ -60,6 +60,7 @@ struct ShareRef {
   uint32_t page_size = 0;
   std::string_view policy;  // empty: the server keeps what it has
   uint64_t fence = 0;       // the writer's fencing token (wire Share.fence)
+  uint64_t cluster = 0;     // the file's cluster (wire Share.cluster)
 };
 
 struct ServerOptions {

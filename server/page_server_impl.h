@@ -76,10 +76,13 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   Address address_;
   ServerTally tally_;
   ShareStore shares_;
+  ClusterMembership cluster_;  // declared before catalog_, which sets it
   CatalogService catalog_;
 
  private:
   void execute(wire::Request::Reader request, capnp::MallocMessageBuilder& response_message);
+  // A page request of another cluster than this directory's: kStale.
+  Status check_cluster(wire::Request::Reader request);
   void fill_stats(wire::ServerStats::Builder out) const;
   // Verifies a run of a share's pages on disk (pagefile scrub).
   Status scrub(wire::ScrubShare::Reader request, wire::Response::Builder response);

@@ -36,6 +36,8 @@ struct FileRecord {
   servers @6 :List(Text);  # addresses, in placement order
   policy @7 :Policy;
   createdUnixNs @8 :Int64;
+  # The catalog's cluster id (doc/architecture.md, "Incarnations").
+  cluster @9 :UInt64;
 }
 
 # A file's share on one page server: the pages of the file that live there.
@@ -56,6 +58,9 @@ struct Share {
   # writer that holds none. A server keeps the highest it has seen per file
   # and refuses lower ones (Stale).
   fence @6 :UInt64;
+  # The cluster of the file's record (FileRecord.cluster): a server that
+  # belongs to another cluster refuses the request (Stale). 0: unchecked.
+  cluster @7 :UInt64;
 }
 
 struct ReadPages {
@@ -218,6 +223,10 @@ struct Request {
   # write lock: its fencing token, refused (Stale) once the lock has passed
   # to another owner. 0: no lock to check.
   lockToken @21 :UInt64;
+  # Catalog requests on a file by id (lock, setSize): the cluster of the
+  # record the id came from; a catalog of another cluster refuses them
+  # (Stale). 0: unchecked.
+  cluster @22 :UInt64;
 }
 
 struct Response {

@@ -51,6 +51,7 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   for (unsigned i = 0; i < record.servers.size(); ++i) servers.set(i, record.servers[i]);
   to_wire(record.policy, out.initPolicy());
   out.setCreatedUnixNs(record.created_unix_ns);
+  out.setCluster(record.cluster);
 }
 
 FileRecord from_wire(wire::FileRecord::Reader record) {
@@ -64,6 +65,7 @@ FileRecord from_wire(wire::FileRecord::Reader record) {
   for (auto s : record.getServers()) out.servers.emplace_back(s);
   out.policy = from_wire(record.getPolicy());
   out.created_unix_ns = record.getCreatedUnixNs();
+  out.cluster = record.getCluster();
   return out;
 }
 

@@ -51,8 +51,11 @@ void PagefiledCluster::start_all() {
   }
 }
 
-void PagefiledCluster::restart() {
+void PagefiledCluster::restart(bool empty) {
   for (auto& server : servers_) CHECK(server->stop() == 0);  // SIGTERM: a clean stop
+  if (empty) {
+    for (size_t i = 0; i < servers_.size(); ++i) std::filesystem::remove_all(dir_ / server_dir_name(i));
+  }
   start_all();
 }
 

@@ -53,8 +53,9 @@ class PagefiledCluster {
   const std::string& bus() const { return bus_; }
 
   // Stops every server, CHECKing each stopped cleanly, and starts them again
-  // on the same addresses and directories.
-  void restart();
+  // on the same addresses and directories; `empty`: with the directories
+  // emptied first (a cluster created anew).
+  void restart(bool empty = false);
 
   // A Client of bus() with its local files and home in dir().
   std::unique_ptr<Client> client(ClientOptions options = {}) const;
