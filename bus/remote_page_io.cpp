@@ -158,7 +158,10 @@ Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, s
   if (!reply) return reply.status().with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server));
   auto root = (*reply)->root();
   if (!root.isPages() || root.getPages().size() != page_size) {
-    return Status::corruption(record_.name, fmt::format("read page {}: server {} sent a wrong answer", page, server));
+    return Status::corruption(record_.name, fmt::format("read page {}: server {} sent a wrong answer (kind {}, {} "
+                                                        "bytes of pages, id {})",
+                                                        page, server, static_cast<int>(root.which()),
+                                                        root.isPages() ? root.getPages().size() : 0, root.getId()));
   }
   std::memcpy(out.data(), root.getPages().begin(), page_size);
   auto sums = root.getChecksums();

@@ -112,9 +112,16 @@ struct OpenFile {
   std::set<uint64_t> incomplete;
   std::set<uint64_t> incomplete_writes;
 
-  // Pages whose latest write failed: not on disk, so sync must not say
-  // they are. A later successful write or a truncate below them clears it.
-  std::map<int64_t, Status> failed_pages;
+  // Pages whose latest write failed: not on disk, so the next sync says so
+  // (once, as fsync reports a failed write back once: the failure is that
+  // sync's, not the file's for ever), and a read of one fails with the
+  // error rather than give bytes that were never written. A later
+  // successful write or a truncate below them clears it.
+  struct FailedWrite {
+    Status error;
+    bool reported = false;  // a sync has said so
+  };
+  std::map<int64_t, FailedWrite> failed_pages;
 
   // Counts what changes pages under the pool (writes requested, truncates,
   // drops), so a read_direct that ran outside mu_ can tell whether its page

@@ -192,11 +192,17 @@ Status Client::Impl::sync(Fd fd) {
       return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
     });
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
-    if (!file->failed_pages.empty()) {
-      const auto& [page, error] = *file->failed_pages.begin();
-      return error.with_context(
-          fmt::format("{}: sync: {} page(s) failed to write, first page {}", file->name,
-                      file->failed_pages.size(), page));
+    size_t unreported = 0;
+    const std::pair<const int64_t, OpenFile::FailedWrite>* first = nullptr;
+    for (auto& entry : file->failed_pages) {
+      if (entry.second.reported) continue;
+      if (!first) first = &entry;
+      entry.second.reported = true;
+      ++unreported;
+    }
+    if (first) {
+      return first->second.error.with_context(fmt::format("{}: sync: {} page(s) failed to write, first page {}",
+                                                          file->name, unreported, first->first));
     }
     io = file->io;
   }

@@ -21,6 +21,10 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     if (is_write && file->io->read_only()) {
       return Status::read_only(file->name, "write: file was opened read-only");
     }
+    if (auto failed = file->failed_pages.find(page); !is_write && failed != file->failed_pages.end()) {
+      return failed->second.error.with_context(
+          fmt::format("{}: read page {}: its last write failed; write it again", file->name, page));
+    }
 
     // A hit on a page with nothing queued is complete at once and needs no
     // room in the window.
@@ -278,7 +282,7 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
       if (status.is_ok()) {
         file.failed_pages.erase(request->page);
       } else {
-        file.failed_pages.insert_or_assign(request->page, status);
+        file.failed_pages.insert_or_assign(request->page, OpenFile::FailedWrite{status});
       }
     }
     if (request->prefetch) {

@@ -189,9 +189,14 @@ class Client {
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 
   // Returns once every write of `fd` requested before the call is durable.
-  // Fails when the disk refuses to flush, and while any page's latest write
-  // failed (its ticket reports it too): that page is not on disk, so no sync
-  // may say it is, until the page is written successfully or truncated away.
+  // Fails when the disk refuses to flush, and when a page's latest write
+  // failed since the last sync that said so (its ticket reports it too):
+  // that page is not on disk, and the sync says which. It says so once, as
+  // fsync reports a failed write back once, so that a failure is the
+  // failing request's and not the file's for ever (a database rolls back
+  // and goes on); until the page is written successfully or truncated
+  // away, reading it fails with that write's error instead of giving bytes
+  // that were never written.
   Status sync(Fd fd);
 
   // Waits for the file's earlier requests, then sets its size to `pages`

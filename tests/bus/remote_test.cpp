@@ -205,20 +205,39 @@ TEST_CASE("a server that dies mid-run: writes in flight fail with kDisconnected;
   for (int64_t p = 0; p < 40; ++p) tickets.push_back(*client->write_request(*fd, p, page_pattern(4096, p)));
   servers.server(1).kill();  // holds the odd pages; the catalog (server 0) lives
   int failed = 0;
-  for (Ticket t : tickets) {
-    Status s = client->write_confirm(t);
+  int64_t lost = -1;  // a page whose write failed
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    Status s = client->write_confirm(tickets[i]);
     if (!s) {
       CHECK(s.is(Code::kDisconnected));
       ++failed;
+      lost = static_cast<int64_t>(i);
     }
   }
   CHECK(failed > 0);
-  // The failed writes are not durable, so sync says so.
-  CHECK_FALSE(client->sync(*fd).is_ok());
+  // The failed writes are not durable, so sync says so, once: the failure
+  // is that sync's, not the file's.
+  Status synced = client->sync(*fd);
+  CHECK_FALSE(synced.is_ok());
+  CHECK(synced.message().find("page(s) failed to write") != std::string::npos);
   // Pages on the living server still read.
   std::vector<std::byte> buf(4096);
   auto r = client->read(*fd, 0, buf);
   REQUIRE_OK(r);
+  // A page whose write failed does not read as bytes never written.
+  REQUIRE(lost >= 0);
+  CHECK(client->read(*fd, lost, buf).status().message().find("its last write failed") != std::string::npos);
+  // The server back, the file works again: writing the page clears it.
+  servers.start_again(1);
+  Status rewritten;
+  for (int attempt = 0; attempt < 5; ++attempt) {  // the first may meet the broken connection
+    rewritten = client->write(*fd, lost, page_pattern(4096, lost));
+    if (rewritten.is_ok()) break;
+  }
+  REQUIRE_OK(rewritten);
+  CHECK_OK(client->sync(*fd));
+  REQUIRE_OK(client->read(*fd, lost, buf));
+  CHECK(buf == page_pattern(4096, lost));
 }
 
 TEST_CASE("a lock held by a killed client is free after its lease, not before") {

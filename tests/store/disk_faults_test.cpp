@@ -93,12 +93,16 @@ TEST_CASE("a full disk: kNoSpace, earlier pages intact, sync honest, space reusa
   CHECK(client->status(fd)->pages == written);
   for (int64_t p = 0; p < written; ++p) check_page(*client, fd, 4096, p);
   std::vector<std::byte> buf(4096);
-  CHECK(*client->read(fd, written, buf) == PageRead::kBeyondEnd);
+  // The failed page reads as its failure, not as zeros or old bytes.
+  CHECK_CODE(client->read(fd, written, buf).status(), Code::kNoSpace);
 
-  // The failed write is not durable, so sync must not say it is.
+  // The failed write is not durable, so sync must not say it is; it says
+  // so once.
   Status sync = client->sync(fd);
   CHECK(sync.is(Code::kNoSpace));
   CHECK(sync.message().find("sync") != std::string::npos);
+  CHECK_OK(client->sync(fd));
+  CHECK_CODE(client->read(fd, written, buf).status(), Code::kNoSpace);
 
   // Rewriting an existing page needs no new space.
   CHECK_OK(client->write(fd, 0, page_pattern(4096, 0, 9)));

@@ -51,6 +51,11 @@ void PagefiledCluster::start_all() {
   }
 }
 
+void PagefiledCluster::start_again(size_t i) {
+  servers_.at(i).reset();
+  servers_[i] = std::make_unique<ServerProcess>(listen_[i], dir_ / server_dir_name(i), args_);
+}
+
 void PagefiledCluster::restart(bool empty) {
   for (auto& server : servers_) CHECK(server->stop() == 0);  // SIGTERM: a clean stop
   if (empty) {

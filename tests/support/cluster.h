@@ -56,6 +56,9 @@ class PagefiledCluster {
   // on the same addresses and directories; `empty`: with the directories
   // emptied first (a cluster created anew).
   void restart(bool empty = false);
+  // Starts server `i` again on its address and directory, after it was
+  // killed (ServerProcess::kill) or stopped.
+  void start_again(size_t i);
 
   // A Client of bus() with its local files and home in dir().
   std::unique_ptr<Client> client(ClientOptions options = {}) const;

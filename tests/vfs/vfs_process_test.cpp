@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -300,4 +301,50 @@ TEST_CASE("a writer stopped in the middle of its COMMIT past its lease is fenced
           db.query("SELECT 300, 300 * 500, 300 * 301 / 2"));
   }
   (void)before;
+}
+
+TEST_CASE("a page server killed in the middle of appends, 100 times: every time, once it is back, the next commit succeeds") {
+  // A failure is the failing request's, not the file's: after each kill the
+  // connection's transactions fail (SQLITE_IOERR) until the server is back,
+  // and then they succeed again, the database whole.
+  Cluster c;
+  std::string uri = c.uri("appends.db");
+  create_table(uri);
+  SqliteDb db(uri);
+  sqlite3_busy_timeout(db.get(), 5000);
+  std::mt19937 random(20261125);
+  const std::string append =
+      "BEGIN; INSERT INTO t(tag, i, pad) SELECT 'a', value, randomblob(1500) FROM "
+      "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 12) SELECT value FROM s); "
+      "COMMIT;";
+  int failed_during = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    CAPTURE(trial);
+    auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20000)(random));
+    std::thread killer([&] {
+      std::this_thread::sleep_for(delay);
+      c.servers.server(1).kill();  // holds half the pages (stripe placement)
+    });
+    for (int k = 0; k < 4; ++k) {
+      if (db.exec(append) != SQLITE_OK) {
+        ++failed_during;
+        db.exec("ROLLBACK");
+      }
+    }
+    killer.join();
+    c.servers.start_again(1);
+    int rc = SQLITE_ERROR;
+    for (int attempt = 0; attempt < 5 && rc != SQLITE_OK; ++attempt) {
+      rc = db.exec(append);
+      if (rc != SQLITE_OK) {
+        db.exec("ROLLBACK");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    INFO(db.error(), " / ", db.query("PRAGMA pagefile_last_error"));
+    REQUIRE(rc == SQLITE_OK);
+    if (trial % 10 == 9) REQUIRE(db.query("PRAGMA integrity_check") == "ok");
+  }
+  MESSAGE(failed_during, " of 400 transactions failed while a server was down");
+  CHECK(failed_during > 0);  // the kills did land in the middle of the work
 }
