@@ -36,6 +36,7 @@ Result<std::shared_ptr<Reply>> Reply::parse(Frame frame) {
 BusClient::Impl::Impl(const BusConfig& config, const BusOptions& options, uint64_t owner)
     : config_(config),
       options_(options),
+      request_timeout_ms_(options.request_timeout_ms),
       owner_(owner),
       runtime_(options.runtime ? options.runtime : IoRuntime::shared()) {}
 
@@ -135,19 +136,25 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
   std::shared_ptr<Connection> connection;
   Frame frame;
   uint64_t id = 0;
+  bool silent = false;
   {
     MutexLock lock(mu_);
     if (stopping_) {
       // Not under our lock: the callback may call back into the bus.
       id = 0;
     } else {
-      id = next_id_++;
-      request.setId(id);
-      frame = to_frame(message);
-      pending_.emplace(id, Pending{std::move(done), server,
-                                   Clock::now() + std::chrono::milliseconds(options_.request_timeout_ms)});
       Peer& peer = peers_[server];
-      if (peer.connection) {
+      auto now = Clock::now();
+      if (peer.silent_until > now && !request.isPing()) {
+        silent = true;
+      } else {
+        id = next_id_++;
+        request.setId(id);
+        frame = to_frame(message);
+        pending_.emplace(id, Pending{std::move(done), server, now + std::chrono::milliseconds(request_timeout_ms_)});
+      }
+      if (silent) {
+      } else if (peer.connection) {
         connection = peer.connection;
       } else {
         peer.name = server;
@@ -160,6 +167,12 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
         }
       }
     }
+  }
+  if (silent) {
+    done(Status::disconnected(server, fmt::format("did not answer a request within {} ms; failing at once until "
+                                                  "it answers again",
+                                                  request_timeout_ms_.load())));
+    return;
   }
   if (id == 0) {
     done(Status::disconnected("bus", "client is stopping"));
@@ -224,6 +237,7 @@ void BusClient::Impl::expire() {
         ++e->second->changing;
         late_.emplace(it->first, it->second.server);
       }
+      peers_[it->second.server].silent_until = now + std::chrono::milliseconds(request_timeout_ms_);
       expired.emplace_back(std::move(it->second.done), it->second.server);
       it = pending_.erase(it);
     } else {
@@ -233,7 +247,7 @@ void BusClient::Impl::expire() {
   if (expired.empty()) return;
   mu_.unlock();
   for (auto& [done, server] : expired) {
-    done(Status::disconnected(server, fmt::format("no answer within {} ms", options_.request_timeout_ms)));
+    done(Status::disconnected(server, fmt::format("no answer within {} ms", request_timeout_ms_.load())));
   }
   note_progress();
   mu_.lock();
@@ -256,6 +270,7 @@ void BusClient::Impl::on_frame(const std::string& server, Frame frame) {
   Callback done;
   {
     MutexLock lock(mu_);
+    if (auto p = peers_.find(server); p != peers_.end()) p->second.silent_until = {};  // it answers
     auto it = pending_.find((*reply)->root().getId());
     if (it == pending_.end() && (*reply)->root().getId() == 0 && (*reply)->root().isError()) {
       // Id 0 answers no request: the server refuses this connection
@@ -359,5 +374,7 @@ void BusClient::set_holds_locks(uint64_t owner, bool holds) { impl_->set_holds_l
 bool BusClient::lease_lost(uint64_t owner) { return impl_->lease_lost(owner); }
 uint64_t BusClient::new_owner() { return impl_->new_owner(); }
 void BusClient::note_lease(std::chrono::milliseconds lease) { impl_->note_lease(lease.count()); }
+
+void BusClient::set_request_timeout(int ms) { impl_->set_request_timeout(ms); }
 
 }  // namespace pagefile::net

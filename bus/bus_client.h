@@ -7,7 +7,12 @@
 // connection drops, fails every request waiting on it with kDisconnected;
 // the next request to it connects again. A request unanswered after
 // `request_timeout_ms` fails with kDisconnected too, so nothing hangs on a
-// stuck server.
+// stuck server; and then the server counts as silent: for as long again,
+// or until any answer of it arrives or its connection ends, requests to it
+// (but pings) fail at once with kDisconnected rather than wait out a
+// timeout each. So a call that makes many requests of a frozen server
+// (a COMMIT, of the catalog) fails within about one timeout, not one per
+// request.
 //
 // Locks held at the catalog live under leases this client renews in the
 // background (every third of the lease) for every owner holding a lock.
@@ -147,6 +152,9 @@ class BusClient {
   bool lease_lost(uint64_t owner);
   // The lease length the catalog reported; renewals come every third of it.
   void note_lease(std::chrono::milliseconds lease);
+
+  // Sets request_timeout_ms for requests sent from now on. REQUIRES: ms > 0.
+  void set_request_timeout(int ms);
 
   class Impl;
 

@@ -48,6 +48,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   bool lease_lost(uint64_t owner) EXCLUDES(owners_mu_);
   uint64_t new_owner() { return owner_ + (next_owner_++ << 1); }
   void note_lease(int64_t ms) { lease_ms_ = ms; }
+  void set_request_timeout(int ms) { request_timeout_ms_ = ms; }
 
   // Waiter reading (waiter_reading.cpp).
   void read_as_waiter(const std::string& server, std::chrono::milliseconds timeout);
@@ -74,6 +75,10 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
     std::shared_ptr<Connection> connection;
     bool connecting = false;
     std::vector<std::pair<uint64_t, Frame>> queued;  // waiting for the connection
+    // A request of it went unanswered past its deadline: until then,
+    // requests fail at once (bus_client.h). Cleared by any answer and by
+    // the end of the connection.
+    Clock::time_point silent_until{};
   };
   struct Pending {
     Callback done;
@@ -125,6 +130,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
 
   const BusConfig config_;
   const BusOptions options_;
+  std::atomic<int> request_timeout_ms_;  // options_'s, or set_request_timeout's
   const uint64_t owner_;
   std::shared_ptr<IoRuntime> runtime_;
 

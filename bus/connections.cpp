@@ -12,7 +12,7 @@ void BusClient::Impl::connect_peer(const std::string& server) {
     // Answers are read by the threads that wait for them; a send may wait
     // for room as long as a request may wait for its answer.
     connection = connect(runtime_->io(), *address, options_.connect_timeout_ms, &hub_,
-                         Connection::Reading::kByWaiter, options_.request_timeout_ms);
+                         Connection::Reading::kByWaiter, request_timeout_ms_.load());
   } else {
     connection = address.status();
   }
@@ -89,6 +89,9 @@ void BusClient::Impl::fail_server(const std::string& server, const Status& why) 
   std::vector<Callback> failed;
   {
     MutexLock lock(mu_);
+    for (auto& [name, peer] : peers_) {
+      if (server.empty() || name == server) peer.silent_until = {};  // gone, not silent
+    }
     // Requests given up on can get no late answer from a lost connection.
     for (auto it = late_.begin(); it != late_.end();) {
       auto next = std::next(it);

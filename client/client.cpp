@@ -76,6 +76,9 @@ Status Client::set_concurrency(Fd fd, uint32_t concurrency) {
   return impl_->set_concurrency(fd, concurrency);
 }
 
+Status Client::set_request_timeout(int ms) { return impl_->set_request_timeout(ms); }
+int Client::request_timeout_ms() const { return impl_->request_timeout_ms(); }
+
 Status Client::unlink(std::string_view name, Location location, uint64_t lock_token) {
   return impl_->unlink(name, location, lock_token);
 }

@@ -157,6 +157,8 @@ class Client::Impl {
   Result<FileStatus> status(Fd fd);
   Status set_concurrency(Fd fd, uint32_t concurrency);
   Status unlink(std::string_view name, Location location, uint64_t lock_token);
+  Status set_request_timeout(int ms) EXCLUDES(bus_mu_);
+  int request_timeout_ms() const { return request_timeout_ms_; }
   Status lock(Fd fd, LockMode mode, LockWait wait);
   Status unlock(Fd fd);
   // The file's PageIo, kept alive for a call made outside mu_.
@@ -215,6 +217,7 @@ class Client::Impl {
                               PageRead result, std::vector<RequestPtr>& out) REQUIRES(mu_);
 
   const ClientOptions options_;
+  std::atomic<int> request_timeout_ms_{options_.request_timeout_ms};  // set_request_timeout
   // The threads of local Pagefiles' page I/O, started at the first local
   // open: a client of remote files only (the VFS on a bus) runs none.
   boost::asio::thread_pool& local_pool();

@@ -165,13 +165,21 @@ Status Client::Impl::stop() {
   return first_error;
 }
 
+Status Client::Impl::set_request_timeout(int ms) {
+  if (ms <= 0) return Status::invalid_argument("request timeout", fmt::format("{} ms is not positive", ms));
+  MutexLock lock(bus_mu_);
+  request_timeout_ms_ = ms;
+  if (bus_) bus_->set_request_timeout(ms);
+  return Status::ok();
+}
+
 Result<std::shared_ptr<net::BusClient>> Client::Impl::bus() {
   MutexLock lock(bus_mu_);
   if (bus_) return bus_;
   auto config = net::resolve_bus(options_.bus, options_.home);
   if (!config) return config.status();
   net::BusOptions bus_options;
-  bus_options.request_timeout_ms = options_.request_timeout_ms;
+  bus_options.request_timeout_ms = request_timeout_ms_;
   auto started = net::BusClient::start(*config, bus_options);
   if (!started) return started.status();
   bus_ = std::move(*started);

@@ -79,6 +79,11 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     if (!on) return on.status();
     o.checksums = *on;
   }
+  if (const char* v = param("timeout_ms")) {
+    auto n = parse_count("timeout_ms", v, 1, 24u * 3600 * 1000);
+    if (!n) return n.status();
+    o.timeout_ms = *n;
+  }
   if (const char* v = param("cache_pages")) {
     auto n = parse_count("cache_pages", v, 0, 1u << 30);
     if (!n) return n.status();

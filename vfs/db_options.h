@@ -31,6 +31,7 @@ struct DbOptions {
                                              // (SQLite keeps cache= for shared-cache mode)
   uint32_t cache_pages = 0;                  // cache_pages=N: also sizes the client's pool
   bool checksums = true;                     // checksums=on|off (off: to measure their cost)
+  uint32_t timeout_ms = 0;                   // timeout_ms=N: the bus client's request timeout (0: as it is)
 };
 
 // Reads the parameters through `param` (sqlite3_uri_parameter on the main

@@ -43,6 +43,9 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   MutexLock lock(mu_);
   auto bus_client = client_for(options.bus, options.cache_pages);
   if (!bus_client) return bus_client.status();
+  if (options.timeout_ms != 0) {
+    if (Status s = (*bus_client)->client->set_request_timeout(static_cast<int>(options.timeout_ms)); !s) return s;
+  }
   auto config = std::make_shared<DbConfig>();
   config->options = options;
   config->client = (*bus_client)->client.get();

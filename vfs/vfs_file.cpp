@@ -230,6 +230,17 @@ int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
     }
     return answer(std::to_string(st.config->concurrency.load()), SQLITE_OK);
   }
+  if (strcasecmp(name, "pagefile_timeout") == 0) {
+    // The bus client's: every database of this process on the same bus.
+    if (value) {
+      auto n = parse_count("pagefile_timeout", value, 1, 24u * 3600 * 1000);
+      if (!n) return answer(n.status().message(), SQLITE_ERROR);
+      if (Status s = st.config->client->set_request_timeout(static_cast<int>(*n)); !s) {
+        return answer(s.message(), SQLITE_ERROR);
+      }
+    }
+    return answer(std::to_string(st.config->client->request_timeout_ms()), SQLITE_OK);
+  }
   if (strcasecmp(name, "pagefile_last_error") == 0) {
     // What the store said when this thread's last VFS call failed: SQLite
     // keeps only its code ("database disk image is malformed").

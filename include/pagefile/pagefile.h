@@ -230,6 +230,14 @@ class Client {
   // kStale, removing nothing, once the lock has passed to another client.
   Status unlink(std::string_view name, Location location = Location::kLocal, uint64_t lock_token = 0);
 
+  // How long a remote request may go unanswered (ClientOptions::
+  // request_timeout_ms), for requests sent from now on. A call that makes
+  // many requests of a server that stopped answering fails within about
+  // one such timeout, not one per request (bus/bus_client.h).
+  // kInvalidArgument for ms <= 0.
+  Status set_request_timeout(int ms);
+  int request_timeout_ms() const;
+
   // Takes or changes this descriptor's lock on the file. A shared lock is
   // compatible with other shared locks; an exclusive lock with none. Locks
   // are held per descriptor, so two descriptors of one client conflict like

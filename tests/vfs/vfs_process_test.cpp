@@ -348,3 +348,43 @@ TEST_CASE("a page server killed in the middle of appends, 100 times: every time,
   MESSAGE(failed_during, " of 400 transactions failed while a server was down");
   CHECK(failed_during > 0);  // the kills did land in the middle of the work
 }
+
+TEST_CASE("with the catalog frozen, a COMMIT fails within one deadline (timeout_ms=) plus a second, not one per step") {
+  Cluster c;
+  std::string uri = c.uri("frozen.db") + "&timeout_ms=1500";
+  create_table(uri);
+  SqliteDb db(uri);
+  CHECK(db.query("PRAGMA pagefile_timeout") == "1500");
+  db.run("INSERT INTO t(tag, i) VALUES('before', 1)");
+  db.run("BEGIN; INSERT INTO t(tag, i, pad) VALUES('during', 1, randomblob(3000));");  // RESERVED held
+
+  pid_t catalog = c.servers.server(0).pid();
+  ::kill(catalog, SIGSTOP);
+  auto start = std::chrono::steady_clock::now();
+  int rc = db.exec("COMMIT");
+  auto took = std::chrono::steady_clock::now() - start;
+  if (rc != SQLITE_OK) db.exec("ROLLBACK");
+  ::kill(catalog, SIGCONT);
+  MESSAGE("COMMIT with the catalog frozen: ", rc, " after ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), " ms");
+  INFO(db.error(), " / ", db.query("PRAGMA pagefile_last_error"));
+  CHECK(rc != SQLITE_OK);
+  CHECK(((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_BUSY));
+  CHECK(took < std::chrono::milliseconds(1500 + 1000));
+
+  // Thawed, the catalog answers again and the connection goes on.
+  int after = SQLITE_ERROR;
+  for (int attempt = 0; attempt < 50 && after != SQLITE_OK; ++attempt) {
+    after = db.exec("INSERT INTO t(tag, i) VALUES('after', 1)");
+    if (after != SQLITE_OK) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(after == SQLITE_OK);
+  CHECK(db.query("SELECT tag FROM t ORDER BY id") == "before\nafter");
+  CHECK(db.query("PRAGMA integrity_check") == "ok");
+
+  // The deadline is the bus client's, set by PRAGMA as well; nonsense is refused.
+  CHECK(db.query("PRAGMA pagefile_timeout = 30000") == "30000");
+  CHECK(db.exec("PRAGMA pagefile_timeout = 0") != SQLITE_OK);
+  SqliteDb bad(c.uri("frozen.db") + "&timeout_ms=soon");
+  CHECK(bad.open_rc() != SQLITE_OK);
+}
