@@ -17,6 +17,7 @@
 #include "core/os_error.h"
 #include "core/page_bounds.h"
 #include "core/page_checksum.h"
+#include "store/disk_faults.h"
 
 namespace pagefile {
 
@@ -69,8 +70,14 @@ bool matches(uint64_t sum, uint64_t hash, std::span<const std::byte> bytes) {
   return sum == kNoChecksum ? all_zero(bytes) : sum == hash;
 }
 
+// The errno a fault stands for (store/disk_faults.h).
+int fault_errno(DiskFault fault) { return fault == DiskFault::kEnospc ? ENOSPC : EIO; }
+
 // pread until `out` is full or the file ends; returns the bytes read.
 Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what) {
+  if (auto fault = DiskFaults::next(DiskOp::kRead)) {
+    return errno_status(fault_errno(*fault), what, fmt::format("read at byte {}", offset));
+  }
   size_t done = 0;
   while (done < out.size()) {
     ssize_t n = ::pread(fd, out.data() + done, out.size() - done, offset + static_cast<off_t>(done));
@@ -86,9 +93,20 @@ Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::s
 
 Status pwrite_full(int fd, std::span<const std::byte> data, off_t offset, std::string_view what) {
   size_t done = 0;
+  size_t first_call = data.size();  // what the first pwrite is given
+  if (auto fault = DiskFaults::next(DiskOp::kWrite)) {
+    if (*fault == DiskFault::kEio || *fault == DiskFault::kEnospc) {
+      return errno_status(fault_errno(*fault), what, fmt::format("write at byte {}", offset));
+    }
+    first_call = data.size() / 2;
+    if (*fault == DiskFault::kTornWrite) {
+      (void)::pwrite(fd, data.data(), first_call, offset);
+      return errno_status(EIO, what, fmt::format("write at byte {}", offset));
+    }
+  }
   while (done < data.size()) {
-    ssize_t n =
-        ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<off_t>(done));
+    size_t want = done == 0 ? first_call : data.size() - done;
+    ssize_t n = ::pwrite(fd, data.data() + done, want, offset + static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_status(errno, what, fmt::format("write at byte {}", offset));
@@ -352,6 +370,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
 }
 
 Status LocalPagefile::sync() {
+  if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, "fdatasync");
   if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync");
   return Status::ok();
 }
@@ -381,8 +400,9 @@ Status LocalPagefile::truncate(int64_t pages) {
       return s.with_context(fmt::format("truncate to {} pages", pages));
     }
   }
-  if (::ftruncate(fd_, end) != 0) {
-    return errno_status(errno, name_, fmt::format("truncate to {} pages", pages));
+  auto fault = DiskFaults::next(DiskOp::kTruncate);
+  if (fault || ::ftruncate(fd_, end) != 0) {
+    return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
   }
   end_pages_ = pages;
   return Status::ok();
