@@ -15,29 +15,15 @@
 #include <fmt/format.h>
 
 #include "store/disk_faults.h"
-#include "tests/support/temp_dir.h"
+#include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 #include "pagefile/pagefile_vfs.h"
 
 using namespace pagefile;
 using pagefile::test::SqliteDb;
-using pagefile::test::TempDir;
+using pagefile::test::store;
 
 namespace {
-
-struct Store {
-  TempDir home;
-  Store() {
-    ::setenv("PAGEFILE_HOME", home.path().c_str(), 1);
-    ::unsetenv("PAGEFILE_BUS");
-    ::unsetenv("PAGEFILE_VFS_DEFAULT");
-    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
-  }
-};
-Store& store() {
-  static Store s;
-  return s;
-}
 
 // The transaction under test: updates, inserts and deletes over more pages
 // than the cache holds, so pages spill before the commit.

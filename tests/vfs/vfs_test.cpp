@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "tests/support/temp_dir.h"
+#include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 #include "pagefile/pagefile_vfs.h"
 
@@ -23,21 +24,7 @@ using pagefile::test::TempDir;
 
 namespace {
 
-// The store of this test process: the embedded default under a scratch
-// PAGEFILE_HOME, set before the VFS starts its client.
-struct Store {
-  TempDir home;
-  Store() {
-    ::setenv("PAGEFILE_HOME", home.path().c_str(), 1);
-    ::unsetenv("PAGEFILE_BUS");
-    ::unsetenv("PAGEFILE_VFS_DEFAULT");
-    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
-  }
-};
-Store& store() {
-  static Store s;
-  return s;
-}
+using pagefile::test::store;
 
 sqlite3_vfs* vfs() {
   store();

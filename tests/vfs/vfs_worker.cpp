@@ -1,5 +1,9 @@
 // A second (or third) SQLite client for the multi-process VFS tests.
 //   vfs_worker URI insert TAG N   N transactions, each inserting (TAG, i)
+//   vfs_worker URI log TAG N      N transactions, each inserting (TAG, i)
+//                                 three times, and printing "committed i"
+//                                 once its COMMIT returned (the crash matrix
+//                                 counts them; tests/faults/run)
 //   vfs_worker URI hold           a big transaction that spills to the
 //                                 database, then "spilled" and wait to be killed
 //   vfs_worker URI stop-commit N  a transaction of 'late' rows whose COMMIT
@@ -115,6 +119,17 @@ int main(int argc, char** argv) {
         exec(db, "ROLLBACK");
         return fail(db, "insert");
       }
+    }
+  } else if (mode == "log" && argc == 5) {
+    int n = std::atoi(argv[4]);
+    for (int i = 1; i <= n; ++i) {
+      std::string row = "('" + std::string(argv[3]) + "', " + std::to_string(i) + ", randomblob(900))";
+      if (!exec(db, "BEGIN IMMEDIATE; INSERT INTO t(tag, i, pad) VALUES " + row + ", " + row + ", " + row + "; COMMIT;")) {
+        exec(db, "ROLLBACK");
+        return fail(db, "log");
+      }
+      std::printf("committed %d\n", i);
+      std::fflush(stdout);
     }
   } else if (mode == "stop-commit" && argc == 4) {
     if (!exec(db, "BEGIN; INSERT INTO t(tag, i, pad) SELECT 'late', value, randomblob(1500) FROM "

@@ -1,0 +1,31 @@
+// The store of a VFS test process: the embedded default under a scratch
+// PAGEFILE_HOME, set before the VFS starts its client.
+#pragma once
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <doctest/doctest.h>
+
+#include "tests/support/temp_dir.h"
+#include "pagefile/pagefile_vfs.h"
+
+namespace pagefile::test {
+
+struct EmbeddedStore {
+  TempDir home;
+  EmbeddedStore() {
+    ::setenv("PAGEFILE_HOME", home.path().c_str(), 1);
+    ::unsetenv("PAGEFILE_BUS");
+    ::unsetenv("PAGEFILE_VFS_DEFAULT");
+    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
+  }
+};
+
+// The process's one store, made on first use.
+inline EmbeddedStore& store() {
+  static EmbeddedStore s;
+  return s;
+}
+
+}  // namespace pagefile::test
