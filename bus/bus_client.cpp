@@ -2,12 +2,14 @@
 
 #include <future>
 #include <random>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <kj/exception.h>
 
 #include "bus/bus_client_impl.h"
+#include "bus/bus_faults.h"
 #include "wire/wire_convert.h"
 
 namespace pagefile::net {
@@ -178,7 +180,16 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     done(Status::disconnected("bus", "client is stopping"));
     return;
   }
-  if (connection) connection->send(std::move(frame));
+  if (connection) send_frame(connection, std::move(frame));
+}
+
+void BusClient::Impl::send_frame(const std::shared_ptr<Connection>& connection, Frame frame) {
+  if (auto fault = BusFaults::next()) {  // bus/bus_faults.h
+    if (*fault == BusFault::kDrop) return;
+    if (*fault == BusFault::kClose) return connection->close();
+    std::this_thread::sleep_for(BusFaults::delay());
+  }
+  connection->send(std::move(frame));
 }
 
 PageServer* BusClient::Impl::direct_server(const std::string& server) {

@@ -127,6 +127,9 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // A late answer to request `id` came, or can no longer come: a request to
   // an embedded server given up on no longer holds its direct calls back.
   void forget_late(uint64_t id) REQUIRES(mu_);
+  // Sends a request frame on `connection`, through the fault seam
+  // (bus/bus_faults.h). Not under mu_.
+  void send_frame(const std::shared_ptr<Connection>& connection, Frame frame) EXCLUDES(mu_);
 
   const BusConfig config_;
   const BusOptions options_;

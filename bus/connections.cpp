@@ -71,7 +71,7 @@ void BusClient::Impl::send_queued(const std::string& server, const std::shared_p
       }
       queued.swap(peer.queued);
     }
-    for (auto& [id, frame] : queued) connection->send(std::move(frame));
+    for (auto& [id, frame] : queued) send_frame(connection, std::move(frame));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -17,12 +18,14 @@
 
 #include <fmt/format.h>
 
+#include "bus/bus_faults.h"
 #include "tests/support/cluster.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/sqlite_db.h"
 #include "pagefile/pagefile_vfs.h"
 
 using namespace pagefile::test;
+namespace net = pagefile::net;
 
 namespace {
 
@@ -387,4 +390,80 @@ TEST_CASE("with the catalog frozen, a COMMIT fails within one deadline (timeout_
   CHECK(db.exec("PRAGMA pagefile_timeout = 0") != SQLITE_OK);
   SqliteDb bad(c.uri("frozen.db") + "&timeout_ms=soon");
   CHECK(bad.open_rc() != SQLITE_OK);
+}
+
+TEST_CASE("the bus's faults: the Nth frame dropped, delayed or its connection closed; every failure clean, the database whole") {
+  // SQLite's ioerr.test method over the bus (bus/bus_faults.h), against
+  // pagefiled processes: every request goes as a frame.
+  Cluster c;
+  const std::string work =
+      "BEGIN; UPDATE t SET pad = randomblob(600) WHERE i % 3 = 0;"
+      "INSERT INTO t(tag, i, pad) SELECT 'new', value, randomblob(900) FROM "
+      "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 30) SELECT value FROM s);"
+      "COMMIT;";
+  const std::string content = "SELECT count(*), sum(i), sum(length(pad)) FROM t";
+  struct Fault {
+    std::string name;
+    net::BusFault fault;
+    std::vector<uint64_t> frames;  // the N to try; empty: 1, 2, ... until the work gets through
+  };
+  const Fault faults[] = {
+      {"close", net::BusFault::kClose, {}},
+      {"delay", net::BusFault::kDelay, {1, 2, 5, 10, 20}},
+      {"drop", net::BusFault::kDrop, {1, 3, 8, 20, 45}},
+  };
+  int serial = 0;
+  for (const Fault& f : faults) {
+    CAPTURE(f.name);
+    int failed = 0;
+    bool through = false;
+    for (uint64_t n = 1; n <= 300 && !through; ++n) {
+      if (!f.frames.empty() && std::find(f.frames.begin(), f.frames.end(), n) == f.frames.end()) {
+        if (n > f.frames.back()) break;
+        continue;
+      }
+      CAPTURE(n);
+      std::string uri = c.uri(fmt::format("bus-{}-{}.db", f.name, ++serial)) + "&timeout_ms=400";
+      std::string before = fill_kept(uri);
+      int rc = SQLITE_OK;
+      {
+        SqliteDb db(uri);
+        net::BusFaults::arm(n, f.fault, std::chrono::milliseconds(50));
+        rc = db.exec(work);
+        through = !net::BusFaults::fired();
+        net::BusFaults::disarm();
+        if (rc != SQLITE_OK) db.exec("ROLLBACK");
+      }
+      INFO("rc ", rc);
+      if (rc != SQLITE_OK) {
+        ++failed;
+        // (SQLITE_CANTOPEN: the journal's open met the fault, as os_unix.c says it.)
+        CHECK(((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_CANTOPEN));
+      }
+      // Afresh (the first request may meet what the fault left of a
+      // connection): whole, and all of the transaction or none of it.
+      std::string verdict, now;
+      for (int attempt = 0; attempt < 20 && verdict != "ok"; ++attempt) {
+        SqliteDb again(uri);
+        sqlite3_busy_timeout(again.get(), 5000);
+        if (again.exec("SELECT 1 FROM t LIMIT 1") != SQLITE_OK) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        verdict = again.query("PRAGMA integrity_check");
+        now = again.query("SELECT count(*), sum(length(pad)), sum(i) FROM t WHERE tag = 'kept'") + "/" +
+              again.query("SELECT count(*) FROM t WHERE tag = 'new'");
+      }
+      CHECK(verdict == "ok");
+      if (rc == SQLITE_OK) {
+        CHECK(now.ends_with("/30"));
+      } else {
+        CHECK((now.ends_with("/30") || now == before + "/0" || now.ends_with("/0")));
+      }
+    }
+    MESSAGE(f.name, ": ", failed, " failed transactions, all clean");
+    if (f.fault == net::BusFault::kDelay) CHECK(failed == 0);  // 50 ms is well inside the 400 ms timeout
+    if (f.fault != net::BusFault::kDelay) CHECK(failed > 0);
+    if (f.frames.empty()) CHECK(through);
+  }
 }
