@@ -82,16 +82,15 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   });
   if (!reply) return reply.status();
   if (!(*reply)->root().isFile()) return Status::corruption(name, "catalog answered open without a record");
-  FileRecord record = from_wire((*reply)->root().getFile());
-  if (record.servers.empty() || check_page_size(record.page_size).code() != Code::kOk) {
-    return Status::corruption(name, "catalog record is unusable (no servers or bad page size)");
-  }
+  auto checked = from_wire((*reply)->root().getFile());
+  if (!checked) return checked.status();
+  FileRecord record = std::move(*checked);
   // The servers' pools run the policy this descriptor runs: the one given at
   // open, else the one the file was created with.
   std::string policy(policy_name(options.policy.value_or(record.policy)));
   auto fence = options.lock_token ? options.lock_token : std::make_shared<std::atomic<uint64_t>>(0);
   return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), std::move(policy),
-                                                        options.read_only, options.checksums, std::move(fence)));
+                                                        options, std::move(fence)));
 }
 
 Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock_token) {
@@ -100,7 +99,9 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
     r.setLockToken(lock_token);
   });
   if (!reply) return reply.status();
-  FileRecord record = from_wire((*reply)->root().getFile());
+  auto checked = from_wire((*reply)->root().getFile());
+  if (!checked) return checked.status().with_context("removed from the catalog; its pages stay on the servers");
+  FileRecord record = std::move(*checked);
   // The name is gone; now free the pages. A server that is down keeps its
   // share until it is cleaned by hand: say so.
   Barrier barrier(bus);
@@ -114,13 +115,14 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
 }
 
 RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy,
-                           bool read_only, bool checksums, std::shared_ptr<std::atomic<uint64_t>> fence)
+                           const OpenOptions& options, std::shared_ptr<std::atomic<uint64_t>> fence)
     : bus_(std::move(bus)),
       record_(std::move(record)),
       policy_(std::move(policy)),
       placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
-      read_only_(read_only),
-      checksums_(checksums),
+      read_only_(options.read_only),
+      checksums_(options.checksums),
+      sector_checksums_(options.sector_checksums),
       fence_(std::move(fence)),
       owner_(bus_->new_owner()),
       size_(record_.size_pages),
@@ -132,6 +134,7 @@ void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) cons
   set_share(share, record_);
   share.setFence(fence_->load());
   share.setPolicy(policy_);
+  share.setSectorChecksums(sector_checksums_);
   // A server reading ahead for global-sequential keeps to its own pages,
   // which it can tell only under placement stripe.
   if (record_.placement == Placement::kStripe) {
@@ -305,6 +308,9 @@ Result<int64_t> RemotePageIo::size_pages() {
   if (record.getId() != record_.id) {
     return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
   }
+  if (Status s = check_size_pages(record.getSizePages(), record_.name); !s) {
+    return Status::corruption(record_.name, fmt::format("the catalog's size: {}", s.message()));
+  }
   return adopt_catalog_size(record.getSizePages());
 }
 
@@ -395,6 +401,9 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
   LockLevel before = level_;
   if (reply && (*reply)->root().isLockState()) {
     auto state = (*reply)->root().getLockState();
+    if (state.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
+      return Status::corruption(record_.name, fmt::format("lock: the catalog granted unknown level {}", state.getLevel()));
+    }
     level_ = static_cast<LockLevel>(state.getLevel());
     reserved_by_other_ = state.getReservedByOther();
     bus_->note_lease(std::chrono::milliseconds(state.getLeaseMs()));
@@ -411,7 +420,9 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     }
     if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
       unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
-      size_from_grant_ = state.getVersion() != 0;  // an older catalog sends neither (0)
+      // (An older catalog sends neither version nor size: 0. A size no
+      // file can have is not taken: size_pages() asks, and says so.)
+      size_from_grant_ = state.getVersion() != 0 && check_size_pages(state.getSizePages(), record_.name).is_ok();
       if (size_from_grant_) adopt_catalog_size(state.getSizePages());
     } else if (before != LockLevel::kNone && level_ == LockLevel::kNone) {
       version_at_unlock_ = state.getVersion();

@@ -94,8 +94,8 @@ class RemotePageIo final : public PageIo {
   Result<bool> reserved_elsewhere() override;
 
  private:
-  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, bool read_only,
-               bool checksums, std::shared_ptr<std::atomic<uint64_t>> fence);
+  RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, const OpenOptions& options,
+               std::shared_ptr<std::atomic<uint64_t>> fence);
   const std::string& server_of(int64_t page) const;
   // Fills in a read of `page`, for read_async and read_direct; a write.
   void build_read(wire::Request::Builder r, int64_t page) const;
@@ -113,7 +113,9 @@ class RemotePageIo final : public PageIo {
   Status check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
                         const std::string& server) const;
   // This file as page work by plain call names it (BusClient::read_direct).
-  ShareRef share_ref() const { return {record_.id, record_.page_size, policy_, fence_->load(), record_.cluster}; }
+  ShareRef share_ref() const {
+    return {record_.id, record_.page_size, policy_, fence_->load(), record_.cluster, sector_checksums_};
+  }
   // Tells every server of the file that `token` is now the one to beat;
   // returns when all have answered.
   Status announce_fence(uint64_t token);
@@ -133,6 +135,7 @@ class RemotePageIo final : public PageIo {
   const PagePlacement placement_;
   const bool read_only_;
   const bool checksums_;  // OpenOptions::checksums
+  const bool sector_checksums_;  // OpenOptions::sector_checksums
   // The token this file's writes carry (OpenOptions::lock_token).
   const std::shared_ptr<std::atomic<uint64_t>> fence_;
   const uint64_t owner_;  // this descriptor's identity for locks

@@ -59,6 +59,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     spec.exclusive = options.exclusive;
     spec.read_only = options.read_only;
     spec.checksums = options.checksums;
+    spec.sector_checksums = options.sector_checksums;
     spec.policy = options.policy.value_or(BufferPolicy{});
     auto local = LocalPagefile::open(local_path(name), spec);
     if (!local) return local.status();

@@ -19,7 +19,7 @@ namespace {
 // What page work needs of a request's share (it points into the request).
 ShareRef share_ref(wire::Share::Reader share) {
   return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr()), share.getFence(),
-          share.getCluster()};
+          share.getCluster(), share.getSectorChecksums()};
 }
 
 ShareLayout layout_of(wire::Share::Reader share) {

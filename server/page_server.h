@@ -61,6 +61,7 @@ struct ShareRef {
   std::string_view policy;  // empty: the server keeps what it has
   uint64_t fence = 0;       // the writer's fencing token (wire Share.fence)
   uint64_t cluster = 0;     // the file's cluster (wire Share.cluster)
+  bool sector_checksums = false;  // for a share made by a write (wire Share.sectorChecksums)
 };
 
 struct ServerOptions {

@@ -44,7 +44,8 @@ std::vector<std::unique_lock<std::mutex>> ShareStore::lock_all_pages() {
   return all;
 }
 
-Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint32_t page_size, bool create) {
+Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint32_t page_size, bool create,
+                                                         bool sector_checksums) {
   MutexLock lock(shares_mu_);
   auto it = shares_.find(file_id);
   if (it != shares_.end()) {
@@ -61,6 +62,7 @@ Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint3
   spec.dsync = options_.sync == SyncMode::kDsync;
   spec.checksums = options_.checksums;
   spec.sole_writer = true;  // the server's directory lock keeps other servers out
+  spec.sector_checksums = sector_checksums;
   // (Opening under shares_mu_ keeps two first requests from opening the
   // file twice; it happens once per file and server run.)
   auto file = LocalPagefile::open(share_path(options_.dir, file_id), spec);
@@ -241,7 +243,7 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
     return Status::invalid_argument(fmt::format("file {}", ref.file_id),
                                     fmt::format("write of {} pages with {} checksums", pages, checksums.size()));
   }
-  auto file = share(ref.file_id, page_size, /*create=*/true);
+  auto file = share(ref.file_id, page_size, /*create=*/true, ref.sector_checksums);
   if (!file) return file.status();
   pool_.declare(ref.file_id, page_size, ref.policy);
   for (size_t i = 0; i < pages; ++i) {

@@ -134,7 +134,10 @@ class ShareStore {
   // Every page lock, in order (truncate, drop).
   std::vector<std::unique_lock<std::mutex>> lock_all_pages();
 
-  Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create);
+  // The share of `file_id`, opened on first use; `create` makes it (with
+  // sector checksums when `sector_checksums`) when it does not exist.
+  Result<std::shared_ptr<LocalPagefile>> share(uint64_t file_id, uint32_t page_size, bool create,
+                                               bool sector_checksums = false);
   std::shared_ptr<Window> window(uint64_t file_id);
   // The file's pages at and beyond `pages` are gone: a window past them
   // moves back so that they are read again when they come back.

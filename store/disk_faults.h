@@ -9,19 +9,25 @@
 //                   write reaches the file;
 //   kShortWrite     the write system call takes only the first half (the
 //                   caller writes the rest, as it must with any short write);
-//   kTornWrite      half of the write reaches the file, then EIO: what a
-//                   crash in the middle of a write leaves, reported.
+//   kTornWrite      the whole 512-byte sectors of the write's first half
+//                   reach the file, then EIO: what a crash in the middle of
+//                   a write leaves, reported. (A disk writes a sector whole
+//                   or not at all, so a write within one sector, such as a
+//                   page's checksum entry, tears into nothing.)
 // The Nth operation of its kind counts every local Pagefile of the process.
 //
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
 namespace pagefile {
 
 enum class DiskOp { kRead, kWrite, kSync, kTruncate };
+// The smallest sector a disk has: the unit a torn write keeps.
+inline constexpr size_t kTornWriteSector = 512;
 enum class DiskFault { kEio, kEnospc, kShortWrite, kTornWrite };
 
 class DiskFaults {

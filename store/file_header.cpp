@@ -66,8 +66,8 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
     return Status::corruption(what, "header checksum mismatch (header damaged)");
   }
   uint32_t version = kVersion.get(bytes);
-  if (version != kFormatVersion && version != kUncheckedFormatVersion) {
-    return Status::corruption(what, fmt::format("header format version {} (this build reads {} and {})", version,
+  if (version < kUncheckedFormatVersion || version > kFormatVersion) {
+    return Status::corruption(what, fmt::format("header format version {} (this build reads {} to {})", version,
                                                 kUncheckedFormatVersion, kFormatVersion));
   }
   if (kHeaderSizeField.get(bytes) != kHeaderSize) {
@@ -78,6 +78,11 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
   header.page_size = kPageSize.get(bytes);
   if (Status s = check_page_size(header.page_size); !s) {
     return Status::corruption(what, fmt::format("recorded {}", s.message()));
+  }
+  if (version == kFormatVersion && header.page_size <= kChecksumSectorSize) {
+    // (Sector checksums of a page no larger than a sector are its page
+    // checksum: such a file is made as version 2.)
+    return Status::corruption(what, fmt::format("format version {} with page size {}", version, header.page_size));
   }
   uint8_t access = kAccess.get(bytes);
   if (access > static_cast<uint8_t>(AccessType::kLooping)) {

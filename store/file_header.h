@@ -19,14 +19,21 @@ namespace pagefile {
 // Pages start after the header. 4 KiB keeps every page aligned to the file
 // system block whatever the page size.
 inline constexpr size_t kHeaderSize = 4096;
-// Version 2 keeps a checksum beside every page; version 1 files (no
-// checksums) are still read and written, unchecked (doc/page_format.md).
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 keeps a checksum beside every page; version 3 beside every
+// 4 KiB sector of a page, for files created with sector checksums whose
+// pages are larger; version 1 files (no checksums) are still read and
+// written, unchecked (doc/page_format.md). A new file is version 2 unless
+// it has sector checksums, so that a build reading version 2 reads it.
+inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kPageChecksumFormatVersion = 2;
 inline constexpr uint32_t kUncheckedFormatVersion = 1;
+// The unit a version 3 file checks: a sector of the disk, which a write
+// changes whole or not at all.
+inline constexpr uint32_t kChecksumSectorSize = 4096;
 inline constexpr std::string_view kHeaderMagic = "PAGEFILE";
 
 struct FileHeader {
-  uint32_t version = kFormatVersion;
+  uint32_t version = kPageChecksumFormatVersion;
   uint32_t page_size = kDefaultPageSize;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;

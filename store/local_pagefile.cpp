@@ -6,10 +6,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,8 +36,9 @@ constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
 
-// Pages below this have their checksum kept in memory by a sole writer (8
-// bytes each, at most 32 MiB); beyond it each read reads its entry.
+// Checksums (of pages, or of sectors) below this are kept in memory by a
+// sole writer (8 bytes each, at most 32 MiB); beyond it each read reads its
+// entries.
 constexpr size_t kMaxKeptSums = size_t{1} << 22;
 
 // Pages below this have their reservation remembered (a bit each, at most
@@ -58,11 +61,11 @@ Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::str
   return true;
 }
 
-// A checksum entry: the page's checksum, then the one it had before its
-// last write (doc/page_format.md).
+// A checksum entry: the checksum of a page (or of a sector of it), then
+// the one it had before its last write (doc/page_format.md). A group's
+// block holds its pages' entries, 4096 bytes when there is one per page.
 constexpr size_t kEntryBytes = 16;
-constexpr off_t kSumBlockBytes = 4096;
-static_assert(LocalPagefile::kGroupPages * kEntryBytes == kSumBlockBytes);
+static_assert(LocalPagefile::kGroupPages * kEntryBytes == 4096);
 
 // Whether `bytes` may be page `page` whose stored checksum is `sum` and
 // whose bytes hash to `hash`: kNoChecksum stands for a page never written.
@@ -100,7 +103,9 @@ Status pwrite_full(int fd, std::span<const std::byte> data, off_t offset, std::s
     }
     first_call = data.size() / 2;
     if (*fault == DiskFault::kTornWrite) {
-      (void)::pwrite(fd, data.data(), first_call, offset);
+      // A disk writes whole sectors: what reaches it is whole sectors.
+      first_call -= first_call % kTornWriteSector;
+      if (first_call > 0) (void)::pwrite(fd, data.data(), first_call, offset);
       return errno_status(EIO, what, fmt::format("write at byte {}", offset));
     }
   }
@@ -158,19 +163,30 @@ LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header,
       name_(std::move(name)),
       header_(header),
       read_only_(read_only),
-      grouped_(header.version >= kFormatVersion),
+      grouped_(header.version >= kPageChecksumFormatVersion),
       checked_(grouped_ && checksums),
+      units_(header.version == kFormatVersion ? header.page_size / kChecksumSectorSize : 1),
+      unit_(header.page_size / units_),
+      sum_block_bytes_(static_cast<off_t>(kGroupPages * kEntryBytes * units_)),
       reserve_first_(reserve_first) {}
 
 off_t LocalPagefile::page_offset(int64_t page) const {
   off_t at = static_cast<off_t>(kHeaderSize) + static_cast<off_t>(page) * page_size();
-  return grouped_ ? at + (page / kGroupPages + 1) * kSumBlockBytes : at;
+  return grouped_ ? at + (page / kGroupPages + 1) * sum_block_bytes_ : at;
 }
 
 off_t LocalPagefile::entry_offset(int64_t page) const {
-  off_t group_bytes = kSumBlockBytes + static_cast<off_t>(kGroupPages) * page_size();
+  off_t group_bytes = sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size();
   return static_cast<off_t>(kHeaderSize) + (page / kGroupPages) * group_bytes +
-         static_cast<off_t>(page % kGroupPages) * static_cast<off_t>(kEntryBytes);
+         static_cast<off_t>(page % kGroupPages) * static_cast<off_t>(kEntryBytes * units_);
+}
+
+void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
+  // A sector's checksum is seeded with its number in the file, as a page's
+  // is with the page's: one per page makes it the page's checksum.
+  for (uint32_t u = 0; u < units_; ++u) {
+    sums[u] = page_checksum(bytes.subspan(size_t{u} * unit_, unit_), page * units_ + u);
+  }
 }
 
 LocalPagefile::~LocalPagefile() { ::close(fd_); }
@@ -201,6 +217,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     }
     FileHeader header;
     header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
+    if (spec.sector_checksums && header.page_size > kChecksumSectorSize) header.version = kFormatVersion;
     header.policy = spec.policy;
     header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
@@ -286,33 +303,85 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
     if (checksum) *checksum = page_checksum(out, page);
     return PageRead::kBeyondEnd;
   }
-  if (!checked_ && !checksum) return PageRead::kData;
-  uint64_t hash = page_checksum(out, page);
-  if (checksum) *checksum = hash;
-  if (!checked_ || (trust_kept && hash == kept_sum(page))) return PageRead::kData;
-  std::array<std::byte, kEntryBytes> entry{};
-  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
-  uint64_t current = get_le<uint64_t>(entry, 0);
-  if (!matches(current, hash, out) && !matches(get_le<uint64_t>(entry, 8), hash, out)) {
-    return checksum_mismatch(name_, page, "on disk");
+  if (!checked_) {
+    if (checksum) *checksum = page_checksum(out, page);
+    return PageRead::kData;
   }
-  if (hash == current) keep_sum(page, current);
+  UnitSums hash;
+  unit_sums(page, out, hash);
+  if (checksum) *checksum = units_ == 1 ? hash[0] : page_checksum(out, page);
+  UnitSums kept;
+  if (trust_kept && kept_sums(page, kept) && std::equal(hash.begin(), hash.begin() + units_, kept.begin())) {
+    return PageRead::kData;
+  }
+  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
+  auto entry = std::span(entries).first(kEntryBytes * units_);
+  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
+  bool all_current = true;
+  for (uint32_t u = 0; u < units_; ++u) {
+    uint64_t current = get_le<uint64_t>(entry, kEntryBytes * u);
+    auto bytes = out.subspan(size_t{u} * unit_, unit_);
+    if (!matches(current, hash[u], bytes) && !matches(get_le<uint64_t>(entry, kEntryBytes * u + 8), hash[u], bytes)) {
+      return checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
+    }
+    all_current = all_current && hash[u] == current;
+  }
+  if (all_current) keep_sums(page, &hash);
   return PageRead::kData;
 }
 
-uint64_t LocalPagefile::kept_sum(int64_t page) const {
-  if (!sole_writer_) return kNoChecksum;
+bool LocalPagefile::is_suspect(int64_t page) const {
   MutexLock lock(sums_mu_);
-  auto index = static_cast<size_t>(page);
-  return index < sums_.size() ? sums_[index] : kNoChecksum;
+  return !suspects_.empty() && suspects_.contains(page);
 }
 
-void LocalPagefile::keep_sum(int64_t page, uint64_t sum) const {
-  auto index = static_cast<size_t>(page);
-  if (!sole_writer_ || index >= kMaxKeptSums) return;
+void LocalPagefile::set_suspect(int64_t page, bool suspect) {
   MutexLock lock(sums_mu_);
-  if (index >= sums_.size()) sums_.resize(std::max(index + 1, sums_.size() * 2));
-  sums_[index] = sum;
+  if (suspect) {
+    suspects_.insert(page);
+  } else if (!suspects_.empty()) {
+    suspects_.erase(page);
+  }
+}
+
+Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
+  std::vector<std::byte> bytes(page_size());
+  // (Bytes past the end of the file stay zeros, as a hole reads.)
+  if (auto got = pread_full(fd_, bytes, page_offset(page), name_); !got) return got.status();
+  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
+  auto entry = std::span(entries).first(kEntryBytes * units_);
+  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
+  UnitSums hash;
+  unit_sums(page, bytes, hash);
+  for (uint32_t u = 0; u < units_; ++u) {
+    // The slot this unit's bytes match; else (a unit damaged already) the
+    // current one, as any write takes.
+    uint64_t current = get_le<uint64_t>(entry, kEntryBytes * u);
+    uint64_t previous = get_le<uint64_t>(entry, kEntryBytes * u + 8);
+    auto unit = std::span(bytes).subspan(size_t{u} * unit_, unit_);
+    sums[u] = !matches(current, hash[u], unit) && matches(previous, hash[u], unit) ? previous : current;
+  }
+  return Status::ok();
+}
+
+bool LocalPagefile::kept_sums(int64_t page, UnitSums& sums) const {
+  if (!sole_writer_) return false;
+  auto first = static_cast<size_t>(page) * units_;
+  MutexLock lock(sums_mu_);
+  if (first + units_ > sums_.size()) return false;
+  std::copy_n(sums_.begin() + static_cast<ptrdiff_t>(first), units_, sums.begin());
+  return std::none_of(sums.begin(), sums.begin() + units_, [](uint64_t sum) { return sum == kNoChecksum; });
+}
+
+void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
+  auto first = static_cast<size_t>(page) * units_;
+  if (!sole_writer_ || first + units_ > kMaxKeptSums) return;
+  MutexLock lock(sums_mu_);
+  if (first + units_ > sums_.size()) {
+    if (!sums) return;
+    sums_.resize(std::max(first + units_, sums_.size() * 2));
+  }
+  for (uint32_t u = 0; u < units_; ++u) sums_[first + u] = sums ? (*sums)[u] : kNoChecksum;
 }
 
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
@@ -339,30 +408,43 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     }
   }
   if (!checked_) return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
-  if (checksum == kNoChecksum) checksum = page_checksum(data, page);
-  // The entry first, the old checksum kept beside the new one: until the
-  // page itself is written (or if its write fails), the old page still
-  // matches.
+  UnitSums sums;
+  if (units_ == 1 && checksum != kNoChecksum) {
+    sums[0] = checksum;
+  } else {
+    unit_sums(page, data, sums);
+  }
+  // The entries first, each old checksum kept beside the new one: until
+  // the page itself is written (or if its write fails, or tears between
+  // sectors), the old page, or each old sector, still matches.
   std::lock_guard whole(stripe(page));
-  std::array<std::byte, kEntryBytes> entry{};
-  uint64_t before = kept_sum(page);
+  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
+  auto entry = std::span(entries).first(kEntryBytes * units_);
+  UnitSums before{};
   // A page past the end has no old content for a cut write to leave, so
   // no old checksum is worth reading.
   bool appended = sole_writer_ && page >= end_pages_.load();
-  if (before == kNoChecksum && !appended) {
-    Result<size_t> got = pread_full(fd_, std::span(entry).first(8), entry_offset(page), name_);
+  if (is_suspect(page)) {
+    if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
+  } else if (!kept_sums(page, before) && !appended) {
+    // (Entries past the end of the file read as none recorded: zeros.)
+    Result<size_t> got = pread_full(fd_, entry, entry_offset(page), name_);
     if (!got) return got.status().with_context(fmt::format("page {}", page));
-    if (*got == 8) before = get_le<uint64_t>(entry, 0);
+    for (uint32_t u = 0; u < units_; ++u) before[u] = get_le<uint64_t>(entry, kEntryBytes * u);
   }
-  put_le<uint64_t>(entry, 0, checksum);
-  put_le<uint64_t>(entry, 8, before);
+  for (uint32_t u = 0; u < units_; ++u) {
+    put_le<uint64_t>(entry, kEntryBytes * u, sums[u]);
+    put_le<uint64_t>(entry, kEntryBytes * u + 8, before[u]);
+  }
+  keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
   if (Status s = pwrite_full(fd_, entry, entry_offset(page), name_); !s) {
+    set_suspect(page, true);
     return s.with_context(fmt::format("checksum of page {}", page));
   }
-  keep_sum(page, kNoChecksum);  // (until the page is written: a failure leaves the old one)
   Status s = pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  set_suspect(page, !s);
   if (!s) return s;
-  keep_sum(page, checksum);
+  keep_sums(page, &sums);
   int64_t end = end_pages_.load();
   while (page >= end && !end_pages_.compare_exchange_weak(end, page + 1)) {
   }
@@ -388,15 +470,16 @@ Status LocalPagefile::truncate(int64_t pages) {
   }
   {
     MutexLock lock(sums_mu_);
-    if (static_cast<size_t>(pages) < sums_.size()) sums_.resize(static_cast<size_t>(pages));
+    size_t units = static_cast<size_t>(pages) * units_;
+    if (units < sums_.size()) sums_.resize(units);
+    suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
     // that come back later as holes must not meet their old checksums.
-    std::array<std::byte, kSumBlockBytes> zeros{};
-    size_t cut = static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes;
-    if (Status s = pwrite_full(fd_, std::span(zeros).first(cut), entry_offset(pages), name_); !s) {
+    std::vector<std::byte> zeros(static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes * units_);
+    if (Status s = pwrite_full(fd_, zeros, entry_offset(pages), name_); !s) {
       return s.with_context(fmt::format("truncate to {} pages", pages));
     }
   }
@@ -414,9 +497,9 @@ Result<int64_t> LocalPagefile::size_pages() const {
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
   off_t body = st.st_size - static_cast<off_t>(kHeaderSize);
   if (!grouped_) return static_cast<int64_t>(body / page_size());
-  off_t group_bytes = kSumBlockBytes + static_cast<off_t>(kGroupPages) * page_size();
+  off_t group_bytes = sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size();
   off_t last = body % group_bytes;  // the last group's checksum block and whole pages
-  int64_t tail = last > kSumBlockBytes ? static_cast<int64_t>((last - kSumBlockBytes) / page_size()) : 0;
+  int64_t tail = last > sum_block_bytes_ ? static_cast<int64_t>((last - sum_block_bytes_) / page_size()) : 0;
   return static_cast<int64_t>(body / group_bytes) * kGroupPages + tail;
 }
 

@@ -11,7 +11,11 @@
 // stored beside it and fails with kCorruption, naming the page, when they
 // differ. A write records the new checksum before it writes the page and
 // keeps the previous one beside it, so a write cut short by a crash (or
-// failing on a full disk) leaves a page that matches one of the two.
+// failing on a full disk) leaves a page that matches one of the two. A
+// file created with sector checksums and pages larger than a sector keeps
+// one such pair per 4 KiB sector instead (format version 3): a write torn
+// between sectors then leaves each sector old or new, and the page reads
+// back so, as a disk's would.
 //
 // The client uses this class for local Pagefiles and every page server uses
 // it for its share of a remote one, so the two differ only in the path
@@ -31,6 +35,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +66,9 @@ class LocalPagefile {
     // its directory's lock): the pages' checksums may be kept in memory,
     // so that a read does not read its checksum entry.
     bool sole_writer = false;
+    // At creation: check pages larger than kChecksumSectorSize per sector
+    // (OpenOptions::sector_checksums).
+    bool sector_checksums = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -85,8 +93,10 @@ class LocalPagefile {
   const BufferPolicy& recorded_policy() const { return header_.policy; }
   bool read_only() const { return read_only_; }
 
-  // Whether pages are checked (format version 2, checksums on).
+  // Whether pages are checked (format version 2 or 3, checksums on).
   bool checked() const { return checked_; }
+  // Bytes covered by one checksum: the page, or a sector (version 3).
+  uint32_t checksum_unit() const { return unit_; }
   // Where page `page` lies in the file: for tools and tests that look at
   // the bytes themselves.
   off_t page_offset(int64_t page) const;
@@ -133,13 +143,27 @@ class LocalPagefile {
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
                 bool checksums, bool sole_writer);
   Status check_writable(std::string_view operation) const;
-  // Where page `page`'s checksum entry lies in the file.
+  // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
+  static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
+  using UnitSums = std::array<uint64_t, kMaxUnits>;
+
+  // Where page `page`'s checksum entries lie in the file (units_ of them).
   off_t entry_offset(int64_t page) const;
-  // The page's checksum as last written or verified by this object (a sole
-  // writer's); kNoChecksum when not known.
-  uint64_t kept_sum(int64_t page) const;
+  // The checksums of the page's units (units_ of `sums`).
+  void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
+  // The page's checksums as last written or verified by this object (a
+  // sole writer's): false when not all are known.
+  bool kept_sums(int64_t page, UnitSums& sums) const;
+  // Remembers them (a sole writer); nullptr forgets them.
+  void keep_sums(int64_t page, const UnitSums* sums) const;
+  // Pages whose last write by this object failed: each of their units
+  // holds the bytes of that write or of the one before, so the next write
+  // keeps as each unit's old checksum the one its bytes match, read from
+  // disk (checksums_on_disk) rather than the last one recorded.
+  bool is_suspect(int64_t page) const;
+  void set_suspect(int64_t page, bool suspect);
+  Status checksums_on_disk(int64_t page, UnitSums& sums) const;
   Result<PageRead> read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept) const;
-  void keep_sum(int64_t page, uint64_t sum) const;
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
@@ -152,14 +176,19 @@ class LocalPagefile {
   const std::string name_;
   const FileHeader header_;
   const bool read_only_;
-  const bool grouped_;  // format version 2: checksum blocks between groups of pages
+  const bool grouped_;  // format version 2 or 3: checksum blocks between groups of pages
   const bool checked_;  // grouped_, and checksums are on
+  const uint32_t units_;  // checksums per page: 1, or its sectors (version 3)
+  const uint32_t unit_;   // bytes each covers
+  const off_t sum_block_bytes_;  // a group's checksum block
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)
   mutable std::array<std::mutex, 64> stripes_;
-  // A sole writer's checksums by page (kept_sum); 0 where not known.
+  // A sole writer's checksums by page and unit (kept_sums); 0 where not
+  // known.
   mutable Mutex sums_mu_;
   mutable std::vector<uint64_t> sums_ GUARDED_BY(sums_mu_);
+  std::set<int64_t> suspects_ GUARDED_BY(sums_mu_);
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;

@@ -92,7 +92,9 @@ int cmd_ls(net::BusClient& bus) {
   auto reply = bus.call_sync(bus.catalog(), [](net::wire::Request::Builder r) { r.setList(); });
   if (!reply) return fail(reply.status());
   for (auto f : (*reply)->root().getFiles()) {
-    auto r = net::from_wire(f);
+    auto checked = net::from_wire(f);
+    if (!checked) return fail(checked.status());
+    const FileRecord& r = *checked;
     fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers  {}\n", r.size_pages, r.page_size,
                placement_name(r.placement), r.servers.size(), r.name);
   }
@@ -102,7 +104,9 @@ int cmd_ls(net::BusClient& bus) {
 int cmd_stat(net::BusClient& bus, const std::string& name) {
   auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) { r.setStat(name); });
   if (!reply) return fail(reply.status());
-  FileRecord record = net::from_wire((*reply)->root().getFile());
+  auto checked = net::from_wire((*reply)->root().getFile());
+  if (!checked) return fail(checked.status());
+  const FileRecord& record = *checked;
   print_record(record);
   // What each server's pool did for it (since the file took its policy
   // there); a server that is down says so.
@@ -184,10 +188,17 @@ int cmd_scrub(net::BusClient& bus, const std::string& name) {
     }
   });
   if (!reply) return fail(reply.status());
+  auto take = [&](net::wire::FileRecord::Reader f) {
+    auto checked = net::from_wire(f);
+    if (checked) files.push_back(std::move(*checked));
+    return checked.status();
+  };
   if (name.empty()) {
-    for (auto f : (*reply)->root().getFiles()) files.push_back(net::from_wire(f));
-  } else {
-    files.push_back(net::from_wire((*reply)->root().getFile()));
+    for (auto f : (*reply)->root().getFiles()) {
+      if (Status s = take(f); !s) return fail(s);
+    }
+  } else if (Status s = take((*reply)->root().getFile()); !s) {
+    return fail(s);
   }
   // Each server reads its share up to the share's own end: about the
   // file's size, once per server.

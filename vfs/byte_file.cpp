@@ -42,6 +42,11 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
     fd = client.open(name, existing);
     if (!fd && fd.status().is(Code::kNotFound) && options.create) {
       options.page_size = kBytesPageSize;
+      // SQLite trusts a sector (SECTOR_SIZE) to be written whole or not at
+      // all, and appends to a journal after its sync from a sector boundary:
+      // a write torn between sectors must leave the records already synced
+      // in the page readable, as a disk would.
+      options.sector_checksums = true;
       fd = client.open(name, options);
     }
   } else {

@@ -61,6 +61,9 @@ struct Share {
   # The cluster of the file's record (FileRecord.cluster): a server that
   # belongs to another cluster refuses the request (Stale). 0: unchecked.
   cluster @7 :UInt64;
+  # Writes: a server that makes its share of the file for this write makes
+  # it with a checksum per 4 KiB sector (OpenOptions::sector_checksums).
+  sectorChecksums @8 :Bool;
 }
 
 struct ReadPages {

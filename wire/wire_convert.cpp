@@ -7,6 +7,8 @@
 #include <capnp/serialize.h>
 #include <fmt/format.h>
 
+#include "core/page_bounds.h"
+
 namespace pagefile::net {
 
 void to_wire(const Status& status, wire::Error::Builder out) {
@@ -54,9 +56,18 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   out.setCluster(record.cluster);
 }
 
-FileRecord from_wire(wire::FileRecord::Reader record) {
+Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   FileRecord out;
-  out.name = record.getName();
+  out.name = std::string(record.getName().asArray().begin(), record.getName().size());
+  auto bad = [&](std::string_view why) {
+    return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", why));
+  };
+  if (out.name.find('\0') != std::string::npos) return bad("its name holds a NUL byte");
+  if (Status s = check_page_size(record.getPageSize()); !s) return bad(s.message());
+  if (Status s = check_size_pages(record.getSizePages(), "file"); !s) return bad(s.message());
+  if (record.getPlacement() > 1) return bad(fmt::format("unknown placement {}", record.getPlacement()));
+  if (record.getStripePages() == 0) return bad("a stripe unit of 0 pages");
+  if (record.getServers().size() == 0) return bad("no servers");
   out.id = record.getId();
   out.page_size = record.getPageSize();
   out.size_pages = record.getSizePages();

@@ -19,7 +19,12 @@ void to_wire(const BufferPolicy& policy, wire::Policy::Builder out);
 BufferPolicy from_wire(wire::Policy::Reader policy);
 
 void to_wire(const FileRecord& record, wire::FileRecord::Builder out);
-FileRecord from_wire(wire::FileRecord::Reader record);
+// A record as the catalog sent it, checked where it enters the client:
+// kCorruption, naming the file and the field, for a record no catalog of
+// this build makes (a bad page size, a size past kMaxPageNumber + 1 pages,
+// an unknown placement, no stripe unit, no servers, a name holding NUL),
+// so that no size from the wire reaches arithmetic unchecked.
+Result<FileRecord> from_wire(wire::FileRecord::Reader record);
 
 // The frame holding `message` (one copy, into word-aligned memory).
 Frame to_frame(capnp::MessageBuilder& message);

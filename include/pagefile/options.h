@@ -130,6 +130,15 @@ struct OpenOptions {
   // then written without checksums (a local file's then fail their check
   // when read with checksums on) and read unchecked.
   bool checksums = true;
+  // Used when the file is created, with pages larger than 4 KiB: keep a
+  // checksum per 4 KiB sector instead of per page. A write torn by a crash
+  // (or failing part way) between sectors then leaves each sector old or
+  // new, and the page reads back so, with no error: the promise a disk
+  // makes, which SQLite's journals and WAL files are built on (the VFS
+  // creates them so). A page of another file reads back all old or all
+  // new, or fails as kCorruption. (Remote files: each server makes its
+  // share so when a write first reaches it.)
+  bool sector_checksums = false;
 
   // Remote files: the fencing token their writes, truncates and syncs
   // carry (doc/architecture.md, "Fencing"). A write lock (kReserved or

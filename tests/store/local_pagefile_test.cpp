@@ -8,6 +8,9 @@
 #include <cstring>
 #include <fstream>
 
+#include <fmt/format.h>
+
+#include "store/disk_faults.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;
@@ -321,6 +324,115 @@ TEST_CASE("a write cut short between its checksum and its page leaves the old pa
   raw_write(path, f->page_offset(7), std::vector<std::byte>(4096));
   REQUIRE_OK(f->read_page(7, buf));
   CHECK(buf == std::vector<std::byte>(4096));
+}
+
+namespace {
+
+// Whether each 4 KiB sector of `page` is that sector of `a` or of `b`.
+bool sectors_of(const std::vector<std::byte>& page, const std::vector<std::byte>& a,
+                const std::vector<std::byte>& b) {
+  for (size_t at = 0; at < page.size(); at += kChecksumSectorSize) {
+    auto sector = [&](const std::vector<std::byte>& v) { return std::memcmp(page.data() + at, v.data() + at, kChecksumSectorSize) == 0; };
+    if (!sector(a) && !sector(b)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("sector checksums: a write torn between sectors leaves each sector old or new, and reads") {
+  constexpr uint32_t kPage = 16384;
+  for (bool sole_writer : {false, true}) {
+    CAPTURE(sole_writer);
+    TempDir dir;
+    auto spec = create_spec(kPage);
+    spec.sector_checksums = true;
+    spec.sole_writer = sole_writer;
+    auto f = must_open(dir / "f", spec);
+    CHECK(f->checksum_unit() == kChecksumSectorSize);
+    const auto a = page_pattern(kPage, 1), b = page_pattern(kPage, 2), c = page_pattern(kPage, 3);
+    for (int64_t p = 0; p < 3; ++p) REQUIRE_OK(f->write_page(p, a));
+    std::vector<std::byte> buf(kPage);
+
+    // One torn write (the entries are written whole, the page's first half).
+    DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kTornWrite);
+    CHECK_CODE(f->write_page(0, b), Code::kIOError);
+    DiskFaults::disarm();
+    REQUIRE_OK(f->read_page(0, buf));
+    CHECK(sectors_of(buf, a, b));
+    CHECK(buf != a);
+    CHECK(buf != b);
+
+    // A disk that tears every write from here on: the entries' writes too.
+    // Each sector keeps the bytes of one of the writes it was given.
+    DiskFaults::arm(DiskOp::kWrite, 1, DiskFault::kTornWrite, /*sticky=*/true);
+    CHECK_CODE(f->write_page(0, c), Code::kIOError);
+    CHECK_CODE(f->write_page(0, a), Code::kIOError);
+    CHECK_CODE(f->write_page(1, b), Code::kIOError);
+    DiskFaults::disarm();
+    REQUIRE_OK(f->read_page(0, buf));
+    CHECK(sectors_of(buf, a, b));
+    REQUIRE_OK(f->read_page(1, buf));
+    CHECK(sectors_of(buf, a, b));
+    // Scrub's check agrees, and a write that gets through makes it whole.
+    CHECK_OK(f->verify_page(0, buf));
+    REQUIRE_OK(f->write_page(0, c));
+    REQUIRE_OK(f->read_page(0, buf));
+    CHECK(buf == c);
+
+    // A damaged byte in one sector is still kCorruption, naming the sector.
+    auto byte = raw_read(dir / "f", f->page_offset(2) + 2 * kChecksumSectorSize + 5, 1);
+    byte[0] ^= std::byte{0x40};
+    raw_write(dir / "f", f->page_offset(2) + 2 * kChecksumSectorSize + 5, byte);
+    auto bad = f->verify_page(2, buf);
+    CHECK_CODE(bad, Code::kCorruption);
+    CHECK(bad.to_string().find("sector 2 of 4") != std::string::npos);
+  }
+}
+
+TEST_CASE("without sector checksums a torn page is kCorruption, never half old, half new") {
+  constexpr uint32_t kPage = 16384;
+  TempDir dir;
+  auto f = must_open(dir / "f", create_spec(kPage));
+  CHECK(f->checksum_unit() == kPage);
+  REQUIRE_OK(f->write_page(0, page_pattern(kPage, 1)));
+  DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kTornWrite);
+  CHECK_CODE(f->write_page(0, page_pattern(kPage, 2)), Code::kIOError);
+  DiskFaults::disarm();
+  std::vector<std::byte> buf(kPage);
+  CHECK_CODE(f->read_page(0, buf), Code::kCorruption);
+}
+
+TEST_CASE("sector checksums are format version 3, only for pages larger than a sector") {
+  TempDir dir;
+  for (uint32_t page_size : {1024u, 4096u, 8192u, 65536u}) {
+    CAPTURE(page_size);
+    auto spec = create_spec(page_size);
+    spec.sector_checksums = true;
+    auto path = dir / fmt::format("f{}", page_size);
+    auto f = must_open(path, spec);
+    auto header = decode_header(raw_read(path, 0, kHeaderSize), "f");
+    REQUIRE_OK(header);
+    CHECK(header->version == (page_size > kChecksumSectorSize ? 3u : 2u));
+    CHECK(f->checksum_unit() == std::min(page_size, kChecksumSectorSize));
+    // Pages across groups (256 pages each) are where the layout says.
+    for (int64_t p : {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{600}}) {
+      REQUIRE_OK(f->write_page(p, page_pattern(page_size, p)));
+    }
+    f.reset();
+    f = must_open(path, spec);
+    CHECK(*f->size_pages() == 601);
+    std::vector<std::byte> buf(page_size);
+    for (int64_t p : {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{600}}) {
+      REQUIRE_OK(f->read_page(p, buf));
+      CHECK(buf == page_pattern(page_size, p));
+      CHECK(raw_read(path, f->page_offset(p), page_size) == page_pattern(page_size, p));
+    }
+    REQUIRE_OK(f->read_page(300, buf));
+    CHECK(buf == std::vector<std::byte>(page_size));
+    REQUIRE_OK(f->truncate(257));
+    CHECK(*f->size_pages() == 257);
+  }
 }
 
 TEST_CASE("pages across checksum groups; truncate clears the checksums of pages it cuts") {
