@@ -199,10 +199,10 @@ PageServer* BusClient::Impl::direct_server(const std::string& server) {
 }
 
 std::optional<Status> BusClient::Impl::read_direct(const std::string& server, const ShareRef& share,
-                                                   int64_t page, std::span<std::byte> out, uint64_t& checksum) {
+                                                   int64_t page, std::span<std::byte> out) {
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
-  return direct->read_direct(share, page, out, checksum);
+  return direct->read_direct(share, page, out);
 }
 
 std::optional<Status> BusClient::Impl::write_direct(const std::string& server, const ShareRef& share,
@@ -368,8 +368,8 @@ void BusClient::read_as_waiter(const std::string& server, std::chrono::milliseco
 void BusClient::wake_waiters() { impl_->note_progress(); }
 
 std::optional<Status> BusClient::read_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                             std::span<std::byte> out, uint64_t& checksum) {
-  return impl_->read_direct(server, share, page, out, checksum);
+                                             std::span<std::byte> out) {
+  return impl_->read_direct(server, share, page, out);
 }
 
 std::optional<Status> BusClient::write_direct(const std::string& server, const ShareRef& share, int64_t page,

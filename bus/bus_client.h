@@ -123,7 +123,7 @@ class BusClient {
   // have to wait, or a write, truncate or drop to that server not yet
   // answered, which this must not overtake): then call() it.
   std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                    std::span<std::byte> out, uint64_t& checksum);
+                                    std::span<std::byte> out);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data, uint64_t checksum);
   // Whether this bus runs servers in this process (the two above can answer).

@@ -58,7 +58,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
 
   // Direct calls to embedded servers (bus_client.cpp).
   std::optional<Status> read_direct(const std::string& server, const ShareRef& share, int64_t page,
-                                    std::span<std::byte> out, uint64_t& checksum);
+                                    std::span<std::byte> out);
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data, uint64_t checksum);
   bool has_embedded() const { return !embedded_by_name_.empty(); }

@@ -408,20 +408,17 @@ Frame PageServer::catalog_direct(const Frame& request) {
   return out;
 }
 
-std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out,
-                                              uint64_t& checksum) {
+std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out) {
   if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
   if (share.cluster != impl_->cluster_.cluster()) return std::nullopt;  // the usual way judges it
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Status> done;
-  checksum = kNoChecksum;
-  auto sums = impl_->shares_.checksums() ? std::span(&checksum, 1) : std::span<uint64_t>();
-  if (impl_->shares_.read_pooled(share, page, 1, out, sums)) {
+  if (impl_->shares_.read_pooled(share, page, 1, out, {})) {
     done = Status::ok();
   } else if (impl_->shares_.reads_at_once(share)) {
-    done = impl_->shares_.read(share, page, 1, out, sums, std::nullopt, /*in_place=*/true);
+    done = impl_->shares_.read(share, page, 1, out, {}, std::nullopt, /*in_place=*/true);
   }
   if (done) {
     impl_->tally_.requests++;

@@ -161,13 +161,12 @@ class PageServer {
   // whose arm's queue lives on the pool; a global-sequential window; a
   // request the usual way must refuse; stopping). The caller keeps it from
   // overtaking its own requests on the page still in flight.
-  // The page's checksum goes to `checksum`, for the caller to check:
-  // kNoChecksum when there is nothing to check (the server runs without
-  // checksums, or it checked the page in `out` itself as it read it from
-  // disk). A write's checksum, made by the caller from these very bytes in
-  // this process, is stored as it is (kNoChecksum: the server computes it).
-  std::optional<Status> read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out,
-                                    uint64_t& checksum);
+  // Checksums: a page read so is checked by the server (as it comes from
+  // disk into `out`, or as it entered the pool), and never leaves this
+  // process, so the caller has nothing to check. A write's checksum, made
+  // by the caller from these very bytes in this process, is stored as it
+  // is (kNoChecksum: the server computes it).
+  std::optional<Status> read_direct(const ShareRef& share, int64_t page, std::span<std::byte> out);
   std::optional<Status> write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data,
                                      uint64_t checksum);
 

@@ -2,6 +2,7 @@
 #include "store/local_pagefile.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -40,6 +41,10 @@ constexpr off_t kSharedByte = 2050;
 // sole writer (8 bytes each, at most 32 MiB); beyond it each read reads its
 // entries.
 constexpr size_t kMaxKeptSums = size_t{1} << 22;
+
+// Checksum blocks a sole writer maps at most per file (the first 256 Ki
+// pages, written in any order); past them entries are written.
+constexpr size_t kMaxMappedGroups = 1024;
 
 // Pages below this have their reservation remembered (a bit each, at most
 // 2 MiB); a page beyond it is reserved before every write.
@@ -157,7 +162,7 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
 }  // namespace
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
-                             bool reserve_first, bool checksums, bool sole_writer)
+                             bool reserve_first, bool checksums, bool sole_writer, bool map_entries)
     : fd_(fd),
       sole_writer_(sole_writer),
       name_(std::move(name)),
@@ -168,6 +173,7 @@ LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header,
       units_(header.version == kFormatVersion ? header.page_size / kChecksumSectorSize : 1),
       unit_(header.page_size / units_),
       sum_block_bytes_(static_cast<off_t>(kGroupPages * kEntryBytes * units_)),
+      map_entries_(map_entries && checked_ && !read_only),
       reserve_first_(reserve_first) {}
 
 off_t LocalPagefile::page_offset(int64_t page) const {
@@ -189,7 +195,75 @@ void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, Un
   }
 }
 
-LocalPagefile::~LocalPagefile() { ::close(fd_); }
+LocalPagefile::~LocalPagefile() {
+  unmap_from(0);
+  ::close(fd_);
+}
+
+off_t LocalPagefile::block_offset(int64_t group) const {
+  return static_cast<off_t>(kHeaderSize) + group * (sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size());
+}
+
+Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
+  MutexLock lock(maps_mu_);
+  if (auto it = maps_.find(group); it != maps_.end()) return it->second;
+  // (Each block is a mapping, of which a process may have some 65 000.)
+  if (cannot_map_ || maps_.size() >= kMaxMappedGroups) return nullptr;
+  off_t at = block_offset(group);
+  auto size = static_cast<size_t>(sum_block_bytes_);
+  // Allocated first: a store into a hole of a full disk would fault. (This
+  // extends the file over the block, as a pwrite of an entry in it would.)
+  if (::fallocate(fd_, 0, at, sum_block_bytes_) != 0) {
+    if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      return errno_status(errno, name_, fmt::format("reserve space for the checksums of group {}", group));
+    }
+    cannot_map_ = true;
+    return nullptr;
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, at);
+  if (map == MAP_FAILED) {
+    cannot_map_ = true;
+    return nullptr;
+  }
+  // Read in now, so that a disk error reading the block is an error here
+  // rather than a fault at a store (MADV_POPULATE_WRITE reports it).
+  if (::madvise(map, size, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+    Status s = errno_status(errno, name_, fmt::format("read the checksums of group {}", group));
+    ::munmap(map, size);
+    return s;
+  }
+  return maps_[group] = static_cast<std::byte*>(map);
+}
+
+void LocalPagefile::unmap_from(off_t end) {
+  MutexLock lock(maps_mu_);
+  for (auto it = maps_.begin(); it != maps_.end();) {
+    if (block_offset(it->first) + sum_block_bytes_ > end) {
+      ::munmap(it->second, static_cast<size_t>(sum_block_bytes_));
+      it = maps_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
+  if (map_entries_) {
+    auto block = mapped_block(page / kGroupPages);
+    if (!block) return block.status();
+    if (*block != nullptr) {
+      // The seam as for a pwrite: an entry is smaller than a sector, so a
+      // torn write of it leaves nothing, and a short one all of it.
+      if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
+        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
+      }
+      std::memcpy(*block + static_cast<size_t>(entry_offset(page) - block_offset(page / kGroupPages)), entries.data(),
+                  entries.size());
+      return Status::ok();
+    }
+  }
+  return pwrite_full(fd_, entries, entry_offset(page), name_);
+}
 
 Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
                                                            const OpenSpec& spec) {
@@ -265,7 +339,8 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
-      new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer));
+      new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
+                        spec.sole_writer && !spec.dsync));
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -437,7 +512,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     put_le<uint64_t>(entry, kEntryBytes * u + 8, before[u]);
   }
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
-  if (Status s = pwrite_full(fd_, entry, entry_offset(page), name_); !s) {
+  if (Status s = write_entries(page, entry); !s) {
     set_suspect(page, true);
     return s.with_context(fmt::format("checksum of page {}", page));
   }
@@ -475,6 +550,7 @@ Status LocalPagefile::truncate(int64_t pages) {
     suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
+  unmap_from(end);  // (a store past the end would fault)
   if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
     // that come back later as holes must not meet their old checksums.

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <set>
 #include <span>
@@ -141,7 +142,7 @@ class LocalPagefile {
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
-                bool checksums, bool sole_writer);
+                bool checksums, bool sole_writer, bool map_entries);
   Status check_writable(std::string_view operation) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
@@ -149,6 +150,17 @@ class LocalPagefile {
 
   // Where page `page`'s checksum entries lie in the file (units_ of them).
   off_t entry_offset(int64_t page) const;
+  // Where group `group`'s checksum block lies in the file.
+  off_t block_offset(int64_t group) const;
+  // Records the page's entries (before its write): a store into the mapped
+  // checksum block where map_entries_, else a pwrite.
+  Status write_entries(int64_t page, std::span<const std::byte> entries);
+  // The group's checksum block, mapped (allocated first, so that a store
+  // never meets a full disk); nullptr where the file system cannot
+  // allocate ahead (entries are then written).
+  Result<std::byte*> mapped_block(int64_t group);
+  // Unmaps the blocks at and past `end` in the file (a truncate's).
+  void unmap_from(off_t end);
   // The checksums of the page's units (units_ of `sums`).
   void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
   // The page's checksums as last written or verified by this object (a
@@ -189,6 +201,17 @@ class LocalPagefile {
   mutable Mutex sums_mu_;
   mutable std::vector<uint64_t> sums_ GUARDED_BY(sums_mu_);
   std::set<int64_t> suspects_ GUARDED_BY(sums_mu_);
+
+  // A sole writer's checksum blocks, mapped: an entry's write is then a
+  // store to memory where it would be a system call, as many as pages
+  // written. Not with O_DSYNC (such a store is not durable at once), nor
+  // where another descriptor may truncate the file (a store past its end
+  // would fault). The entries are read with pread (the same page cache),
+  // so a disk error reading them is an error, not a fault.
+  const bool map_entries_;
+  Mutex maps_mu_;
+  std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
+  bool cannot_map_ GUARDED_BY(maps_mu_) = false;
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;

@@ -468,6 +468,52 @@ TEST_CASE("pages across checksum groups; truncate clears the checksums of pages 
   CHECK(*f->size_pages() == 2 * g);
 }
 
+TEST_CASE("a sole writer's checksums (its blocks mapped) are on disk for every other reader") {
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  for (uint32_t page_size : {512u, 4096u, 16384u}) {
+    CAPTURE(page_size);
+    TempDir dir;
+    auto path = dir / "f";
+    auto spec = create_spec(page_size);
+    spec.sole_writer = true;
+    spec.sector_checksums = true;
+    auto f = must_open(path, spec);
+    const std::vector<int64_t> pages = {0, 1, g - 1, g, 3 * g + 7};
+    for (int64_t p : pages) REQUIRE_OK(f->write_page(p, page_pattern(page_size, p)));
+    REQUIRE_OK(f->write_page(1, page_pattern(page_size, 1001)));  // an overwrite
+    // Cut back into group 1 (its block stays), then past group 3 again.
+    REQUIRE_OK(f->truncate(g + 1));
+    REQUIRE_OK(f->write_page(4 * g + 1, page_pattern(page_size, 4 * g + 1)));
+    REQUIRE_OK(f->sync());
+    // Another object of the file (a server started again) reads the
+    // entries from disk: every page verifies, holes included.
+    LocalPagefile::OpenSpec reader;
+    reader.read_only = true;
+    auto other = must_open(path, reader);
+    std::vector<std::byte> buf(page_size);
+    for (int64_t p : {int64_t{0}, g - 1, g, 4 * g + 1}) {
+      REQUIRE_OK(other->verify_page(p, buf));
+      CHECK(buf == page_pattern(page_size, p));
+    }
+    REQUIRE_OK(other->verify_page(1, buf));
+    CHECK(buf == page_pattern(page_size, 1001));
+    for (int64_t p : {int64_t{2}, g + 1, 3 * g + 7, 4 * g}) {
+      REQUIRE_OK(other->verify_page(p, buf));
+      CHECK(buf == std::vector<std::byte>(page_size));
+    }
+    // And a damaged page is found by it.
+    auto byte = raw_read(path, other->page_offset(g) + 3, 1);
+    byte[0] ^= std::byte{0x10};
+    raw_write(path, other->page_offset(g) + 3, byte);
+    CHECK_CODE(other->verify_page(g, buf), Code::kCorruption);
+    // A full truncate unmaps every block; writing starts again.
+    REQUIRE_OK(f->truncate(0));
+    REQUIRE_OK(f->write_page(2 * g, page_pattern(page_size, 5)));
+    REQUIRE_OK(other->verify_page(2 * g, buf));
+    CHECK(buf == page_pattern(page_size, 5));
+  }
+}
+
 TEST_CASE("a file of format version 1 (no checksums) is read and written unchecked") {
   TempDir dir;
   auto path = dir / "v1";
