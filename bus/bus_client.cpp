@@ -147,25 +147,24 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     } else {
       Peer& peer = peers_[server];
       auto now = Clock::now();
-      if (peer.silent_until > now && !request.isPing()) {
-        silent = true;
-      } else {
+      // A silent server's request fails below, outside the lock.
+      silent = peer.silent_until > now && !request.isPing();
+      if (!silent) {
         id = next_id_++;
         request.setId(id);
         frame = to_frame(message);
         pending_.emplace(id, Pending{std::move(done), server, now + std::chrono::milliseconds(request_timeout_ms_)});
-      }
-      if (silent) {
-      } else if (peer.connection) {
-        connection = peer.connection;
-      } else {
-        peer.name = server;
-        peer.queued.emplace_back(id, std::move(frame));
-        if (!peer.connecting) {
-          // Connecting may take up to connect_timeout_ms: on the work pool.
-          peer.connecting = true;
-          ++connects_in_flight_;
-          boost::asio::post(runtime_->work(), [self = shared_from_this(), server] { self->connect_peer(server); });
+        if (peer.connection) {
+          connection = peer.connection;
+        } else {
+          peer.name = server;
+          peer.queued.emplace_back(id, std::move(frame));
+          if (!peer.connecting) {
+            // Connecting may take up to connect_timeout_ms: on the work pool.
+            peer.connecting = true;
+            ++connects_in_flight_;
+            boost::asio::post(runtime_->work(), [self = shared_from_this(), server] { self->connect_peer(server); });
+          }
         }
       }
     }

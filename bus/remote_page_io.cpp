@@ -15,10 +15,23 @@ namespace pagefile::net {
 
 namespace {
 
-void set_share(wire::Share::Builder share, const FileRecord& record) {
+// The share of `record`, for a request made under fencing token `fence`
+// (0: none, as a drop carries).
+void set_share(wire::Share::Builder share, const FileRecord& record, uint64_t fence = 0) {
   share.setCluster(record.cluster);
   share.setFileId(record.id);
   share.setPageSize(record.page_size);
+  share.setFence(fence);
+}
+
+// A setSize request of `record` to `pages`, under fencing token `fence`.
+void set_size(wire::Request::Builder r, const FileRecord& record, int64_t pages, bool grow_only, uint64_t fence) {
+  auto set = r.initSetSize();
+  set.setFileId(record.id);
+  set.setPages(pages);
+  set.setGrowOnly(grow_only);
+  r.setLockToken(fence);
+  r.setCluster(record.cluster);
 }
 
 // Waits for one call per server, reading their answers on this thread
@@ -131,8 +144,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
 void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) const {
-  set_share(share, record_);
-  share.setFence(fence_->load());
+  set_share(share, record_, fence_->load());
   share.setPolicy(policy_);
   share.setSectorChecksums(sector_checksums_);
   // A server reading ahead for global-sequential keeps to its own pages,
@@ -238,9 +250,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
     bus_->call(
         server,
         [&](wire::Request::Builder r) {
-          auto share = r.initFence();
-          set_share(share, record_);
-          share.setFence(token);
+          set_share(r.initFence(), record_, token);
         },
         barrier.arm(server));
   }
@@ -273,12 +283,7 @@ Status RemotePageIo::record_size() {
   int64_t size = size_.load();
   if (size <= catalog_size_) return Status::ok();
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
-    auto set = r.initSetSize();
-    set.setFileId(record_.id);
-    set.setPages(size);
-    set.setGrowOnly(true);
-    r.setLockToken(fence_->load());
-    r.setCluster(record_.cluster);
+    set_size(r, record_, size, /*grow_only=*/true, fence_->load());
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: record size", record_.name));
   catalog_size_ = size;
@@ -326,11 +331,7 @@ Status RemotePageIo::sync() {
   Barrier barrier(*bus_);
   for (size_t server : dirty) {
     bus_->call(record_.servers[server],
-               [&](wire::Request::Builder r) {
-                 auto share = r.initSync();
-                 set_share(share, record_);
-                 share.setFence(fence_->load());
-               },
+               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, fence_->load()); },
                barrier.arm(record_.servers[server]));
   }
   if (Status s = barrier.wait(); !s) {
@@ -349,19 +350,14 @@ Status RemotePageIo::truncate(int64_t pages) {
     bus_->call(server,
                [&](wire::Request::Builder r) {
                  auto t = r.initTruncate();
-                 set_share(t.initShare(), record_);
-                 t.getShare().setFence(fence_->load());
+                 set_share(t.initShare(), record_, fence_->load());
                  t.setPages(pages);
                },
                barrier.arm(server));
   }
   if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
-    auto set = r.initSetSize();
-    set.setFileId(record_.id);
-    set.setPages(pages);
-    r.setLockToken(fence_->load());
-    r.setCluster(record_.cluster);
+    set_size(r, record_, pages, /*grow_only=*/false, fence_->load());
   });
   if (!reply) return reply.status().with_context(fmt::format("{}: truncate", record_.name));
   size_ = pages;

@@ -424,12 +424,10 @@ Status CatalogStore::load_cluster_id() {
   std::string what = catalog_label(db_);
   Transaction tx(db_);
   if (Status s = tx.begin(what); !s) return s;
-  auto read = Statement::prepare(db_, "SELECT value FROM meta WHERE key = 'cluster_id'", what);
-  if (!read) return read.status();
-  auto row = read->step(what, "read cluster id");
-  if (!row) return row.status();
-  if (*row) {
-    cluster_id_ = static_cast<uint64_t>(read->int64(0));
+  auto stored = meta_value("cluster_id");
+  if (!stored) return stored.status();
+  if (*stored) {
+    cluster_id_ = static_cast<uint64_t>(**stored);
     if (cluster_id_ == 0) return Status::corruption(what, "catalog has no valid cluster_id");
     return tx.commit(what);
   }
@@ -437,11 +435,27 @@ Status CatalogStore::load_cluster_id() {
   do {
     cluster_id_ = (static_cast<uint64_t>(random()) << 32) ^ random();
   } while (cluster_id_ == 0);
-  auto write = Statement::prepare(db_, "INSERT INTO meta(key, value) VALUES ('cluster_id', ?1)", what);
-  if (!write) return write.status();
-  write->bind(1, static_cast<int64_t>(cluster_id_));
-  if (Status s = write->run(what, "make cluster id"); !s) return s;
+  if (Status s = set_meta("cluster_id", static_cast<int64_t>(cluster_id_)); !s) return s;
   return tx.commit(what);
+}
+
+Result<std::optional<int64_t>> CatalogStore::meta_value(std::string_view key) {
+  std::string what = catalog_label(db_);
+  auto read = Statement::prepare(db_, "SELECT value FROM meta WHERE key = ?1", what);
+  if (!read) return read.status();
+  read->bind(1, key);
+  auto row = read->step(what, fmt::format("read {}", key));
+  if (!row) return row.status();
+  return *row ? std::optional<int64_t>(read->int64(0)) : std::nullopt;
+}
+
+Status CatalogStore::set_meta(std::string_view key, int64_t value) {
+  std::string what = catalog_label(db_);
+  auto write = Statement::prepare(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", what);
+  if (!write) return write.status();
+  write->bind(1, key);
+  write->bind(2, value);
+  return write->run(what, fmt::format("set {}", key));
 }
 
 CatalogStore::CatalogStore(sqlite3* db) : db_(db) {}
@@ -456,16 +470,11 @@ Result<uint64_t> CatalogStore::reserve_tokens(uint64_t count) {
   Transaction tx(db_);
   if (Status s = tx.begin(what); !s) return s;
   // The first catalogs had no such row: their tokens start at 1.
-  auto read = Statement::prepare(db_, "SELECT value FROM meta WHERE key = 'next_token'", what);
-  if (!read) return read.status();
-  auto row = read->step(what, "read next token");
-  if (!row) return row.status();
-  int64_t first = *row ? read->int64(0) : 1;
+  auto stored = meta_value("next_token");
+  if (!stored) return stored.status();
+  int64_t first = stored->value_or(1);
   if (first < 1) return Status::corruption(what, "catalog has no valid next_token");
-  auto write = Statement::prepare(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES ('next_token', ?1)", what);
-  if (!write) return write.status();
-  write->bind(1, first + static_cast<int64_t>(count));
-  if (Status s = write->run(what, "set tokens aside"); !s) return s;
+  if (Status s = set_meta("next_token", first + static_cast<int64_t>(count)); !s) return s;
   if (Status s = tx.commit(what); !s) return s;
   return static_cast<uint64_t>(first);
 }
@@ -484,14 +493,12 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   if (!row) return row.status();
   if (*row) return Status::already_exists(proto.name, "is already in the catalog");
 
-  auto next = Statement::prepare(db_, "SELECT value FROM meta WHERE key = 'next_id'", what);
+  auto next = meta_value("next_id");
   if (!next) return next.status();
-  row = next->step(what, "read next id");
-  if (!row) return row.status();
-  if (!*row || next->int64(0) < 1) return Status::corruption(what, "catalog has no valid next_id");
+  if (!*next || **next < 1) return Status::corruption(what, "catalog has no valid next_id");
 
   FileRecord record = proto;
-  record.id = static_cast<uint64_t>(next->int64(0));
+  record.id = static_cast<uint64_t>(**next);
   record.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -515,9 +522,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   insert->bind(12, record.policy.name);
   if (Status s = insert->run(what, fmt::format("insert '{}'", record.name)); !s) return s;
 
-  auto bump = Statement::prepare(db_, "UPDATE meta SET value = value + 1 WHERE key = 'next_id'", what);
-  if (!bump) return bump.status();
-  if (Status s = bump->run(what, "advance next id"); !s) return s;
+  if (Status s = set_meta("next_id", **next + 1); !s) return s;
 
   if (Status s = tx.commit(what); !s) return s;
   return record;

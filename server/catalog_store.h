@@ -30,6 +30,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -98,6 +100,10 @@ class CatalogStore {
 
   // Reads the cluster id, making it first when there is none.
   Status load_cluster_id();
+  // The catalog's counters (table meta): a key's value, nullopt when it has
+  // no row; set_meta writes one. Callers hold a transaction.
+  Result<std::optional<int64_t>> meta_value(std::string_view key);
+  Status set_meta(std::string_view key, int64_t value);
 
   sqlite3* db_;
   uint64_t cluster_id_ = 0;
