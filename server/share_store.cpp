@@ -23,7 +23,10 @@ std::filesystem::path share_path(const std::filesystem::path& dir, uint64_t file
 }  // namespace
 
 ShareStore::ShareStore(const ServerOptions& options, ServerTally& tally)
-    : options_(options), tally_(tally), pool_(options.cache_pages, options.prefetch_pages) {}
+    : options_(options),
+      tally_(tally),
+      pool_(options.cache_pages, options.prefetch_pages),
+      fences_(options.dir / "shares", options.sync != SyncMode::kNone) {}
 
 std::unique_lock<std::mutex> ShareStore::hold_arm() {
   if (!emulated_disk()) return {};
@@ -277,19 +280,7 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
   return Status::ok();
 }
 
-Status ShareStore::check_fence(uint64_t file_id, uint64_t token) {
-  if (token == 0) return Status::ok();
-  MutexLock lock(fences_mu_);
-  uint64_t& highest = fences_[file_id];
-  if (token < highest) {
-    return Status::stale(fmt::format("file {}", file_id),
-                         fmt::format("write fenced off: lock token {} < {} held by another client (the lock's "
-                                     "lease ran out and another client took the file)",
-                                     token, highest));
-  }
-  highest = token;
-  return Status::ok();
-}
+Status ShareStore::check_fence(uint64_t file_id, uint64_t token) { return fences_.check(file_id, token); }
 
 Status ShareStore::sync(const ShareRef& ref) {
   tally_.syncs++;
@@ -325,6 +316,7 @@ Status ShareStore::drop(uint64_t file_id) {
     pool_.drop(file_id, 0);
   }
   reset_window(file_id, 0);
+  fences_.forget(file_id);
   Status s = LocalPagefile::unlink(share_path(options_.dir, file_id));
   return s.is(Code::kNotFound) ? Status::ok() : s;
 }

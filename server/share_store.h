@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "server/fence_table.h"
 #include "server/page_server.h"
 #include "server/server_counters.h"
 #include "server/server_pool.h"
@@ -94,10 +95,11 @@ class ShareStore {
   // Makes every write to the share durable (per the server's SyncMode).
   Status sync(const ShareRef& share);
   // Fencing: raises the file's highest token seen to `token` (0: a writer
-  // without a lock, nothing to check). kStale, changing nothing, when a
-  // higher one was seen: the sender's write lock has passed to another
-  // client. Writes (page by page, under the page's lock), truncates and
-  // syncs check their share's token here first.
+  // without a lock, nothing to check), kept on disk (server/fence_table.h).
+  // kStale, changing nothing, when a higher one was seen: the sender's
+  // write lock has passed to another client. Writes (page by page, under
+  // the page's lock), truncates and syncs check their share's token here
+  // first.
   Status check_fence(uint64_t file_id, uint64_t token);
   // Cuts the share to `pages` (pages of the file, not of the share).
   Status truncate(const ShareRef& share, int64_t pages);
@@ -173,8 +175,7 @@ class ShareStore {
   Mutex windows_mu_;
   std::map<uint64_t, std::shared_ptr<Window>> windows_ GUARDED_BY(windows_mu_);
 
-  Mutex fences_mu_;
-  std::unordered_map<uint64_t, uint64_t> fences_ GUARDED_BY(fences_mu_);  // file -> highest token seen
+  FenceTable fences_;
 
   mutable Mutex log_mu_;
   std::deque<std::pair<uint64_t, int64_t>> disk_read_log_ GUARDED_BY(log_mu_);

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -473,6 +474,45 @@ TEST_CASE("fencing: a write, truncate or sync under an older token than the file
   CHECK_OK(fenced(c, 6, "fence", 8, 20));
   CHECK_CODE(fenced(c, 7, "write", 8, 19), Code::kStale);
   CHECK_OK(fenced(c, 8, "write", 9, 1));
+}
+
+TEST_CASE("fencing: the highest token a server has seen outlives the server") {
+  TempDir dir;
+  {
+    auto server = start_page_server(dir / "server");
+    RawClient c(server->address());
+    CHECK_OK(fenced(c, 1, "write", 7, 5));
+    CHECK_OK(fenced(c, 2, "fence", 7, 9));   // the lock passed to another client
+    CHECK_OK(fenced(c, 3, "fence", 8, 4));
+  }
+  // Started again (a crash, an upgrade): the writer whose lock ran out
+  // is still refused, every way it may try.
+  auto path = dir / "server" / "shares" / "7.fence";
+  REQUIRE(std::filesystem::exists(path));
+  {
+    auto server = start_page_server(dir / "server");
+    RawClient c(server->address());
+    for (const std::string kind : {"write", "truncate", "sync", "fence"}) {
+      CAPTURE(kind);
+      CHECK_CODE(fenced(c, 4, kind, 7, 5), Code::kStale);
+    }
+    CHECK_OK(fenced(c, 5, "write", 7, 9));
+    CHECK_CODE(fenced(c, 6, "write", 8, 3), Code::kStale);
+    CHECK_OK(fenced(c, 7, "write", 8, 4));
+  }
+  // A damaged record refuses the file's writes rather than guess the bar,
+  // and says which file to look at; other files go on.
+  std::vector<std::byte> junk(16, std::byte{0x5a});
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(junk.data()), static_cast<std::streamsize>(junk.size()));
+  }
+  auto server = start_page_server(dir / "server");
+  RawClient c(server->address());
+  Status s = fenced(c, 8, "write", 7, 10);
+  CHECK_CODE(s, Code::kCorruption);
+  CHECK(s.message().find("7.fence") != std::string::npos);
+  CHECK_OK(fenced(c, 9, "write", 8, 4));
 }
 
 TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher one; a superseded token cannot unlink") {
