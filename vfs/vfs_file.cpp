@@ -2,6 +2,7 @@
 // (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
 // in ByteFile; this file adds SQLite's codes, locks and controls.
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -372,6 +373,22 @@ const sqlite3_io_methods kStoreFileMethods = {
     x_unfetch,
 };
 
+Status check_store_path(const std::string& name) {
+  if (name.find('/') == std::string::npos) return Status::ok();  // a plain store name
+  struct stat st {};
+  if (::stat(name.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return Status::invalid_argument(name, "is a directory on this machine");
+  }
+  size_t slash = name.rfind('/');
+  std::string dir = slash == 0 ? std::string("/") : name.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::not_found(name, fmt::format("its directory {} does not exist on this machine (a name with a '/' "
+                                               "is a path, as for the unix VFS; a plain store name has none)",
+                                               dir));
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags) {
   auto name = store_name(sqlite_name);
   if (!name) return name.status();
@@ -392,6 +409,9 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     config = registry.lookup(*name);
   }
   if (!config) return config.status();
+  if (st->main_db && (*config)->options.location != Location::kLocal) {
+    if (Status s = check_store_path(*name); !s) return s;
+  }
   st->config = *config;
   if ((flags & SQLITE_OPEN_READONLY) == 0) st->config->forget_absent(*name);  // it may be written now
   st->fresh_locks_seen = st->config->fresh_locks->load();  // opened now: nothing to catch up on

@@ -64,6 +64,13 @@ std::string last_error();
 // Opens a store file for xOpen. `role` is the SQLITE_OPEN_* role flag.
 Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags);
 
+// The rule for a remote database's name (doc/sqlite_vfs.md, "Names"): a
+// name holding a '/' is a path, and is refused as the unix VFS would refuse
+// it when its directory does not exist on this machine (kNotFound) or it
+// names a directory (kInvalidArgument); a plain store name (no '/') is
+// the store's alone.
+Status check_store_path(const std::string& name);
+
 // The store as the SQL functions, xAccess and xDelete see it, by path.
 // stored_size: kNotFound when absent.
 Result<int64_t> stored_size(const std::string& path);

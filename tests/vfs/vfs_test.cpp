@@ -697,3 +697,57 @@ TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
   a.run("DELETE FROM t WHERE x > 10; COMMIT");
   CHECK(b.query("SELECT count(*) FROM t") == "10");
 }
+
+TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
+  vfs();  // registered, on the embedded bus
+  TempDir dir;
+  std::string missing_dir = (dir.path() / "no-such-dir" / "app.db").string();
+  std::string a_dir = (dir.path() / "sub").string();
+  std::filesystem::create_directories(a_dir);
+  struct Case {
+    std::string name;
+    int flags;
+    const char* why;
+  };
+  const int create = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI;
+  const Case cases[] = {
+      {missing_dir, create, "directory"},
+      {a_dir, create, "is a directory"},
+      {"relative-no-such-dir/" + fresh("app"), create, "directory"},
+      {fresh("plain-ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, "does not exist"},
+      {(dir.path() / "ro-missing.db").string(), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, "does not exist"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    // The unix VFS's answer, and ours.
+    sqlite3* unix_db = nullptr;
+    int unix_rc = sqlite3_open_v2(c.name.c_str(), &unix_db, c.flags & ~SQLITE_OPEN_URI, "unix");
+    if (unix_rc == SQLITE_OK) unix_rc = sqlite3_exec(unix_db, "PRAGMA schema_version", nullptr, nullptr, nullptr);
+    sqlite3_close_v2(unix_db);
+    CHECK(unix_rc == SQLITE_CANTOPEN);
+    SqliteDb db(pagefile_uri(c.name), "pagefile", c.flags);
+    int rc = db.open_rc() == SQLITE_OK ? db.exec("PRAGMA schema_version") : db.open_rc();
+    INFO(db.error(), " / ", db.last_error());
+    CHECK((rc & 0xff) == SQLITE_CANTOPEN);
+    char why[512] = {};
+    vfs()->xGetLastError(vfs(), sizeof why, why);
+    CHECK(std::string(why).find(c.why) != std::string::npos);
+  }
+  // Where the directory exists, a path opens; and xAccess, xDelete and
+  // xFullPathname agree on it, and on a plain name.
+  for (std::string name : {(std::filesystem::path(a_dir) / fresh("here")).string(), fresh("plain")}) {
+    CAPTURE(name);
+    char full[1100];
+    REQUIRE(vfs()->xFullPathname(vfs(), name.c_str(), sizeof full, full) == SQLITE_OK);
+    CHECK(std::string(full) == name);
+    {
+      SqliteDb db(pagefile_uri(name));
+      REQUIRE(db.open_rc() == SQLITE_OK);
+      db.run("CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+    }
+    CHECK(access(name) == 1);
+    CHECK(vfs()->xDelete(vfs(), name.c_str(), 1) == SQLITE_OK);
+    CHECK(access(name) == 0);
+    CHECK(vfs()->xDelete(vfs(), name.c_str(), 1) == SQLITE_IOERR_DELETE_NOENT);
+  }
+}
