@@ -112,11 +112,16 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
     r.setLockToken(lock_token);
   });
   if (!reply) return reply.status();
-  auto checked = from_wire((*reply)->root().getFile());
-  if (!checked) return checked.status().with_context("removed from the catalog; its pages stay on the servers");
-  FileRecord record = std::move(*checked);
-  // The name is gone; now free the pages. A server that is down keeps its
-  // share until it is cleaned by hand: say so.
+  // The name is gone; now free the pages. Only what that needs is taken
+  // from the record, unchecked: a record the catalog let go of is not
+  // refused here, or its pages would stay for ever.
+  auto removed = (*reply)->root().getFile();
+  FileRecord record;
+  record.id = removed.getId();
+  record.page_size = removed.getPageSize();
+  record.cluster = removed.getCluster();
+  for (auto address : removed.getServers()) record.servers.emplace_back(address);
+  // A server that is down keeps its share until it is cleaned by hand: say so.
   Barrier barrier(bus);
   for (const auto& server : record.servers) {
     bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm(server));

@@ -45,6 +45,9 @@ Result<uint64_t> FenceTable::load(uint64_t file_id) const {
   int err = errno;
   ::close(fd);
   if (got < 0) return errno_status(err, name, "read");
+  // Empty: made, but its first record never written (a crash, a full
+  // disk), so the raise it was for was never answered.
+  if (got == 0) return uint64_t{0};
   if (got != static_cast<ssize_t>(kRecordBytes) || get_le<uint64_t>(record, 8) != sum_of(record)) {
     return Status::corruption(name, "the file's highest fencing token is damaged; its writes are refused until "
                                     "the file is removed (once no writer whose lock ran out can still write)");
@@ -60,8 +63,11 @@ Status FenceTable::store(uint64_t file_id, uint64_t token) const {
   put_le<uint64_t>(record, 0, token);
   put_le<uint64_t>(record, 8, sum_of(record));
   Status s;
-  if (::pwrite(fd, record.data(), record.size(), 0) != static_cast<ssize_t>(kRecordBytes)) {
+  ssize_t wrote = ::pwrite(fd, record.data(), record.size(), 0);
+  if (wrote < 0) {
     s = errno_status(errno, name, "write");
+  } else if (wrote != static_cast<ssize_t>(kRecordBytes)) {
+    s = Status::no_space(name, fmt::format("write: {} of {} bytes", wrote, kRecordBytes));
   } else if (flush_ && ::fdatasync(fd) != 0) {
     s = errno_status(errno, name, "fdatasync");
   }
@@ -77,30 +83,39 @@ Status FenceTable::store(uint64_t file_id, uint64_t token) const {
   return s;
 }
 
+std::shared_ptr<FenceTable::File> FenceTable::file(uint64_t file_id) {
+  MutexLock lock(mu_);
+  auto& file = files_[file_id];
+  if (!file) file = std::make_shared<File>();
+  return file;
+}
+
 Status FenceTable::check(uint64_t file_id, uint64_t token) {
   if (token == 0) return Status::ok();
-  MutexLock lock(mu_);
-  auto it = highest_.find(file_id);
-  if (it == highest_.end()) {
+  std::shared_ptr<File> f = file(file_id);
+  MutexLock lock(f->mu);
+  if (!f->loaded) {
     auto stored = load(file_id);
     if (!stored) return stored.status();
-    it = highest_.emplace(file_id, *stored).first;
+    f->highest = *stored;
+    f->loaded = true;
   }
-  if (token < it->second) {
+  if (token < f->highest) {
     return Status::stale(fmt::format("file {}", file_id),
                          fmt::format("write fenced off: lock token {} < {} held by another client (the lock's "
                                      "lease ran out and another client took the file)",
-                                     token, it->second));
+                                     token, f->highest));
   }
-  if (token > it->second) {
+  if (token > f->highest) {
     if (Status s = store(file_id, token); !s) return s.with_context(fmt::format("file {}: record fencing token", file_id));
-    it->second = token;
+    f->highest = token;
   }
   return Status::ok();
 }
 
 void FenceTable::forget(uint64_t file_id) {
-  MutexLock lock(mu_);
+  std::shared_ptr<File> f = file(file_id);
+  MutexLock lock(f->mu);
   (void)::unlink(path(file_id).c_str());
   // (Kept in memory: ids are never reused, and a stale writer's request
   // for the removed file is still refused until this server restarts.)

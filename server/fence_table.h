@@ -6,14 +6,17 @@
 //
 // A token is recorded (and, unless the server never flushes, flushed)
 // before the request that raised it goes on, so a raise that was answered
-// is never forgotten. Raises happen when a write lock passes to another
+// is never forgotten. An empty record (made, then a crash or a full disk
+// before its first write) is none: its raise was never answered. Raises happen when a write lock passes to another
 // client, not at every write, so the flush is rare.
 //
-// Thread-safety: thread-safe.
+// Thread-safety: thread-safe. Each file has a mutex of its own, held over
+// its record's read and flush, so a raise of one file waits for no other.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <unordered_map>
 
 #include "core/mutex.h"
@@ -41,10 +44,17 @@ class FenceTable {
   Result<uint64_t> load(uint64_t file_id) const;
   Status store(uint64_t file_id, uint64_t token) const;
 
+  struct File {
+    Mutex mu;
+    bool loaded GUARDED_BY(mu) = false;
+    uint64_t highest GUARDED_BY(mu) = 0;  // as loaded or raised
+  };
+  std::shared_ptr<File> file(uint64_t file_id);
+
   const std::filesystem::path shares_;
   const bool flush_;
   Mutex mu_;
-  std::unordered_map<uint64_t, uint64_t> highest_ GUARDED_BY(mu_);  // as loaded or raised
+  std::unordered_map<uint64_t, std::shared_ptr<File>> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile::net

@@ -2,8 +2,10 @@
 #include "store/local_pagefile.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -43,8 +45,12 @@ constexpr off_t kSharedByte = 2050;
 constexpr size_t kMaxKeptSums = size_t{1} << 22;
 
 // Checksum blocks a sole writer maps at most per file (the first 256 Ki
-// pages, written in any order); past them entries are written.
+// pages, written in any order), and in all in this process (each is a
+// mapping, of which a process may have some 65 000); past them entries
+// are written.
 constexpr size_t kMaxMappedGroups = 1024;
+constexpr size_t kMaxMappedBlocksPerProcess = 16384;
+std::atomic<size_t> g_mapped_blocks{0};
 
 // Pages below this have their reservation remembered (a bit each, at most
 // 2 MiB); a page beyond it is reserved before every write.
@@ -196,7 +202,10 @@ void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, Un
 }
 
 LocalPagefile::~LocalPagefile() {
-  unmap_from(0);
+  {
+    MutexLock lock(maps_mu_);
+    unmap_from(0);
+  }
   ::close(fd_);
 }
 
@@ -204,42 +213,72 @@ off_t LocalPagefile::block_offset(int64_t group) const {
   return static_cast<off_t>(kHeaderSize) + group * (sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size());
 }
 
+bool LocalPagefile::may_map(int fd) {
+  // File systems that overwrite a mapped page in place, so that a store
+  // into an allocated, populated block needs neither space nor a read. (On
+  // one that copies on write, a store after writeback needs new blocks,
+  // and a full disk would be a fault.)
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case EXT4_SUPER_MAGIC:  // ext2, ext3 and ext4 share it
+    case XFS_SUPER_MAGIC:
+    case TMPFS_MAGIC:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
-  MutexLock lock(maps_mu_);
   if (auto it = maps_.find(group); it != maps_.end()) return it->second;
-  // (Each block is a mapping, of which a process may have some 65 000.)
   if (cannot_map_ || maps_.size() >= kMaxMappedGroups) return nullptr;
+  // Every block is a mapping of its own, and a process may have some 65 000.
+  if (g_mapped_blocks.fetch_add(1) >= kMaxMappedBlocksPerProcess) {
+    g_mapped_blocks.fetch_sub(1);
+    return nullptr;
+  }
+  auto give_back = [] { g_mapped_blocks.fetch_sub(1); };
   off_t at = block_offset(group);
   auto size = static_cast<size_t>(sum_block_bytes_);
   // Allocated first: a store into a hole of a full disk would fault. (This
   // extends the file over the block, as a pwrite of an entry in it would.)
   if (::fallocate(fd_, 0, at, sum_block_bytes_) != 0) {
     if (errno != EOPNOTSUPP && errno != ENOSYS) {
-      return errno_status(errno, name_, fmt::format("reserve space for the checksums of group {}", group));
+      Status s = errno_status(errno, name_, fmt::format("reserve space for the checksums of group {}", group));
+      give_back();
+      return s;
     }
     cannot_map_ = true;
+    give_back();
     return nullptr;
   }
   void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, at);
   if (map == MAP_FAILED) {
-    cannot_map_ = true;
+    give_back();
     return nullptr;
   }
   // Read in now, so that a disk error reading the block is an error here
-  // rather than a fault at a store (MADV_POPULATE_WRITE reports it).
-  if (::madvise(map, size, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
-    Status s = errno_status(errno, name_, fmt::format("read the checksums of group {}", group));
+  // rather than a fault at a store. A kernel without MADV_POPULATE_WRITE
+  // (before 5.14) cannot say: entries are then written, not stored.
+  if (::madvise(map, size, MADV_POPULATE_WRITE) != 0) {
+    int err = errno;
     ::munmap(map, size);
-    return s;
+    give_back();
+    if (err == EINVAL) {
+      cannot_map_ = true;
+      return nullptr;
+    }
+    return errno_status(err, name_, fmt::format("read the checksums of group {}", group));
   }
   return maps_[group] = static_cast<std::byte*>(map);
 }
 
 void LocalPagefile::unmap_from(off_t end) {
-  MutexLock lock(maps_mu_);
   for (auto it = maps_.begin(); it != maps_.end();) {
     if (block_offset(it->first) + sum_block_bytes_ > end) {
       ::munmap(it->second, static_cast<size_t>(sum_block_bytes_));
+      g_mapped_blocks.fetch_sub(1);
       it = maps_.erase(it);
     } else {
       ++it;
@@ -249,16 +288,27 @@ void LocalPagefile::unmap_from(off_t end) {
 
 Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
   if (map_entries_) {
+    // The seam first, as for a pwrite: an entry is smaller than a sector,
+    // so a torn write of it leaves nothing, and a short one all of it.
+    if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
+      return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
+    }
+    // Held across the store: a truncate unmaps under it.
+    MutexLock lock(maps_mu_);
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
     if (*block != nullptr) {
-      // The seam as for a pwrite: an entry is smaller than a sector, so a
-      // torn write of it leaves nothing, and a short one all of it.
-      if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
-        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
+      auto* at = *block + static_cast<size_t>(entry_offset(page) - block_offset(page / kGroupPages));
+      // Each entry's old checksum before its new one, each in one aligned
+      // store: a crash between them leaves (old, old), which the page on
+      // disk still matches, never (new, older).
+      for (size_t e = 0; e < entries.size(); e += kEntryBytes) {
+        auto word = [&](size_t offset) {
+          return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(at + e + offset));
+        };
+        word(8).store(get_le<uint64_t>(entries, e + 8), std::memory_order_release);
+        word(0).store(get_le<uint64_t>(entries, e), std::memory_order_release);
       }
-      std::memcpy(*block + static_cast<size_t>(entry_offset(page) - block_offset(page / kGroupPages)), entries.data(),
-                  entries.size());
       return Status::ok();
     }
   }
@@ -340,7 +390,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync));
+                        spec.sole_writer && !spec.dsync && may_map(fd)));
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -547,10 +597,12 @@ Status LocalPagefile::truncate(int64_t pages) {
     MutexLock lock(sums_mu_);
     size_t units = static_cast<size_t>(pages) * units_;
     if (units < sums_.size()) sums_.resize(units);
-    suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
-  unmap_from(end);  // (a store past the end would fault)
+  // Held until the file is cut: a store past the end would fault, and a
+  // write meanwhile must not map a block again before it is gone.
+  MutexLock maps(maps_mu_);
+  unmap_from(end);
   if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
     // that come back later as holes must not meet their old checksums.
@@ -564,6 +616,11 @@ Status LocalPagefile::truncate(int64_t pages) {
     return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
   }
   end_pages_ = pages;
+  {
+    // Only now: a page kept by a failed truncate keeps its mark.
+    MutexLock lock(sums_mu_);
+    suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
+  }
   return Status::ok();
 }
 

@@ -155,12 +155,14 @@ class LocalPagefile {
   // Records the page's entries (before its write): a store into the mapped
   // checksum block where map_entries_, else a pwrite.
   Status write_entries(int64_t page, std::span<const std::byte> entries);
-  // The group's checksum block, mapped (allocated first, so that a store
-  // never meets a full disk); nullptr where the file system cannot
-  // allocate ahead (entries are then written).
-  Result<std::byte*> mapped_block(int64_t group);
+  // Whether the file system of `fd` lets a sole writer map its blocks.
+  static bool may_map(int fd);
+  // The group's checksum block, mapped (allocated and read in first, so
+  // that a store meets neither a full disk nor a read); nullptr where it
+  // cannot be (entries are then written).
+  Result<std::byte*> mapped_block(int64_t group) REQUIRES(maps_mu_);
   // Unmaps the blocks at and past `end` in the file (a truncate's).
-  void unmap_from(off_t end);
+  void unmap_from(off_t end) REQUIRES(maps_mu_);
   // The checksums of the page's units (units_ of `sums`).
   void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
   // The page's checksums as last written or verified by this object (a

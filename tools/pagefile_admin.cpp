@@ -91,14 +91,18 @@ int cmd_status(net::BusClient& bus) {
 int cmd_ls(net::BusClient& bus) {
   auto reply = bus.call_sync(bus.catalog(), [](net::wire::Request::Builder r) { r.setList(); });
   if (!reply) return fail(reply.status());
+  int status = 0;
   for (auto f : (*reply)->root().getFiles()) {
     auto checked = net::from_wire(f);
-    if (!checked) return fail(checked.status());
+    if (!checked) {
+      status = fail(checked.status());  // said, and the others still listed
+      continue;
+    }
     const FileRecord& r = *checked;
     fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers  {}\n", r.size_pages, r.page_size,
                placement_name(r.placement), r.servers.size(), r.name);
   }
-  return 0;
+  return status;
 }
 
 int cmd_stat(net::BusClient& bus, const std::string& name) {
