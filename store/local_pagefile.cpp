@@ -39,10 +39,6 @@ constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
 
-// Checksums (of pages, or of sectors) below this are kept in memory by a
-// sole writer (8 bytes each, at most 32 MiB); beyond it each read reads its
-// entries.
-constexpr size_t kMaxKeptSums = size_t{1} << 22;
 
 // Checksum blocks a sole writer maps at most per file (the first 256 Ki
 // pages, written in any order), and in all in this process (each is a
@@ -456,17 +452,20 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
 }
 
 bool LocalPagefile::is_suspect(int64_t page) const {
-  MutexLock lock(sums_mu_);
-  return !suspects_.empty() && suspects_.contains(page);
+  if (suspect_count_.load(std::memory_order_relaxed) == 0) return false;
+  MutexLock lock(suspects_mu_);
+  return suspects_.contains(page);
 }
 
 void LocalPagefile::set_suspect(int64_t page, bool suspect) {
-  MutexLock lock(sums_mu_);
+  if (!suspect && suspect_count_.load(std::memory_order_relaxed) == 0) return;
+  MutexLock lock(suspects_mu_);
   if (suspect) {
     suspects_.insert(page);
-  } else if (!suspects_.empty()) {
+  } else {
     suspects_.erase(page);
   }
+  suspect_count_ = suspects_.size();
 }
 
 Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
@@ -492,21 +491,17 @@ Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
 bool LocalPagefile::kept_sums(int64_t page, UnitSums& sums) const {
   if (!sole_writer_) return false;
   auto first = static_cast<size_t>(page) * units_;
-  MutexLock lock(sums_mu_);
-  if (first + units_ > sums_.size()) return false;
-  std::copy_n(sums_.begin() + static_cast<ptrdiff_t>(first), units_, sums.begin());
-  return std::none_of(sums.begin(), sums.begin() + units_, [](uint64_t sum) { return sum == kNoChecksum; });
+  for (uint32_t u = 0; u < units_; ++u) {
+    sums[u] = sums_.get(first + u);
+    if (sums[u] == kNoChecksum) return false;
+  }
+  return true;
 }
 
 void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
+  if (!sole_writer_) return;
   auto first = static_cast<size_t>(page) * units_;
-  if (!sole_writer_ || first + units_ > kMaxKeptSums) return;
-  MutexLock lock(sums_mu_);
-  if (first + units_ > sums_.size()) {
-    if (!sums) return;
-    sums_.resize(std::max(first + units_, sums_.size() * 2));
-  }
-  for (uint32_t u = 0; u < units_; ++u) sums_[first + u] = sums ? (*sums)[u] : kNoChecksum;
+  for (uint32_t u = 0; u < units_; ++u) sums_.set(first + u, sums ? (*sums)[u] : kNoChecksum);
 }
 
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
@@ -594,9 +589,7 @@ Status LocalPagefile::truncate(int64_t pages) {
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   {
-    MutexLock lock(sums_mu_);
-    size_t units = static_cast<size_t>(pages) * units_;
-    if (units < sums_.size()) sums_.resize(units);
+    sums_.forget_from(static_cast<size_t>(pages) * units_);
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // Held until the file is cut: a store past the end would fault, and a
@@ -618,8 +611,9 @@ Status LocalPagefile::truncate(int64_t pages) {
   end_pages_ = pages;
   {
     // Only now: a page kept by a failed truncate keeps its mark.
-    MutexLock lock(sums_mu_);
+    MutexLock lock(suspects_mu_);
     suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
+    suspect_count_ = suspects_.size();
   }
   return Status::ok();
 }

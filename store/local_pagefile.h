@@ -43,6 +43,7 @@
 
 #include "core/mutex.h"
 #include "store/file_header.h"
+#include "store/kept_sums.h"
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
 #include "pagefile/status.h"
@@ -198,11 +199,13 @@ class LocalPagefile {
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)
   mutable std::array<std::mutex, 64> stripes_;
-  // A sole writer's checksums by page and unit (kept_sums); 0 where not
-  // known.
-  mutable Mutex sums_mu_;
-  mutable std::vector<uint64_t> sums_ GUARDED_BY(sums_mu_);
-  std::set<int64_t> suspects_ GUARDED_BY(sums_mu_);
+  // A sole writer's checksums by unit (page * units_ + unit: kept_sums).
+  mutable KeptSums sums_;
+  // Pages whose last write failed (is_suspect), and how many, so that the
+  // common case (none) takes no lock.
+  mutable Mutex suspects_mu_;
+  std::set<int64_t> suspects_ GUARDED_BY(suspects_mu_);
+  std::atomic<size_t> suspect_count_{0};
 
   // A sole writer's checksum blocks, mapped: an entry's write is then a
   // store to memory where it would be a system call, as many as pages
