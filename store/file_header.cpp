@@ -60,6 +60,13 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
         what, fmt::format("header is {} bytes, a Pagefile header has {}", bytes.size(), kHeaderSize));
   }
   if (std::memcmp(bytes.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size()) != 0) {
+    constexpr std::string_view kSqliteMagic{"SQLite format 3\0", 16};
+    if (std::memcmp(bytes.data(), kSqliteMagic.data(), kSqliteMagic.size()) == 0) {
+      return Status::corruption(what, "is an ordinary SQLite database, not a Pagefile; it is left as it is. Copy it "
+                                      "into a Pagefile with SQLite's backup (in the sqlite3 shell with pagefile "
+                                      "loaded: .backup 'file:NEW.db?vfs=pagefile&location=local'), or into a "
+                                      "cluster with `pagefile import`");
+    }
     return Status::corruption(what, "not a Pagefile (bad magic in header)");
   }
   if (kChecksum.get(bytes) != checksum(bytes)) {

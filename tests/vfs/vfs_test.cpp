@@ -751,3 +751,32 @@ TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a pl
     CHECK(vfs()->xDelete(vfs(), name.c_str(), 1) == SQLITE_IOERR_DELETE_NOENT);
   }
 }
+
+TEST_CASE("location=local: an ordinary SQLite database at the path is refused, saying how to convert it, and left as it is") {
+  vfs();
+  TempDir dir;
+  std::string path = (dir.path() / "plain.db").string();
+  {
+    SqliteDb plain(path, "unix");
+    REQUIRE(plain.open_rc() == SQLITE_OK);
+    plain.run("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2)");
+  }
+  auto bytes = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytes();
+  {
+    SqliteDb db(pagefile_uri(path, "&location=local"));
+    int rc = db.open_rc() == SQLITE_OK ? db.exec("SELECT count(*) FROM t") : db.open_rc();
+    CHECK((rc & 0xff) == SQLITE_CORRUPT);
+    char why[512] = {};
+    vfs()->xGetLastError(vfs(), sizeof why, why);
+    CHECK(std::string(why).find("is an ordinary SQLite database, not a Pagefile") != std::string::npos);
+    CHECK(std::string(why).find("pagefile import") != std::string::npos);
+    CHECK(db.exec("INSERT INTO t VALUES (3)") != SQLITE_OK);
+  }
+  CHECK(bytes() == before);
+  SqliteDb again(path, "unix");
+  CHECK(again.query("SELECT count(*) FROM t") == "2");
+}
