@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,7 +39,6 @@ constexpr off_t kLockByte = 1024;
 constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
-
 
 // Checksum blocks a sole writer maps at most per file (the first 256 Ki
 // pages, written in any order), and in all in this process (each is a
@@ -68,16 +68,19 @@ Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::str
   return true;
 }
 
-// A checksum entry: the checksum of a page (or of a sector of it), then
-// the one it had before its last write (doc/page_format.md). A group's
-// block holds its pages' entries, 4096 bytes when there is one per page.
-constexpr size_t kEntryBytes = 16;
-static_assert(LocalPagefile::kGroupPages * kEntryBytes == 4096);
-
 // Whether `bytes` may be page `page` whose stored checksum is `sum` and
 // whose bytes hash to `hash`: kNoChecksum stands for a page never written.
 bool matches(uint64_t sum, uint64_t hash, std::span<const std::byte> bytes) {
   return sum == kNoChecksum ? all_zero(bytes) : sum == hash;
+}
+
+// The recorded checksum that `bytes` (hashing to `hash`) match: the
+// current one, else the previous one; nullopt when neither.
+std::optional<uint64_t> matched_sum(uint64_t current, uint64_t previous, uint64_t hash,
+                                    std::span<const std::byte> bytes) {
+  if (matches(current, hash, bytes)) return current;
+  if (matches(previous, hash, bytes)) return previous;
+  return std::nullopt;
 }
 
 // The errno a fault stands for (store/disk_faults.h).
@@ -183,10 +186,30 @@ off_t LocalPagefile::page_offset(int64_t page) const {
   return grouped_ ? at + (page / kGroupPages + 1) * sum_block_bytes_ : at;
 }
 
+off_t LocalPagefile::group_bytes() const {
+  return sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size();
+}
+
+off_t LocalPagefile::block_offset(int64_t group) const {
+  return static_cast<off_t>(kHeaderSize) + group * group_bytes();
+}
+
 off_t LocalPagefile::entry_offset(int64_t page) const {
-  off_t group_bytes = sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size();
-  return static_cast<off_t>(kHeaderSize) + (page / kGroupPages) * group_bytes +
+  return block_offset(page / kGroupPages) +
          static_cast<off_t>(page % kGroupPages) * static_cast<off_t>(kEntryBytes * units_);
+}
+
+uint64_t LocalPagefile::Entries::current(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u); }
+uint64_t LocalPagefile::Entries::previous(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u + 8); }
+void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous) {
+  put_le<uint64_t>(bytes, kEntryBytes * u, current);
+  put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
+}
+
+Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
+  entries.bytes.fill(std::byte{0});
+  auto read = pread_full(fd_, std::span(entries.bytes).first(kEntryBytes * units_), entry_offset(page), name_);
+  return read.status();
 }
 
 void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
@@ -203,10 +226,6 @@ LocalPagefile::~LocalPagefile() {
     unmap_from(0);
   }
   ::close(fd_);
-}
-
-off_t LocalPagefile::block_offset(int64_t group) const {
-  return static_cast<off_t>(kHeaderSize) + group * (sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size());
 }
 
 bool LocalPagefile::may_map(int fd) {
@@ -294,7 +313,7 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
     if (*block != nullptr) {
-      auto* at = *block + static_cast<size_t>(entry_offset(page) - block_offset(page / kGroupPages));
+      auto* at = *block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
       // Each entry's old checksum before its new one, each in one aligned
       // store: a crash between them leaves (old, old), which the page on
       // disk still matches, never (new, older).
@@ -435,17 +454,15 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
   if (trust_kept && kept_sums(page, kept) && std::equal(hash.begin(), hash.begin() + units_, kept.begin())) {
     return PageRead::kData;
   }
-  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
-  auto entry = std::span(entries).first(kEntryBytes * units_);
-  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
+  Entries entries;
+  if (Status s = read_entries(page, entries); !s) return s;
   bool all_current = true;
   for (uint32_t u = 0; u < units_; ++u) {
-    uint64_t current = get_le<uint64_t>(entry, kEntryBytes * u);
     auto bytes = out.subspan(size_t{u} * unit_, unit_);
-    if (!matches(current, hash[u], bytes) && !matches(get_le<uint64_t>(entry, kEntryBytes * u + 8), hash[u], bytes)) {
+    if (!matched_sum(entries.current(u), entries.previous(u), hash[u], bytes)) {
       return checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
     }
-    all_current = all_current && hash[u] == current;
+    all_current = all_current && hash[u] == entries.current(u);
   }
   if (all_current) keep_sums(page, &hash);
   return PageRead::kData;
@@ -472,18 +489,15 @@ Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
   std::vector<std::byte> bytes(page_size());
   // (Bytes past the end of the file stay zeros, as a hole reads.)
   if (auto got = pread_full(fd_, bytes, page_offset(page), name_); !got) return got.status();
-  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
-  auto entry = std::span(entries).first(kEntryBytes * units_);
-  if (auto e = pread_full(fd_, entry, entry_offset(page), name_); !e) return e.status();
+  Entries entries;
+  if (Status s = read_entries(page, entries); !s) return s;
   UnitSums hash;
   unit_sums(page, bytes, hash);
   for (uint32_t u = 0; u < units_; ++u) {
     // The slot this unit's bytes match; else (a unit damaged already) the
     // current one, as any write takes.
-    uint64_t current = get_le<uint64_t>(entry, kEntryBytes * u);
-    uint64_t previous = get_le<uint64_t>(entry, kEntryBytes * u + 8);
     auto unit = std::span(bytes).subspan(size_t{u} * unit_, unit_);
-    sums[u] = !matches(current, hash[u], unit) && matches(previous, hash[u], unit) ? previous : current;
+    sums[u] = matched_sum(entries.current(u), entries.previous(u), hash[u], unit).value_or(entries.current(u));
   }
   return Status::ok();
 }
@@ -538,8 +552,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // the page itself is written (or if its write fails, or tears between
   // sectors), the old page, or each old sector, still matches.
   std::lock_guard whole(stripe(page));
-  std::array<std::byte, kEntryBytes * kMaxUnits> entries{};
-  auto entry = std::span(entries).first(kEntryBytes * units_);
+  Entries entries;
   UnitSums before{};
   // A page past the end has no old content for a cut write to leave, so
   // no old checksum is worth reading.
@@ -547,17 +560,12 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
   } else if (!kept_sums(page, before) && !appended) {
-    // (Entries past the end of the file read as none recorded: zeros.)
-    Result<size_t> got = pread_full(fd_, entry, entry_offset(page), name_);
-    if (!got) return got.status().with_context(fmt::format("page {}", page));
-    for (uint32_t u = 0; u < units_; ++u) before[u] = get_le<uint64_t>(entry, kEntryBytes * u);
+    if (Status s = read_entries(page, entries); !s) return s.with_context(fmt::format("page {}", page));
+    for (uint32_t u = 0; u < units_; ++u) before[u] = entries.current(u);
   }
-  for (uint32_t u = 0; u < units_; ++u) {
-    put_le<uint64_t>(entry, kEntryBytes * u, sums[u]);
-    put_le<uint64_t>(entry, kEntryBytes * u + 8, before[u]);
-  }
+  for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
-  if (Status s = write_entries(page, entry); !s) {
+  if (Status s = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_)); !s) {
     set_suspect(page, true);
     return s.with_context(fmt::format("checksum of page {}", page));
   }
@@ -588,9 +596,7 @@ Status LocalPagefile::truncate(int64_t pages) {
     MutexLock lock(reserved_mu_);
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
-  {
-    sums_.forget_from(static_cast<size_t>(pages) * units_);
-  }
+  sums_.forget_from(static_cast<size_t>(pages) * units_);
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // Held until the file is cut: a store past the end would fault, and a
   // write meanwhile must not map a block again before it is gone.
@@ -624,10 +630,9 @@ Result<int64_t> LocalPagefile::size_pages() const {
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
   off_t body = st.st_size - static_cast<off_t>(kHeaderSize);
   if (!grouped_) return static_cast<int64_t>(body / page_size());
-  off_t group_bytes = sum_block_bytes_ + static_cast<off_t>(kGroupPages) * page_size();
-  off_t last = body % group_bytes;  // the last group's checksum block and whole pages
+  off_t last = body % group_bytes();  // the last group's checksum block and whole pages
   int64_t tail = last > sum_block_bytes_ ? static_cast<int64_t>((last - sum_block_bytes_) / page_size()) : 0;
-  return static_cast<int64_t>(body / group_bytes) * kGroupPages + tail;
+  return static_cast<int64_t>(body / group_bytes()) * kGroupPages + tail;
 }
 
 Status LocalPagefile::lock(LockMode mode, LockWait wait) {

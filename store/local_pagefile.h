@@ -149,6 +149,24 @@ class LocalPagefile {
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
   using UnitSums = std::array<uint64_t, kMaxUnits>;
 
+  // A checksum entry: a unit's checksum, then the one it had before its
+  // last write (doc/page_format.md).
+  static constexpr size_t kEntryBytes = 16;
+  // (A group's block, one entry a page: 4096 bytes, a file-system block.)
+  static_assert(kGroupPages * kEntryBytes == 4096);
+  // A page's entries (units_ of them), as read from or for the disk.
+  struct Entries {
+    std::array<std::byte, kEntryBytes * kMaxUnits> bytes{};
+    uint64_t current(uint32_t u) const;
+    uint64_t previous(uint32_t u) const;
+    void set(uint32_t u, uint64_t current, uint64_t previous);
+  };
+  // Reads page `page`'s entries; zeros (none recorded) where the file ends
+  // before them.
+  Status read_entries(int64_t page, Entries& entries) const;
+
+  // A group of pages and its checksum block, in bytes.
+  off_t group_bytes() const;
   // Where page `page`'s checksum entries lie in the file (units_ of them).
   off_t entry_offset(int64_t page) const;
   // Where group `group`'s checksum block lies in the file.
