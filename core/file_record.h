@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pagefile/options.h"
+#include "pagefile/status.h"
 
 namespace pagefile {
 
@@ -31,5 +32,12 @@ struct FileRecord {
 
   friend bool operator==(const FileRecord&, const FileRecord&) = default;
 };
+
+// OK for a record the catalog may hold: a name without NUL, a page size, a
+// size within [0, kMaxPageNumber + 1], a known placement, a stripe unit, a
+// non-empty list of servers each on one line, a policy. kInvalidArgument
+// naming what is wrong otherwise. The catalog checks every record it
+// creates with it, and a client every record it receives (wire_convert.h).
+Status check_file_record(const FileRecord& record);
 
 }  // namespace pagefile

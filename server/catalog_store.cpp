@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/file_record.h"
 #include "core/os_error.h"
 #include "core/page_bounds.h"
 
@@ -192,40 +193,6 @@ std::vector<std::string> split_servers(std::string_view text) {
     start = end + 1;
   }
   return out;
-}
-
-bool is_known_placement(Placement kind) {
-  return kind == Placement::kStripe || kind == Placement::kHash;
-}
-
-Status check_record(const FileRecord& r) {
-  if (r.name.empty()) return Status::invalid_argument("file name", "is empty");
-  if (r.name.find('\0') != std::string::npos) {
-    return Status::invalid_argument("file name", "contains a NUL byte");
-  }
-  if (Status s = check_page_size(r.page_size); !s) return s.with_context(r.name);
-  if (Status s = check_size_pages(r.size_pages, r.name); !s) return s;
-  if (!is_known_placement(r.placement)) {
-    return Status::invalid_argument(
-        r.name, fmt::format("placement {} is not stripe or hash", static_cast<unsigned>(r.placement)));
-  }
-  if (r.stripe_pages < 1) return Status::invalid_argument(r.name, "stripe_pages must be at least 1");
-  if (r.servers.empty()) return Status::invalid_argument(r.name, "server list is empty");
-  for (const auto& server : r.servers) {
-    // Stored one per line, so an empty one or one with a newline would not
-    // come back as it went in.
-    if (server.empty()) return Status::invalid_argument(r.name, "a server address is empty");
-    if (server.find('\n') != std::string::npos) {
-      return Status::invalid_argument(r.name,
-                                      fmt::format("server address '{}' contains a newline", server));
-    }
-  }
-  if (!parse_access_type(access_type_name(r.policy.access))) {
-    return Status::invalid_argument(
-        r.name, fmt::format("access type {} is not a type", static_cast<unsigned>(r.policy.access)));
-  }
-  if (Status s = check_buffer_policy(r.policy); !s) return s.with_context(r.name);
-  return Status::ok();
 }
 
 template <class T>
@@ -480,7 +447,7 @@ Result<uint64_t> CatalogStore::reserve_tokens(uint64_t count) {
 }
 
 Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
-  if (Status s = check_record(proto); !s) return s;
+  if (Status s = check_file_record(proto); !s) return s;
   std::string what = catalog_label(db_);
 
   Transaction tx(db_);

@@ -7,7 +7,7 @@
 #include <capnp/serialize.h>
 #include <fmt/format.h>
 
-#include "core/page_bounds.h"
+#include "core/file_record.h"
 
 namespace pagefile::net {
 
@@ -59,24 +59,19 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   FileRecord out;
   out.name = std::string(record.getName().asArray().begin(), record.getName().size());
-  auto bad = [&](std::string_view why) {
-    return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", why));
-  };
-  if (out.name.find('\0') != std::string::npos) return bad("its name holds a NUL byte");
-  if (Status s = check_page_size(record.getPageSize()); !s) return bad(s.message());
-  if (Status s = check_size_pages(record.getSizePages(), "file"); !s) return bad(s.message());
-  if (record.getPlacement() > 1) return bad(fmt::format("unknown placement {}", record.getPlacement()));
-  if (record.getStripePages() == 0) return bad("a stripe unit of 0 pages");
-  if (record.getServers().size() == 0) return bad("no servers");
   out.id = record.getId();
   out.page_size = record.getPageSize();
   out.size_pages = record.getSizePages();
-  out.placement = record.getPlacement() == 1 ? Placement::kHash : Placement::kStripe;
+  out.placement = static_cast<Placement>(record.getPlacement());  // (an unknown one is refused below)
   out.stripe_pages = record.getStripePages();
   for (auto s : record.getServers()) out.servers.emplace_back(s);
   out.policy = from_wire(record.getPolicy());
   out.created_unix_ns = record.getCreatedUnixNs();
   out.cluster = record.getCluster();
+  // The catalog's own check of what it creates.
+  if (Status s = check_file_record(out); !s) {
+    return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", s.message()));
+  }
   return out;
 }
 

@@ -74,9 +74,9 @@ TEST_CASE("a record no catalog makes is refused where it enters, naming what is 
       {"negative", [](wire::FileRecord::Builder r) { r.setSizePages(-1); }},
       {"beyond the largest size", [](wire::FileRecord::Builder r) { r.setSizePages(INT64_MAX); }},
       {"beyond the largest size", [](wire::FileRecord::Builder r) { r.setSizePages(kMaxPageNumber + 2); }},
-      {"unknown placement 7", [](wire::FileRecord::Builder r) { r.setPlacement(7); }},
-      {"stripe unit of 0", [](wire::FileRecord::Builder r) { r.setStripePages(0); }},
-      {"no servers", [](wire::FileRecord::Builder r) { r.initServers(0); }},
+      {"placement 7 is not stripe or hash", [](wire::FileRecord::Builder r) { r.setPlacement(7); }},
+      {"stripe_pages must be at least 1", [](wire::FileRecord::Builder r) { r.setStripePages(0); }},
+      {"server list is empty", [](wire::FileRecord::Builder r) { r.initServers(0); }},
       {"NUL", [](wire::FileRecord::Builder r) { r.setName(capnp::Text::Reader("a\0b", 3)); }},
   };
   for (const Case& c : cases) {

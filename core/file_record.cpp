@@ -1,0 +1,48 @@
+// The catalog's record of one Pagefile (core/file_record.h).
+#include "core/file_record.h"
+
+#include <fmt/format.h>
+
+#include "core/page_bounds.h"
+
+namespace pagefile {
+
+namespace {
+
+bool is_known_placement(Placement kind) {
+  return kind == Placement::kStripe || kind == Placement::kHash;
+}
+
+}  // namespace
+
+Status check_file_record(const FileRecord& r) {
+  if (r.name.empty()) return Status::invalid_argument("file name", "is empty");
+  if (r.name.find('\0') != std::string::npos) {
+    return Status::invalid_argument("file name", "contains a NUL byte");
+  }
+  if (Status s = check_page_size(r.page_size); !s) return s.with_context(r.name);
+  if (Status s = check_size_pages(r.size_pages, r.name); !s) return s;
+  if (!is_known_placement(r.placement)) {
+    return Status::invalid_argument(
+        r.name, fmt::format("placement {} is not stripe or hash", static_cast<unsigned>(r.placement)));
+  }
+  if (r.stripe_pages < 1) return Status::invalid_argument(r.name, "stripe_pages must be at least 1");
+  if (r.servers.empty()) return Status::invalid_argument(r.name, "server list is empty");
+  for (const auto& server : r.servers) {
+    // Stored one per line, so an empty one or one with a newline would not
+    // come back as it went in.
+    if (server.empty()) return Status::invalid_argument(r.name, "a server address is empty");
+    if (server.find('\n') != std::string::npos) {
+      return Status::invalid_argument(r.name,
+                                      fmt::format("server address '{}' contains a newline", server));
+    }
+  }
+  if (!parse_access_type(access_type_name(r.policy.access))) {
+    return Status::invalid_argument(
+        r.name, fmt::format("access type {} is not a type", static_cast<unsigned>(r.policy.access)));
+  }
+  if (Status s = check_buffer_policy(r.policy); !s) return s.with_context(r.name);
+  return Status::ok();
+}
+
+}  // namespace pagefile
