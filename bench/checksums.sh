@@ -77,8 +77,8 @@ if [[ " $parts " == *" workloads "* ]]; then
   for ((run = 0; run < local_runs; run++)); do
     for mode in on off; do
       rm -rf "$work/home-$mode"
-      uri="file:$work/w-$mode-$run.db?vfs=pagefile&checksums=$mode"
-      [ "$mode" = off ] && uri="$uri&bus=inproc:4,checksums=off"
+      uri="file:$work/w-$mode-$run.db?vfs=pagefile&checksums=$mode&bus=inproc:4"
+      [ "$mode" = off ] && uri="$uri,checksums=off"
       env -u PAGEFILE_BUS PAGEFILE_HOME="$work/home-$mode" "$python" "$here/sqlite_vfs_workload.py" \
         --db "$uri" --extension "$extension" > "w-$mode.out" || fail "workloads ($mode) failed" "w-$mode.out"
       while read -r name s ops; do secs[$mode/$name]="${secs[$mode/$name]:-} $s"; done < "w-$mode.out"

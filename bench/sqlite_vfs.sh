@@ -4,18 +4,21 @@
 #   workloads  bench/sqlite_vfs_workload.py (bulk insert, random point reads,
 #              a full scan, transactions of ~1000 random pages) on
 #              unix            a local file
-#              embedded        pagefile on the embedded default (inproc servers)
+#              default         pagefile with no bus configured: a local
+#                              Pagefile at the path
+#              embedded        pagefile on the in-process cluster
+#                              (PAGEFILE_BUS=inproc:4)
 #              remote-cN       pagefile on SERVERS pagefiled on loopback, each
 #                              EMULATING a disk of LATENCY ms, at concurrency N
 #   speedtest1 SQLite's speedtest1 --size SIZE, unix against pagefile on the
-#              embedded default (the same binary; pagefile made the default VFS
+#              in-process cluster (the same binary; pagefile made the default VFS
 #              by the test harness's init hook)
 #
 # usage: bench/sqlite_vfs.sh [--build DIR] [--parts "workloads speedtest1"]
 #          [--levels "1 4 12"] [--servers 6] [--latency-ms 10] [--cache-pages 64]
 #          [--rows 2000] [--reads 5000] [--txns 2] [--txn-rows 1000]
 #          [--size 100] [--local-runs 5] [--csv OUT] [--tmp DIR]
-# unix and embedded run --local-runs times each, alternating on fresh
+# unix, default and embedded run --local-runs times each, alternating on fresh
 # databases (they take milliseconds; one run is mostly noise): the tables
 # show medians, the CSV every run.
 # It uses the built pagefile.so and pagefiled of --build (default build) and
@@ -69,9 +72,10 @@ if [[ " $parts " == *" workloads "* ]]; then
   # Local runs take milliseconds on a shared machine: --local-runs pairs,
   # unix and embedded alternating, each on a fresh database; medians shown.
   for ((run = 0; run < local_runs; run++)); do
-    rm -rf "$work/unix.db" "$work/home"
+    rm -rf "$work/unix.db" "$work/default.db" "$work/home"
     workload unix "$work/unix.db"
-    workload embedded "file:$work/embedded.db?vfs=pagefile" -u PAGEFILE_BUS PAGEFILE_HOME="$work/home"
+    workload default "file:$work/default.db?vfs=pagefile" -u PAGEFILE_BUS
+    workload embedded "file:$work/embedded.db?vfs=pagefile" PAGEFILE_BUS=inproc:4 PAGEFILE_HOME="$work/home"
   done
   start_cluster "$pagefiled" "$work" "$servers" --disk-latency "$latency_ms" --cache-pages "$cache_pages" ||
     die "cannot start $servers pagefiled"
@@ -98,6 +102,7 @@ if [[ " $parts " == *" workloads "* ]]; then
   }
   echo
   printf '%-24s' "ratio"; for w in insert reads scan txn txn-cold; do printf '%10s' "$w"; done; echo
+  ratio_row "default / unix" default unix
   ratio_row "embedded / unix" embedded unix
   first=${levels%% *}
   for level in $levels; do
@@ -110,12 +115,12 @@ if [[ " $parts " == *" speedtest1 "* ]]; then
   "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2
   speedtest1="$build/sqlite-harness/bld/speedtest1"
   echo
-  echo "== speedtest1 --size $size: unix against pagefile on the embedded default =="
+  echo "== speedtest1 --size $size: unix against pagefile on the in-process cluster (inproc:4) =="
   total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
   (cd "$work" && env -u PAGEFILE_TEST_EXTENSION -u PAGEFILE_VFS_DEFAULT \
      "$speedtest1" --size "$size" "$work/st-unix.db" > "$work/st-unix.out" 2>&1) ||
     die "speedtest1 on unix failed: $(tail "$work/st-unix.out")"
-  (cd "$work" && env -u PAGEFILE_BUS PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
+  (cd "$work" && env PAGEFILE_BUS=inproc:4 PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
      PAGEFILE_HOME="$work/st-home" \
      "$speedtest1" --size "$size" "$work/st-pagefile.db" > "$work/st-pagefile.out" 2>&1) ||
     die "speedtest1 on pagefile failed: $(tail "$work/st-pagefile.out")"

@@ -224,8 +224,8 @@ std::optional<Result<PageRead>> RemotePageIo::read_direct(int64_t page, std::spa
   // (Nothing to check: the server in this process checked these very
   // bytes, PageServer::read_direct.)
   std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
-  if (!done) return std::nullopt;
-  if (!*done) return done->with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server_of(page)));
+  // A failure goes the usual way, which reports it (and may try again).
+  if (!done || !*done) return std::nullopt;
   return finish_read(page, out);
 }
 
@@ -273,15 +273,15 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
       });
 }
 
-bool RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
+std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
   size_t server = placement_.server_for(page);
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
   // A failure goes the usual way, which reports it (writing a page twice
   // is harmless).
-  if (!done || !*done) return false;
+  if (!done || !*done) return std::nullopt;
   note_written(page, server);
-  return true;
+  return Status::ok();
 }
 
 Status RemotePageIo::record_size() {

@@ -56,16 +56,16 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         request = begin_direct_write_locked(file, page, write_data);
         std::shared_ptr<PageIo> io = file->io;
         lock.unlock();
-        bool done = io->write_direct(page, write_data);
+        std::optional<Status> done = io->write_direct(page, write_data);
         lock.lock();
         if (done) {
-          RequestPtr next = start_locked(finish_locked(request, Status::ok(), PageRead::kData));
+          RequestPtr next = start_locked(finish_locked(request, *done, PageRead::kData));
           lock.unlock();
           notify_waiters();
           if (next) dispatch(next);
           return Ticket{request->ticket};
         }
-        // Declined (or failed): it goes the usual way, from the front of
+        // Declined: it goes the usual way, from the front of
         // its page's queue, once the window has room.
         if (Status s = wait_for_room_locked(file, fd); !s) {
           (void)start_locked(finish_locked(request, s, PageRead::kData));
@@ -89,7 +89,12 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         if (file->closing || stopped_) {
           return Status::invalid_argument(fd_text(fd), "was closed while the request waited");
         }
-        if (now && now->is_ok()) {
+        if (now && !now->is_ok()) {
+          request = done_locked(file, page, /*is_write=*/false);
+          request->status = now->status();
+          return Ticket{request->ticket};
+        }
+        if (now) {
           // Unless the page may have changed meanwhile (pool_changes).
           if (cache_ && **now == PageRead::kData && file->pool_changes == changes_before) {
             cache_->fill(fd.value, page, read_buffer);

@@ -34,23 +34,25 @@ class PageIo {
   // `done` has run.
   virtual void read_async(int64_t page, std::span<std::byte> out, ReadDone done) = 0;
   virtual void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) = 0;
-  // A read done on the calling thread when that is cheap (a remote page in
-  // the cache of a server in this process); nothing when it is not, and the
-  // caller then uses read_async. The caller keeps it from overtaking its own
+  // A read done on the calling thread when that is cheap (a local page in
+  // the page cache, a remote one of a server in this process); nothing when
+  // it is not, and the caller then uses read_async. An answer, an error
+  // too, is the read's outcome. The caller keeps it from overtaking its own
   // requests on the page.
   virtual std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) {
     (void)page;
     (void)out;
     return std::nullopt;
   }
-  // Likewise a write done on the calling thread when that is cheap (to a
-  // server in this process that emulates no disk): true when done; false
-  // when not, failures included, and the caller then uses write_async. The
-  // caller keeps it from overtaking its own requests on the page.
-  virtual bool write_direct(int64_t page, std::span<const std::byte> data) {
+  // Likewise a write done on the calling thread when that is cheap (a
+  // local file not opened O_DSYNC, a server in this process that emulates
+  // no disk): its outcome when done; nothing when not, and the caller then
+  // uses write_async. The caller keeps it from overtaking its own requests
+  // on the page.
+  virtual std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) {
     (void)page;
     (void)data;
-    return false;
+    return std::nullopt;
   }
   // Whether read_direct or write_direct can ever answer, so callers skip them
   // (and what they do around them) for files where they never do.

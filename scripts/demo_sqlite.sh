@@ -16,7 +16,9 @@ command -v sqlite3 > /dev/null || { echo "demo_sqlite.sh: no sqlite3 shell (Debi
 
 mkdir -p "$work"
 export PAGEFILE_HOME="$work/home"
-export PAGEFILE_BUS=""  # the embedded default, whatever the caller's environment says
+# The in-process cluster, whatever the caller's environment says (without a
+# bus, the VFS would keep each database as a local Pagefile at its path).
+export PAGEFILE_BUS="inproc:4"
 cd "$work"
 
 # shell SQL...: runs the sqlite3 shell with the VFS loaded, echoing each statement.

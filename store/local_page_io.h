@@ -24,6 +24,23 @@ class LocalPageIo final : public PageIo {
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
 
+  // A page in the page cache is read on the calling thread, and a write
+  // (to the page cache) is done there unless the file is O_DSYNC: handing
+  // either to an I/O thread costs more than it does. Reads that would wait
+  // for the disk, and O_DSYNC writes, go to the I/O threads, where many
+  // overlap.
+  std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) override {
+    return file_->read_page_now(page, out);
+  }
+  std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) override {
+    if (file_->dsync()) return std::nullopt;
+    return file_->write_page(page, data);
+  }
+  bool may_be_direct() const override { return true; }
+  // Not strictly (a read that would wait goes to the I/O threads), but
+  // reading ahead gains nothing here: the kernel reads ahead a local file.
+  bool always_direct() const override { return true; }
+
   Status sync() override { return file_->sync(); }
   Status truncate(int64_t pages) override { return file_->truncate(pages); }
   Result<int64_t> size_pages() override { return file_->size_pages(); }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -87,11 +90,26 @@ std::optional<uint64_t> matched_sum(uint64_t current, uint64_t previous, uint64_
 int fault_errno(DiskFault fault) { return fault == DiskFault::kEnospc ? ENOSPC : EIO; }
 
 // pread until `out` is full or the file ends; returns the bytes read.
-Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what) {
+// With `would_block`, the first call reads only what the page cache holds
+// (RWF_NOWAIT) and sets *would_block, reading nothing, when the rest would
+// wait for the disk.
+Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what,
+                          bool* would_block = nullptr) {
   if (auto fault = DiskFaults::next(DiskOp::kRead)) {
     return errno_status(fault_errno(*fault), what, fmt::format("read at byte {}", offset));
   }
   size_t done = 0;
+  if (would_block) {
+    iovec io{out.data(), out.size()};
+    ssize_t n = ::preadv2(fd, &io, 1, offset, RWF_NOWAIT);
+    if (n < 0 && errno == EAGAIN) {
+      *would_block = true;
+      return size_t{0};
+    }
+    // A short read or an error (a file system without RWF_NOWAIT among
+    // them) goes on the ordinary way below.
+    if (n > 0) done = static_cast<size_t>(n);
+  }
   while (done < out.size()) {
     ssize_t n = ::pread(fd, out.data() + done, out.size() - done, offset + static_cast<off_t>(done));
     if (n < 0) {
@@ -167,9 +185,10 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
 }  // namespace
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
-                             bool reserve_first, bool checksums, bool sole_writer, bool map_entries)
+                             bool reserve_first, bool checksums, bool sole_writer, bool map_entries, bool dsync)
     : fd_(fd),
       sole_writer_(sole_writer),
+      dsync_(dsync),
       name_(std::move(name)),
       header_(header),
       read_only_(read_only),
@@ -405,7 +424,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync && may_map(fd)));
+                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync));
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -423,49 +442,90 @@ Status LocalPagefile::check_writable(std::string_view operation) const {
 }
 
 Result<PageRead> LocalPagefile::read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum) const {
-  return read_checked(page, out, checksum, /*trust_kept=*/true);
+  return read_checked(page, out, checksum, /*trust_kept=*/true, nullptr);
+}
+
+std::optional<Result<PageRead>> LocalPagefile::read_page_now(int64_t page, std::span<std::byte> out) const {
+  bool would_block = false;
+  auto got = read_checked(page, out, nullptr, /*trust_kept=*/true, &would_block);
+  if (would_block) return std::nullopt;
+  return got;
 }
 
 Status LocalPagefile::verify_page(int64_t page, std::span<std::byte> buffer) const {
-  return read_checked(page, buffer, nullptr, /*trust_kept=*/false).status();
+  return read_checked(page, buffer, nullptr, /*trust_kept=*/false, nullptr).status();
 }
 
 Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum,
-                                             bool trust_kept) const {
+                                             bool trust_kept, bool* would_block) const {
   if (Status s = check_page_access(page, out.size(), page_size(), name_); !s) return s;
   std::unique_lock<std::mutex> whole;
   if (checked_) whole = std::unique_lock(stripe(page));
-  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_);
+  // Another process may be writing the page (its entries first, then its
+  // bytes): a reader can pair bytes and entries of different writes, or
+  // meet bytes half copied, and a writer descheduled in the middle of its
+  // copy leaves them so for a while. A damaged page fails the same way
+  // for longer than kSettle; a write in progress changes or ends sooner.
+  // (A writer in this process holds the page's stripe, held here.)
+  using Clock = std::chrono::steady_clock;
+  std::optional<std::pair<UnitSums, Entries>> seen;  // the failing read since `since`
+  Clock::time_point since;
+  Clock::time_point start = Clock::now();
+  for (int attempt = 0;; ++attempt) {
+    auto outcome = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr);
+    if (!outcome || !outcome->mismatch) return outcome ? Result<PageRead>(outcome->read) : outcome.status();
+    if (sole_writer_) return outcome->status;
+    auto now = std::make_pair(outcome->hash, outcome->entries);
+    bool same = seen && std::equal(now.first.begin(), now.first.begin() + units_, seen->first.begin()) &&
+                now.second.bytes == seen->second.bytes;
+    Clock::time_point t = Clock::now();
+    if (!same) {
+      seen = now;
+      since = t;
+    } else if (t - since >= kSettle) {
+      return outcome->status;
+    }
+    if (t - start >= kRereadFor) return outcome->status;
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum,
+                                                           bool trust_kept, bool* would_block) const {
+  Attempt a;
+  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block);
   if (!got) return got.status();
+  if (would_block && *would_block) return a;
   if (*got < out.size()) {
     // Only whole pages exist: a tail cut short by a crash is not a page.
     std::memset(out.data(), 0, out.size());
     if (checksum) *checksum = page_checksum(out, page);
-    return PageRead::kBeyondEnd;
+    a.read = PageRead::kBeyondEnd;
+    return a;
   }
   if (!checked_) {
     if (checksum) *checksum = page_checksum(out, page);
-    return PageRead::kData;
+    return a;
   }
-  UnitSums hash;
-  unit_sums(page, out, hash);
-  if (checksum) *checksum = units_ == 1 ? hash[0] : page_checksum(out, page);
+  unit_sums(page, out, a.hash);
+  if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
   UnitSums kept;
-  if (trust_kept && kept_sums(page, kept) && std::equal(hash.begin(), hash.begin() + units_, kept.begin())) {
-    return PageRead::kData;
+  if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
+    return a;
   }
-  Entries entries;
-  if (Status s = read_entries(page, entries); !s) return s;
+  if (Status s = read_entries(page, a.entries); !s) return s;
   bool all_current = true;
   for (uint32_t u = 0; u < units_; ++u) {
     auto bytes = out.subspan(size_t{u} * unit_, unit_);
-    if (!matched_sum(entries.current(u), entries.previous(u), hash[u], bytes)) {
-      return checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
+    if (!matched_sum(a.entries.current(u), a.entries.previous(u), a.hash[u], bytes)) {
+      a.mismatch = true;
+      a.status = checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
+      return a;
     }
-    all_current = all_current && hash[u] == entries.current(u);
+    all_current = all_current && a.hash[u] == a.entries.current(u);
   }
-  if (all_current) keep_sums(page, &hash);
-  return PageRead::kData;
+  if (all_current) keep_sums(page, &a.hash);
+  return a;
 }
 
 bool LocalPagefile::is_suspect(int64_t page) const {

@@ -30,12 +30,14 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -94,6 +96,8 @@ class LocalPagefile {
   uint32_t page_size() const { return header_.page_size; }
   const BufferPolicy& recorded_policy() const { return header_.policy; }
   bool read_only() const { return read_only_; }
+  // Opened O_DSYNC (OpenSpec::dsync): every write waits for the disk.
+  bool dsync() const { return dsync_; }
 
   // Whether pages are checked (format version 2 or 3, checksums on).
   bool checked() const { return checked_; }
@@ -108,6 +112,11 @@ class LocalPagefile {
   // its checksum. With `checksum`, stores there the page's checksum
   // (page_checksum of what was read, zeros included).
   Result<PageRead> read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum = nullptr) const;
+
+  // read_page, done only when the page's bytes are in the operating
+  // system's page cache (RWF_NOWAIT); nothing when reading them would wait
+  // for the disk. (Where the file system cannot tell, it reads.)
+  std::optional<Result<PageRead>> read_page_now(int64_t page, std::span<std::byte> out) const;
 
   // Reads page `page` into `buffer` and checks it against the checksum
   // entry on disk, even where a sole writer keeps it in memory (scrub).
@@ -143,7 +152,7 @@ class LocalPagefile {
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
-                bool checksums, bool sole_writer, bool map_entries);
+                bool checksums, bool sole_writer, bool map_entries, bool dsync);
   Status check_writable(std::string_view operation) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
@@ -196,7 +205,26 @@ class LocalPagefile {
   bool is_suspect(int64_t page) const;
   void set_suspect(int64_t page, bool suspect);
   Status checksums_on_disk(int64_t page, UnitSums& sums) const;
-  Result<PageRead> read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept) const;
+  // A read that fails its check is read again (another process may be
+  // writing the page) until it fails the same way for kSettle, or for
+  // kRereadFor in all.
+  static constexpr std::chrono::milliseconds kSettle{100};
+  static constexpr std::chrono::milliseconds kRereadFor{2000};
+  // read_page and verify_page; with `would_block` as pread_full's (the
+  // page's first read only).
+  Result<PageRead> read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
+                                bool* would_block) const;
+  // One read of the page and its entries: what read_checked returns, or a
+  // mismatch with what was read and its error.
+  struct Attempt {
+    PageRead read = PageRead::kData;
+    bool mismatch = false;
+    Status status;
+    UnitSums hash{};
+    Entries entries;
+  };
+  Result<Attempt> read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
+                               bool* would_block) const;
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
@@ -204,6 +232,7 @@ class LocalPagefile {
 
   const int fd_;
   const bool sole_writer_;
+  const bool dsync_;
   // A sole writer's size in pages, as it last made it (read at open).
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;

@@ -1,6 +1,7 @@
 #include "vfs/db_options.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,17 +30,32 @@ Result<BufferPolicy> parse_policy(std::string_view name) {
   return BufferPolicy{.access = AccessType::kRandom, .name = std::string(name)};
 }
 
+Location default_location(std::string_view bus) {
+  const char* env = std::getenv("PAGEFILE_BUS");
+  bool configured = !bus.empty() || (env != nullptr && *env != '\0');
+  return configured ? Location::kRemote : Location::kLocal;
+}
+
+DbOptions default_db_options() {
+  DbOptions o;
+  o.location = default_location(o.bus);
+  return o;
+}
+
 Result<DbOptions> parse_db_options(const ParamGetter& param) {
   DbOptions o;
+  if (const char* v = param("bus")) o.bus = v;
+  o.location = default_location(o.bus);
   if (const char* v = param("location")) {
     std::string_view s(v);
     if (s == "local") {
       o.location = Location::kLocal;
-    } else if (s != "remote") {
+    } else if (s == "remote") {
+      o.location = Location::kRemote;
+    } else {
       return Status::invalid_argument("location", fmt::format("'{}' is neither local nor remote", s));
     }
   }
-  if (const char* v = param("bus")) o.bus = v;
   if (const char* v = param("concurrency")) {
     auto n = parse_count("concurrency", v, 1, 1024);
     if (!n) return n.status();

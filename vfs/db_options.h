@@ -19,7 +19,8 @@
 namespace pagefile::vfs {
 
 struct DbOptions {
-  Location location = Location::kRemote;  // location=remote|local
+  // location=remote|local; without it, default_location(bus).
+  Location location = Location::kLocal;
   std::string bus;                        // bus=... (bus/bus_config.h syntax)
   uint32_t concurrency = 8;               // concurrency=N (1..1024)
   uint32_t page_size = 0;                 // page_size=N: for a new database file
@@ -33,6 +34,15 @@ struct DbOptions {
   bool checksums = true;                     // checksums=on|off (off: to measure their cost)
   uint32_t timeout_ms = 0;                   // timeout_ms=N: the bus client's request timeout (0: as it is)
 };
+
+// Where a database goes when its URI has no location=: to a bus when one
+// is configured (a bus= parameter, here `bus`, or $PAGEFILE_BUS), else to a
+// local Pagefile at its path, as the unix VFS would keep it. The
+// in-process cluster is one setting away: bus=inproc:4.
+Location default_location(std::string_view bus);
+
+// The options of a database opened with no parameters.
+DbOptions default_db_options();
 
 // Reads the parameters through `param` (sqlite3_uri_parameter on the main
 // database's name: null when absent). kInvalidArgument naming the parameter

@@ -75,7 +75,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::lookup(const std::string& name) {
     auto it = databases_.find(db);
     if (it != databases_.end()) return it->second;
   }
-  return remember(db, DbOptions{});
+  return remember(db, default_db_options());
 }
 
 std::shared_ptr<DbConfig> DbRegistry::find(const std::string& name) {

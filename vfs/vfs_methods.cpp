@@ -1,6 +1,9 @@
 // The sqlite3_vfs "pagefile": which files go to the store, names, and the
 // OS services it borrows from SQLite's "unix" VFS.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -177,6 +180,16 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 }
 
 Result<int64_t> stored_size(const std::string& path) {
+  // A local Pagefile is a file at its path: one stat answers "absent",
+  // which SQLite asks of a journal and a WAL at every transaction.
+  if (auto name = store_name(path); name) {
+    auto config = DbRegistry::instance().find(*name);
+    struct stat st {};
+    if (config && config->options.location == Location::kLocal && ::stat(name->c_str(), &st) != 0 &&
+        errno == ENOENT) {
+      return Status::not_found(*name);
+    }
+  }
   OpenOptions open;
   open.read_only = true;
   auto file = open_stored(path, open);

@@ -1,5 +1,7 @@
-// The store of a VFS test process: the embedded default under a scratch
-// PAGEFILE_HOME, set before the VFS starts its client.
+// The store of a VFS test process: the in-process cluster (inproc:4, the
+// embedded default bus) under a scratch PAGEFILE_HOME, named in
+// PAGEFILE_BUS before the VFS starts its client, so that a database with
+// no location= goes there (without a bus it would be a local file).
 #pragma once
 
 #include <sqlite3.h>
@@ -16,7 +18,7 @@ struct EmbeddedStore {
   TempDir home;
   EmbeddedStore() {
     ::setenv("PAGEFILE_HOME", home.path().c_str(), 1);
-    ::unsetenv("PAGEFILE_BUS");
+    ::setenv("PAGEFILE_BUS", "inproc:4", 1);
     ::unsetenv("PAGEFILE_VFS_DEFAULT");
     REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
   }
