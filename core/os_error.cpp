@@ -1,5 +1,7 @@
 #include "core/os_error.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -30,6 +32,20 @@ Code code_for_errno(int err) {
 Status errno_status(int err, std::string_view what, std::string_view operation) {
   return Status::from_code(code_for_errno(err), what,
                            fmt::format("{}: {}", operation, std::strerror(err)));
+}
+
+Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = start;
+  fl.l_len = len;
+  while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES) return false;
+    return errno_status(errno, what, "lock");
+  }
+  return true;
 }
 
 }  // namespace pagefile

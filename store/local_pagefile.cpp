@@ -55,22 +55,6 @@ std::atomic<size_t> g_mapped_blocks{0};
 // 2 MiB); a page beyond it is reserved before every write.
 constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
 
-// One non-blocking byte-range lock call: true when set, false when another
-// description's lock is in the way, an error otherwise.
-Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
-  struct flock fl {};
-  fl.l_type = type;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = start;
-  fl.l_len = len;
-  while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EACCES) return false;
-    return errno_status(errno, what, "lock");
-  }
-  return true;
-}
-
 // Whether `bytes` may be page `page` whose stored checksum is `sum` and
 // whose bytes hash to `hash`: kNoChecksum stands for a page never written.
 bool matches(uint64_t sum, uint64_t hash, std::span<const std::byte> bytes) {

@@ -349,9 +349,13 @@ Status ByteFile::refresh_size() {
   return Status::ok();
 }
 
-Status ByteFile::reload() {
+bool ByteFile::pending() const {
   bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty; });
-  if (dirty || length_dirty_ || !writes_.empty()) return Status::ok();
+  return dirty || length_dirty_ || !writes_.empty();
+}
+
+Status ByteFile::reload() {
+  if (pending()) return Status::ok();
   drop_cache();
   return refresh_size();
 }

@@ -93,6 +93,9 @@ class ByteFile {
   Status sync();
   // True when a write was made since the last sync.
   bool unsynced() const { return unsynced_; }
+  // True when writes are held here that the store has not had yet (what
+  // drain() sends).
+  bool pending() const;
   // Forgets read-ahead and kept pages (another client may have written);
   // kept pages not yet written stay.
   void drop_cache();

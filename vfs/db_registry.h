@@ -21,6 +21,8 @@
 
 namespace pagefile::vfs {
 
+struct StoreFile;
+
 // A database as this process opened it last.
 struct DbConfig {
   DbOptions options;  // as its URI said; the policy is policy() below
@@ -73,6 +75,15 @@ struct DbConfig {
     std::map<std::string, uint64_t> at GUARDED_BY(mu);
   };
   std::shared_ptr<AbsentNames> absent = std::make_shared<AbsentNames>();  // shared like changes
+
+  // The database's WAL files open in this process (StoreFile, vfs_internal.h),
+  // so that the WAL frames a connection holds can be sent to the file
+  // before the wal-index in shared memory says they exist (xShmBarrier).
+  struct OpenWals {
+    Mutex mu;  // taken before any of the files' own
+    std::set<StoreFile*> files GUARDED_BY(mu);
+  };
+  std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 
   // The buffer policy the database's files opened from now on get: its URI's
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:

@@ -25,10 +25,11 @@ StoreFile& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f
 // of 4 KiB pages).
 constexpr uint32_t kWholeFileStripe = 1u << 30;
 
-// The pragma's value says WAL: refused unless the connection is in exclusive
-// locking mode (no shared memory between clients of the store).
+// The pragma's value says WAL on a remote database: refused unless the
+// connection is in exclusive locking mode (no shared memory between the
+// store's clients; a local database has its -shm file).
 constexpr const char* kWalRefused =
-    "pagefile: journal_mode=WAL needs PRAGMA locking_mode=EXCLUSIVE first "
+    "pagefile: journal_mode=WAL on a remote database needs PRAGMA locking_mode=EXCLUSIVE first "
     "(the store has no shared memory between clients)";
 
 void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
@@ -42,8 +43,14 @@ void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
 // since, a hot journal among others. After a fresh SHARED lock on the
 // database its size and pages are read again, as a unix descriptor would
 // see them.
+//
+// In WAL mode with shared memory, SQLite holds its SHARED lock on the
+// database for as long as it is open, and begins each transaction with a
+// lock of the wal-index instead (x_shm_lock counts those as fresh locks
+// too): then the database file is read afresh as well, since a checkpoint
+// in another process may have written it.
 Status catch_up(StoreFile& st) REQUIRES(st.mu) {
-  if (st.main_db) return Status::ok();
+  if (st.main_db && !st.shm) return Status::ok();
   uint64_t now = st.config->fresh_locks->load();
   if (now == st.fresh_locks_seen) return Status::ok();
   Status s = st.file->reload();
@@ -51,12 +58,32 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
   return s;
 }
 
+// Sends every write that the database's WAL files in this process hold to
+// the store, so that another process reading the WAL finds what the
+// wal-index in shared memory says is there.
+Status drain_wals(DbConfig& config) {
+  MutexLock wals(config.wals->mu);
+  Status first;
+  for (StoreFile* wal : config.wals->files) {
+    MutexLock lock(wal->mu);
+    if (!wal->file->pending()) continue;
+    Status s = wal->file->drain();
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
   std::unique_ptr<StoreFile> st(pf->state);
   pf->state = nullptr;
   return guarded(SQLITE_IOERR_CLOSE, [&] {
+    if (st->wal) {
+      MutexLock wals(st->config->wals->mu);  // (taken before the file's own, as drain_wals does)
+      st->config->wals->files.erase(st.get());
+    }
     MutexLock lock(st->mu);
+    if (st->shm) (void)st->shm->close(false);
     Status s = st->file->close();
     if (st->main_db && st->lock != SQLITE_LOCK_NONE) {
       // Closing the descriptor released the lock.
@@ -141,7 +168,7 @@ int x_lock(sqlite3_file* f, int level) {
     int before = st.lock;
     st.lock = level;
     if (before != SQLITE_LOCK_NONE) return SQLITE_OK;
-    st.config->fresh_locks->fetch_add(1);
+    st.fresh_locks_seen = st.config->fresh_locks->fetch_add(1) + 1;  // read afresh below
     // With no writer since our last lock, what we kept, and the size, hold.
     if (client.unchanged_since_unlock(st.file->fd())) return SQLITE_OK;
     st.config->changes->fetch_add(1);
@@ -269,7 +296,8 @@ int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
     if (strcasecmp(value, "exclusive") == 0) st.exclusive_mode = true;
     if (strcasecmp(value, "normal") == 0) st.exclusive_mode = false;
   }
-  if (strcasecmp(name, "journal_mode") == 0 && value && strcasecmp(value, "wal") == 0 && !st.exclusive_mode) {
+  if (strcasecmp(name, "journal_mode") == 0 && value && strcasecmp(value, "wal") == 0 && !st.exclusive_mode &&
+      st.config->options.location != Location::kLocal) {
     return answer(kWalRefused, SQLITE_ERROR);
   }
   return SQLITE_NOTFOUND;
@@ -303,6 +331,13 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
       case SQLITE_FCNTL_SYNC:        // xSync follows and does the work
       case SQLITE_FCNTL_COMMIT_PHASETWO:
         return SQLITE_OK;
+      case SQLITE_FCNTL_CKPT_DONE: {
+        // A checkpoint wrote its pages; SQLite next tells the other
+        // connections (nBackfill in the wal-index), which then read those
+        // pages from the database rather than the WAL: they must be there.
+        Status s = st.file->drain();
+        return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
+      }
       case SQLITE_FCNTL_VFSNAME:
         *static_cast<char**>(arg) = sqlite3_mprintf("%s", kVfsName);
         return SQLITE_OK;
@@ -335,13 +370,88 @@ int x_sector_size(sqlite3_file* f) {
 // against other pages' writes.
 int x_device_characteristics(sqlite3_file*) { return 0; }
 
-// No shared memory between clients: WAL needs locking_mode=EXCLUSIVE, where
-// SQLite keeps the WAL index in its own heap and never maps it. xShmMap is
-// left null so that SQLite itself refuses WAL otherwise; the others exist
-// because SQLite calls them without looking.
-int x_shm_lock(sqlite3_file*, int, int, int) { return SQLITE_IOERR_SHMLOCK; }
-void x_shm_barrier(sqlite3_file*) { std::atomic_thread_fence(std::memory_order_seq_cst); }
-int x_shm_unmap(sqlite3_file*, int) { return SQLITE_OK; }
+// WAL's shared memory: a local database's -shm file (vfs/shared_memory.h).
+// A remote database has none (no memory shared between the store's
+// clients): there WAL needs locking_mode=EXCLUSIVE, where SQLite keeps the
+// wal-index in its own heap and never calls these.
+int shm_open(StoreFile& st) REQUIRES(st.mu) {
+  if (st.shm) return SQLITE_OK;
+  if (st.config->options.location != Location::kLocal) {
+    // As SQLite answers a WAL database on a VFS without shared memory.
+    return sqlite_error(Status::not_supported(st.name, kWalRefused), SQLITE_CANTOPEN);
+  }
+  struct stat db {};
+  mode_t mode = ::stat(st.name.c_str(), &db) == 0 ? (db.st_mode & 0777) : 0644;
+  auto shm = SharedMemory::open(st.name + "-shm", mode);
+  if (!shm) {
+    if (shm.status().is(Code::kBusy)) return SQLITE_BUSY;  // SQLite tries again
+    if (shm.status().is(Code::kReadOnly)) return sqlite_error(shm.status(), SQLITE_READONLY_CANTINIT);
+    return sqlite_error(shm.status(), SQLITE_IOERR_SHMOPEN);
+  }
+  st.shm = std::move(*shm);
+  // Whatever this descriptor read before WAL mode began is stale now.
+  st.fresh_locks_seen = 0;
+  return SQLITE_OK;
+}
+
+int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
+  StoreFile& st = state_of(f);
+  *out = nullptr;
+  return guarded(SQLITE_IOERR_SHMMAP, [&] {
+    MutexLock lock(st.mu);
+    if (int rc = shm_open(st); rc != SQLITE_OK) return rc;
+    auto at = st.shm->map(region, size, extend != 0);
+    if (!at) return sqlite_error(at.status(), SQLITE_IOERR_SHMMAP);
+    *out = *at;
+    return SQLITE_OK;
+  });
+}
+
+int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
+  StoreFile& st = state_of(f);
+  return guarded(SQLITE_IOERR_SHMLOCK, [&] {
+    MutexLock lock(st.mu);
+    if (int rc = shm_open(st); rc != SQLITE_OK) return rc;
+    using Kind = SharedMemory::LockKind;
+    bool unlock = (flags & SQLITE_SHM_UNLOCK) != 0;
+    bool exclusive = (flags & SQLITE_SHM_EXCLUSIVE) != 0;
+    if (unlock && exclusive) {
+      // The end of a write transaction, a checkpoint or a recovery: what
+      // it wrote goes to the files before another connection may look.
+      Status s = drain_wals(*st.config);
+      if (Status d = st.file->drain(); s.is_ok()) s = d;
+      if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
+    }
+    Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
+    if (!s) return s.is(Code::kBusy) ? SQLITE_BUSY : sqlite_error(s, SQLITE_IOERR_SHMLOCK);
+    // A transaction, a checkpoint or a recovery begins: another process may
+    // have written the WAL and the database since (catch_up).
+    if (!unlock) st.config->fresh_locks->fetch_add(1);
+    return SQLITE_OK;
+  });
+}
+
+// SQLite calls it between writing the wal-index and publishing it (and
+// when reading it): the WAL frames it describes must be in the file first.
+void x_shm_barrier(sqlite3_file* f) {
+  StoreFile& st = state_of(f);
+  (void)guarded(SQLITE_IOERR_WRITE, [&] {
+    Status s = drain_wals(*st.config);
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
+  });
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+int x_shm_unmap(sqlite3_file* f, int remove) {
+  StoreFile& st = state_of(f);
+  return guarded(SQLITE_IOERR_DELETE, [&] {
+    MutexLock lock(st.mu);
+    if (!st.shm) return SQLITE_OK;
+    Status s = st.shm->close(remove != 0);
+    st.shm.reset();
+    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
+  });
+}
 // No memory mapping of remote pages: SQLite then reads with xRead.
 int x_fetch(sqlite3_file*, sqlite3_int64, int, void** pp) {
   *pp = nullptr;
@@ -365,7 +475,7 @@ const sqlite3_io_methods kStoreFileMethods = {
     x_file_control,
     x_sector_size,
     x_device_characteristics,
-    nullptr,  // xShmMap: see above
+    x_shm_map,
     x_shm_lock,
     x_shm_barrier,
     x_shm_unmap,
@@ -398,6 +508,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   MutexLock lock(st->mu);
   st->name = *name;
   st->main_db = role == SQLITE_OPEN_MAIN_DB;
+  st->wal = role == SQLITE_OPEN_WAL;
   st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
   DbRegistry& registry = DbRegistry::instance();
   Result<std::shared_ptr<DbConfig>> config = Status::not_found(*name);
@@ -448,6 +559,12 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   if (!file) return file.status();
   st->file = std::move(*file);
   return st;
+}
+
+void register_wal(StoreFile& st) {
+  if (!st.wal) return;
+  MutexLock wals(st.config->wals->mu);
+  st.config->wals->files.insert(&st);
 }
 
 }  // namespace pagefile::vfs

@@ -8,6 +8,7 @@
 #include "pagefile/status.h"
 #include "vfs/db_registry.h"
 #include "vfs/byte_file.h"
+#include "vfs/shared_memory.h"
 #include "vfs/sqlite_api.h"
 
 namespace pagefile::vfs {
@@ -22,12 +23,15 @@ struct StoreFile {
   std::string name;
   std::shared_ptr<DbConfig> config;
   bool main_db = false;
+  bool wal = false;  // a WAL file (in DbConfig::wals while open)
   bool delete_on_close = false;
 
   std::unique_ptr<ByteFile> file GUARDED_BY(mu);  // set at open, reset at close
   int lock GUARDED_BY(mu) = 0;                  // SQLITE_LOCK_* as SQLite sees it
   bool exclusive_mode GUARDED_BY(mu) = false;   // PRAGMA locking_mode=EXCLUSIVE was seen
   uint64_t fresh_locks_seen GUARDED_BY(mu) = 0;  // config->fresh_locks when last read afresh
+  // A local database's wal-index, from its first xShmMap to xShmUnmap.
+  std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to
@@ -63,6 +67,10 @@ std::string last_error();
 
 // Opens a store file for xOpen. `role` is the SQLITE_OPEN_* role flag.
 Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags);
+
+// Lists a WAL file among its database's open WALs (DbConfig::wals), once
+// it is open and no lock of ours is held.
+void register_wal(StoreFile& st);
 
 // The rule for a remote database's name (doc/sqlite_vfs.md, "Names"): a
 // name holding a '/' is a path, and is refused as the unix VFS would refuse

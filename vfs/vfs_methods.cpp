@@ -34,6 +34,7 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
     if (!st) return sqlite_error(st.status(), SQLITE_CANTOPEN);
     auto* pf = reinterpret_cast<PagefileFile*>(file);
     pf->state = st->release();
+    register_wal(*pf->state);
     pf->base.pMethods = &kStoreFileMethods;
     if (out_flags) *out_flags = flags;
     return SQLITE_OK;

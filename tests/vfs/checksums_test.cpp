@@ -16,6 +16,7 @@
 #include "tests/support/page_file.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
+#include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 
 using pagefile::test::damage_page;
@@ -25,16 +26,6 @@ using pagefile::test::SqliteDb;
 using pagefile::test::TempDir;
 
 namespace {
-
-void register_vfs() {
-  static bool done = [] {
-    ::unsetenv("PAGEFILE_BUS");
-    ::unsetenv("PAGEFILE_VFS_DEFAULT");
-    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
-    return true;
-  }();
-  (void)done;
-}
 
 // A table of 2000 rows over a few dozen pages of `uri`'s database.
 void fill(const std::string& uri) {
@@ -71,7 +62,7 @@ uint64_t file_id(const TempDir& dir, const std::string& bus, const std::string& 
 }  // namespace
 
 TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the page; scrub reports it") {
-  register_vfs();
+  pagefile::test::register_without_bus();
   // No server pool: every read goes to the disk.
   PagefiledCluster cluster(2, {"--cache-pages", "0"});
   const TempDir& dir = cluster.dir();
@@ -109,7 +100,7 @@ TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the pag
 }
 
 TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") {
-  register_vfs();
+  pagefile::test::register_without_bus();
   TempDir dir;
   std::string path = (dir / "local.db").string();
   std::string uri = "file:" + path + "?vfs=pagefile&location=local";

@@ -24,6 +24,19 @@ struct EmbeddedStore {
   }
 };
 
+// The VFS registered (once) with no bus configured: no PAGEFILE_BUS, so a
+// database without bus= is a local Pagefile at its path, in this process
+// and in the workers it starts.
+inline void register_without_bus() {
+  static bool done = [] {
+    ::unsetenv("PAGEFILE_BUS");
+    ::unsetenv("PAGEFILE_VFS_DEFAULT");
+    REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK);
+    return true;
+  }();
+  (void)done;
+}
+
 // The process's one store, made on first use.
 inline EmbeddedStore& store() {
   static EmbeddedStore s;

@@ -22,6 +22,7 @@
 #include "tests/support/cluster.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/sqlite_db.h"
+#include "tests/vfs/worker.h"
 #include "pagefile/pagefile_vfs.h"
 
 using namespace pagefile::test;
@@ -37,28 +38,6 @@ struct Cluster {
   Cluster() { REQUIRE(sqlite3_pagefile_register(0) == SQLITE_OK); }
   std::string uri(const std::string& name) const { return fmt::format("file:{}?vfs=pagefile&bus={}", name, bus); }
 };
-
-std::string worker() { return binary_from_env("VFS_WORKER"); }
-
-// Starts vfs_worker with `args`, its output to wd/out.txt; returns its pid.
-pid_t start_worker(const TempDir& wd, const std::vector<std::string>& args) {
-  std::string w = worker();
-  std::vector<char*> argv{w.data()};
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string out = (wd / "out.txt").string();
-  std::fflush(stdout);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    FILE* f = std::freopen(out.c_str(), "w", stdout);
-    (void)f;
-    ::execv(w.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 void create_table(const std::string& uri) {
   SqliteDb db(uri);
@@ -105,10 +84,10 @@ TEST_CASE("two processes write one database through the catalog's locks") {
   create_table(uri);
   TempDir wa, wb;
   std::thread other([&] {
-    Outcome o = run_program(worker(), wb.path(), {uri, "insert", "b", "60"});
+    Outcome o = run_program(binary_from_env("VFS_WORKER"), wb.path(), {uri, "insert", "b", "60"});
     CHECK_MESSAGE(o.exit_status == 0, o.err);
   });
-  Outcome o = run_program(worker(), wa.path(), {uri, "insert", "a", "60"});
+  Outcome o = run_program(binary_from_env("VFS_WORKER"), wa.path(), {uri, "insert", "a", "60"});
   CHECK_MESSAGE(o.exit_status == 0, o.err);
   other.join();
   SqliteDb db(uri);
@@ -188,7 +167,7 @@ TEST_CASE("a reader open all along sees a killed writer's hot journal and rolls 
   CHECK(reader.query("SELECT pagefile_exists('crash2.db-journal')") == "0");
   // And a writer in another process afterwards is seen at once.
   TempDir wd;
-  Outcome o = run_program(worker(), wd.path(), {uri, "insert", "late", "3"});
+  Outcome o = run_program(binary_from_env("VFS_WORKER"), wd.path(), {uri, "insert", "late", "3"});
   CHECK_MESSAGE(o.exit_status == 0, o.err);
   CHECK(reader.query("SELECT count(*) FROM t WHERE tag = 'late'") == "3");
 }

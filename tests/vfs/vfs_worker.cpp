@@ -11,15 +11,31 @@
 //                                 its Nth write to the database, after the
 //                                 journal is on disk; when continued, prints
 //                                 "commit rc=RC" (SQLite's extended code)
+//   vfs_worker URI increment N    N transactions (BEGIN IMMEDIATE), each adding
+//                                 one to c.n
+//   vfs_worker URI try-write      BEGIN IMMEDIATE with no busy timeout: prints
+//                                 "rc=RC" (SQLite's extended code)
+//   vfs_worker URI hold-write MS  BEGIN IMMEDIATE, adds one to c.n, prints
+//                                 "holding", waits MS ms, COMMIT, "committed"
+//   vfs_worker URI read-loop N    N read transactions with no busy timeout,
+//                                 each reading c.n (never less than the one
+//                                 before) and count(*) of t; prints
+//                                 "reads N busy B last L"
+//   vfs_worker URI checkpoint M   PRAGMA wal_checkpoint(M): "checkpoint B|L|C"
+//   vfs_worker URI crash-wal N    N committed transactions in WAL mode, each
+//                                 adding one to c.n, then SIGKILL itself
+//                                 (its -wal and -shm stay behind)
 // Exits 0 on success, 1 with the error on stderr.
 #include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "pagefile/pagefile_vfs.h"
 
@@ -93,7 +109,7 @@ void register_stopper() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: vfs_worker URI insert TAG N | vfs_worker URI hold | vfs_worker URI stop-commit N\n");
+    std::fprintf(stderr, "usage: vfs_worker URI MODE ARGS... (the modes are listed at the top of vfs_worker.cpp)\n");
     return 2;
   }
   if (sqlite3_pagefile_register(0) != SQLITE_OK) return 1;
@@ -143,6 +159,73 @@ int main(int argc, char** argv) {
     std::printf("commit rc=%d %s\n", rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db), sqlite3_errmsg(db));
     std::fflush(stdout);
     if (rc != SQLITE_OK) exec(db, "ROLLBACK");
+  } else if (mode == "increment" && argc == 4) {
+    int n = std::atoi(argv[3]);
+    for (int i = 1; i <= n; ++i) {
+      if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; COMMIT;")) {
+        exec(db, "ROLLBACK");
+        return fail(db, "increment");
+      }
+    }
+  } else if (mode == "try-write") {
+    sqlite3_busy_timeout(db, 0);
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    std::printf("rc=%d\n", rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db));
+    exec(db, "ROLLBACK");
+  } else if (mode == "hold-write" && argc == 4) {
+    if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1;")) return fail(db, "hold-write");
+    std::printf("holding\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[3])));
+    if (!exec(db, "COMMIT")) return fail(db, "hold-write commit");
+    std::printf("committed\n");
+  } else if (mode == "read-loop" && argc == 4) {
+    sqlite3_busy_timeout(db, 0);
+    int n = std::atoi(argv[3]);
+    long long last = -1;
+    int busy = 0;
+    for (int i = 0; i < n; ++i) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, "SELECT (SELECT n FROM c), (SELECT count(*) FROM t)", -1, &st, nullptr) != SQLITE_OK) {
+        return fail(db, "read-loop prepare");
+      }
+      int rc = sqlite3_step(st);
+      if (rc == SQLITE_ROW) {
+        long long now = sqlite3_column_int64(st, 0);
+        if (now < last) {
+          std::fprintf(stderr, "vfs_worker: c.n went back from %lld to %lld\n", last, now);
+          return 1;
+        }
+        last = now;
+      } else if ((rc & 0xff) == SQLITE_BUSY) {
+        ++busy;
+      } else {
+        sqlite3_finalize(st);
+        return fail(db, "read-loop");
+      }
+      sqlite3_finalize(st);
+    }
+    std::printf("reads %d busy %d last %lld\n", n, busy, last);
+  } else if (mode == "checkpoint" && argc == 4) {
+    sqlite3_stmt* st = nullptr;
+    std::string sql = std::string("PRAGMA wal_checkpoint(") + argv[3] + ")";
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+      return fail(db, "checkpoint");
+    }
+    std::printf("checkpoint %d|%d|%d\n", sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2));
+    sqlite3_finalize(st);
+  } else if (mode == "crash-wal" && argc == 4) {
+    if (!exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0")) return fail(db, "crash-wal");
+    int n = std::atoi(argv[3]);
+    for (int i = 1; i <= n; ++i) {
+      if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; INSERT INTO t(tag, i, pad) VALUES('wal', " +
+                        std::to_string(i) + ", randomblob(2000)); COMMIT;")) {
+        return fail(db, "crash-wal");
+      }
+    }
+    std::printf("killing\n");
+    std::fflush(stdout);
+    ::raise(SIGKILL);
   } else if (mode == "hold") {
     if (!exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t(tag, i, pad) SELECT 'lost', value, randomblob(3000) "
                   "FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) "

@@ -1,0 +1,229 @@
+// The VFS as a drop-in default (issue 19): with no bus configured a database
+// is a local Pagefile at its path, shared by processes with SQLite's locking,
+// in rollback and in WAL mode (a real -shm). Where SQLite's own answer is
+// the point, each case runs on the unix VFS too and the two must agree.
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tests/support/temp_dir.h"
+#include "tests/vfs/embedded_store.h"
+#include "tests/tools/run_program.h"
+#include "tests/vfs/sqlite_db.h"
+#include "tests/vfs/worker.h"
+#include "pagefile/pagefile_vfs.h"
+
+using namespace pagefile::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string uri(const fs::path& path, const std::string& vfs, const std::string& more = "") {
+  return fmt::format("file:{}?vfs={}{}", path.string(), vfs, more);
+}
+
+// A counter c(n) at 0 and a table t, in `journal_mode`.
+void create_counter(const std::string& db_uri, const std::string& journal_mode) {
+  SqliteDb db(db_uri, nullptr);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  CHECK(db.query("PRAGMA journal_mode=" + journal_mode) == journal_mode);
+  db.run("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES(0);"
+         "CREATE TABLE t(id INTEGER PRIMARY KEY, tag TEXT, i INTEGER, pad BLOB)");
+}
+
+std::string counter(const std::string& db_uri) {
+  SqliteDb db(db_uri, nullptr);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  CHECK(db.query("PRAGMA integrity_check") == "ok");
+  return db.query("SELECT n FROM c");
+}
+
+// What a user sees of `db_uri` opened with `flags`: the open's code, then
+// the codes of a write and of a read.
+std::string answers(const std::string& db_uri, int flags) {
+  SqliteDb db(db_uri, nullptr, flags | SQLITE_OPEN_URI);
+  if (db.open_rc() != SQLITE_OK) return fmt::format("open={}", db.open_rc());
+  int write = db.exec("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES(1)");
+  int read = db.exec("SELECT count(*) FROM sqlite_master");
+  return fmt::format("open=0 write={} read={}", write, read);
+}
+
+}  // namespace
+
+TEST_CASE("the default keeps a database at its path: removing or renaming the path removes or renames it") {
+  register_without_bus();
+  TempDir dir;
+  fs::path app = dir / "app.db";
+  {
+    SqliteDb db(uri(app, "pagefile"));
+    REQUIRE(db.open_rc() == SQLITE_OK);
+    db.run("CREATE TABLE t(x); INSERT INTO t VALUES(42)");
+    CHECK(db.query("SELECT pagefile_exists('" + app.string() + "')") == "1");
+  }
+  CHECK(fs::is_regular_file(app));
+  CHECK_FALSE(fs::exists(dir / "pagefile-home"));  // no in-process cluster was started
+  fs::path moved = dir / "moved.db";
+  fs::rename(app, moved);
+  {
+    SqliteDb db(uri(moved, "pagefile"));
+    CHECK(db.query("SELECT x FROM t") == "42");
+  }
+  {
+    SqliteDb db(uri(app, "pagefile"));  // a fresh database where the old one was
+    CHECK(db.query("SELECT count(*) FROM sqlite_master") == "0");
+  }
+  fs::remove(moved);
+  SqliteDb again(uri(moved, "pagefile"));
+  CHECK(again.query("SELECT count(*) FROM sqlite_master") == "0");
+}
+
+TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=ro: the unix VFS's answers") {
+  register_without_bus();
+  TempDir dir;
+  for (const char* vfs : {"unix", "pagefile"}) fs::create_directories(dir / vfs / "a-directory");
+  auto both = [&](const std::string& name, const std::string& params, int flags, auto&& prepare) {
+    std::string got[2];
+    int k = 0;
+    for (const char* vfs : {"unix", "pagefile"}) {
+      fs::path path = dir / vfs / name;
+      prepare(dir / vfs);
+      got[k++] = answers(uri(path, vfs, params), flags);
+    }
+    CAPTURE(name);
+    CAPTURE(params);
+    CHECK(got[1] == got[0]);
+    return got[0];
+  };
+  const int rwc = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  auto nothing = [](const fs::path&) {};
+  // SQLite's answers, as the unix VFS gives them:
+  CHECK(both("a-directory", "", rwc, nothing) == "open=14");  // SQLITE_CANTOPEN
+  CHECK(both("no-such-dir/x.db", "", rwc, nothing) == "open=14");
+  CHECK(both("missing.db", "&mode=ro", SQLITE_OPEN_READONLY, nothing) == "open=14");
+  CHECK(both("missing2.db", "", SQLITE_OPEN_READONLY, nothing) == "open=14");
+  both("made.db", "", rwc, nothing);
+  CHECK(both("made.db", "&mode=ro", SQLITE_OPEN_READONLY, nothing) == "open=0 write=8 read=0");  // SQLITE_READONLY
+  // A read-only directory (root writes there anyway, as with unix).
+  auto read_only_dir = [](const fs::path& base) {
+    fs::create_directories(base / "ro");
+    ::chmod((base / "ro").c_str(), 0555);
+  };
+  both("ro/x.db", "", rwc, read_only_dir);
+  for (const char* vfs : {"unix", "pagefile"}) ::chmod((dir / vfs / "ro").c_str(), 0755);
+}
+
+TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, success once the holder commits") {
+  register_without_bus();
+  for (const char* mode : {"delete", "wal"}) {
+    for (const char* vfs : {"unix", "pagefile"}) {
+      CAPTURE(mode);
+      CAPTURE(vfs);
+      TempDir dir;
+      std::string db_uri = uri(dir / "shared.db", vfs);
+      create_counter(db_uri, mode);
+      pid_t holder = start_worker(dir / "holder.txt", {db_uri, "hold-write", "1500"});
+      REQUIRE(wait_for_text(dir / "holder.txt", "holding"));
+      // Another process, then this one, without a busy timeout: busy.
+      Outcome other = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "try-write"});
+      CHECK(other.out == "rc=5\n");
+      SqliteDb db(db_uri, nullptr);
+      CHECK(db.exec("BEGIN IMMEDIATE") == SQLITE_BUSY);
+      // With one, it waits for the holder's COMMIT and goes on.
+      sqlite3_busy_timeout(db.get(), 20000);
+      db.run("BEGIN IMMEDIATE; UPDATE c SET n = n + 10; COMMIT");
+      CHECK(read_file(dir / "holder.txt").find("committed") != std::string::npos);
+      CHECK(wait_worker(holder) == 0);
+      CHECK(counter(db_uri) == "11");
+    }
+  }
+}
+
+TEST_CASE("four processes add 1000 to a default database's counter: no update is lost") {
+  register_without_bus();
+  for (const char* mode : {"delete", "wal"}) {
+    CAPTURE(mode);
+    TempDir dir;
+    std::string db_uri = uri(dir / "count.db", "pagefile");
+    create_counter(db_uri, mode);
+    std::vector<pid_t> workers;
+    for (int w = 0; w < 4; ++w) {
+      workers.push_back(start_worker(dir / fmt::format("w{}.txt", w), {db_uri, "increment", "250"}));
+    }
+    for (pid_t pid : workers) CHECK(wait_worker(pid) == 0);
+    CHECK(counter(db_uri) == "1000");
+  }
+}
+
+TEST_CASE("WAL: reader processes are never blocked by the writer; a reader checkpoints") {
+  register_without_bus();
+  TempDir dir;
+  std::string db_uri = uri(dir / "wal.db", "pagefile");
+  create_counter(db_uri, "wal");
+  {
+    SqliteDb db(db_uri, nullptr);
+    db.run("UPDATE c SET n = 5");
+  }
+  // A writer in the middle of its transaction: three readers, no busy
+  // timeout, each read the committed 5 two hundred times, while it holds.
+  pid_t writer = start_worker(dir / "writer.txt", {db_uri, "hold-write", "60000"});
+  REQUIRE(wait_for_text(dir / "writer.txt", "holding"));
+  std::vector<pid_t> readers;
+  for (int r = 0; r < 3; ++r) readers.push_back(start_worker(dir / fmt::format("r{}.txt", r), {db_uri, "read-loop", "200"}));
+  for (int r = 0; r < 3; ++r) {
+    CHECK(wait_worker(readers[r]) == 0);
+    CHECK(read_file(dir / fmt::format("r{}.txt", r)) == "reads 200 busy 0 last 5\n");
+  }
+  Outcome checkpoint = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "checkpoint", "PASSIVE"});
+  CHECK(checkpoint.out.rfind("checkpoint 0|", 0) == 0);
+  CHECK(read_file(dir / "writer.txt") == "holding\n");  // all of that while it held its transaction
+  ::kill(writer, SIGKILL);  // its transaction never commits
+  CHECK(wait_worker(writer) == 128 + SIGKILL);
+  CHECK(counter(db_uri) == "5");
+
+  // Now a writer at work while readers read and one checkpoints.
+  pid_t busy_writer = start_worker(dir / "writer2.txt", {db_uri, "increment", "300"});
+  readers.clear();
+  for (int r = 0; r < 3; ++r) readers.push_back(start_worker(dir / fmt::format("r{}.txt", r), {db_uri, "read-loop", "500"}));
+  Outcome during = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "checkpoint", "PASSIVE"});
+  CHECK(during.exit_status == 0);
+  CHECK(during.out.rfind("checkpoint 0|", 0) == 0);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(wait_worker(readers[r]) == 0);  // it checks that c.n never goes back
+    CHECK(read_file(dir / fmt::format("r{}.txt", r)).find("busy 0") != std::string::npos);
+  }
+  CHECK(wait_worker(busy_writer) == 0);
+  Outcome last = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "checkpoint", "TRUNCATE"});
+  CHECK(last.out == "checkpoint 0|0|0\n");
+  CHECK(counter(db_uri) == "305");
+}
+
+TEST_CASE("WAL: the -wal and -shm of a process killed after its commits; a -shm full of garbage") {
+  register_without_bus();
+  TempDir dir;
+  fs::path path = dir / "crash.db";
+  std::string db_uri = uri(path, "pagefile");
+  create_counter(db_uri, "delete");
+  pid_t crasher = start_worker(dir / "crash.txt", {db_uri, "crash-wal", "20"});
+  CHECK(wait_worker(crasher) == 128 + SIGKILL);
+  CHECK(fs::exists(dir / "crash.db-wal"));
+  CHECK(fs::exists(dir / "crash.db-shm"));
+  CHECK(counter(db_uri) == "20");  // the committed transactions, from the WAL
+  // A -shm nobody holds is not trusted: rebuilt from the WAL.
+  crasher = start_worker(dir / "crash.txt", {db_uri, "crash-wal", "7"});
+  CHECK(wait_worker(crasher) == 128 + SIGKILL);
+  {
+    std::ofstream garbage(dir / "crash.db-shm", std::ios::binary | std::ios::trunc);
+    garbage << std::string(65536, '\xa5');
+  }
+  CHECK(counter(db_uri) == "27");
+  SqliteDb db(db_uri, nullptr);
+  CHECK(db.query("SELECT count(*), sum(length(pad)) FROM t") == "27|54000");
+}
