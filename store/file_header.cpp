@@ -54,12 +54,17 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   return out;
 }
 
+bool has_header_magic(std::span<const std::byte> bytes) {
+  return bytes.size() >= kMagicAt + kHeaderMagic.size() &&
+         std::memcmp(bytes.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size()) == 0;
+}
+
 Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what) {
   if (bytes.size() < kHeaderSize) {
     return Status::corruption(
         what, fmt::format("header is {} bytes, a Pagefile header has {}", bytes.size(), kHeaderSize));
   }
-  if (std::memcmp(bytes.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size()) != 0) {
+  if (!has_header_magic(bytes)) {
     constexpr std::string_view kSqliteMagic{"SQLite format 3\0", 16};
     if (std::memcmp(bytes.data(), kSqliteMagic.data(), kSqliteMagic.size()) == 0) {
       return Status::corruption(what, "is an ordinary SQLite database, not a Pagefile; it is left as it is. Copy it "

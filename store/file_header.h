@@ -46,4 +46,8 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header);
 // magic, checksum, version or a field is wrong.
 Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what);
 
+// Whether `bytes` (a file's first bytes, at most a header) begin with a
+// Pagefile header's magic: what tells a damaged Pagefile from another file.
+bool has_header_magic(std::span<const std::byte> bytes);
+
 }  // namespace pagefile

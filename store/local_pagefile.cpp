@@ -42,6 +42,9 @@ constexpr off_t kLockByte = 1024;
 constexpr off_t kPendingByte = 2048;
 constexpr off_t kReservedByte = 2049;
 constexpr off_t kSharedByte = 2050;
+// Write-locked while an empty file gets its header in place (open), and
+// read-locked by an opener that finds the header short, to wait for it.
+constexpr off_t kInitByte = 3072;
 
 // Checksum blocks a sole writer maps at most per file (the first 256 Ki
 // pages, written in any order), and in all in this process (each is a
@@ -148,6 +151,54 @@ Status fsync_dir(const std::filesystem::path& dir) {
 
 // Writes a new header into a temporary file beside `path` and links it into
 // place. kAlreadyExists when `path` appeared meanwhile.
+// The header a new file gets from `spec`.
+FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
+  FileHeader header;
+  header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
+  if (spec.sector_checksums && header.page_size > kChecksumSectorSize) header.version = kFormatVersion;
+  header.policy = spec.policy;
+  header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  return header;
+}
+
+// Reads the header of the open file `fd` into `bytes`; returns the bytes
+// read. An empty file (one made by touch, or by a program that makes the
+// file before SQLite opens it, as the unix VFS allows) gets the header of a
+// new file in place when `spec` creates, under a write lock of kInitByte
+// that an opener finding the header short waits for, so no opener reads
+// half a header.
+Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalPagefile::OpenSpec& spec,
+                                   std::span<std::byte, kHeaderSize> bytes) {
+  Result<size_t> got = pread_full(fd, bytes, 0, name);
+  if (!got || *got == kHeaderSize) return got;
+  bool make = *got == 0 && spec.create && !spec.read_only;
+  struct flock fl {};
+  fl.l_type = make ? F_WRLCK : F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kInitByte;
+  fl.l_len = 1;
+  while (::fcntl(fd, F_OFD_SETLKW, &fl) != 0) {
+    if (errno != EINTR) return errno_status(errno, name, "lock");
+  }
+  got = pread_full(fd, bytes, 0, name);
+  if (got && *got == 0 && make) {
+    auto header = encode_header(new_header(spec));
+    Status s = pwrite_full(fd, header, 0, name);
+    if (s && ::fdatasync(fd) != 0) s = errno_status(errno, name, "fdatasync");
+    if (!s) {
+      (void)::ftruncate(fd, 0);  // empty as it was, not half a header
+      got = s;
+    } else {
+      got = pread_full(fd, bytes, 0, name);
+    }
+  }
+  fl.l_type = F_UNLCK;
+  (void)::fcntl(fd, F_OFD_SETLK, &fl);
+  return got;
+}
+
 Status create_file(const std::filesystem::path& path, const FileHeader& header) {
   static std::atomic<uint64_t> counter{0};
   std::filesystem::path tmp = path;
@@ -357,14 +408,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
         return s;
       }
     }
-    FileHeader header;
-    header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
-    if (spec.sector_checksums && header.page_size > kChecksumSectorSize) header.version = kFormatVersion;
-    header.policy = spec.policy;
-    header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-    Status s = create_file(path, header);
+    Status s = create_file(path, new_header(spec));
     if (s.is(Code::kAlreadyExists) && !spec.exclusive) continue;
     if (s.is(Code::kAlreadyExists)) return Status::already_exists(name, "exists (create is exclusive)");
     if (!s) return s;
@@ -384,7 +428,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     return Status::invalid_argument(name, "is not a regular file");
   }
   std::array<std::byte, kHeaderSize> bytes{};
-  Result<size_t> got = pread_full(fd, bytes, 0, name);
+  Result<size_t> got = read_or_make_header(fd, name, spec, bytes);
   if (!got) {
     ::close(fd);
     return got.status();
@@ -413,6 +457,15 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
   return file;
+}
+
+bool LocalPagefile::is_foreign(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::array<std::byte, kHeaderSize> bytes{};
+  Result<size_t> got = pread_full(fd, bytes, 0, path.string());
+  ::close(fd);
+  return got && *got > 0 && !has_header_magic(std::span(bytes).first(*got));
 }
 
 Status LocalPagefile::unlink(const std::filesystem::path& path) {

@@ -85,6 +85,10 @@ class LocalPagefile {
   static Result<std::unique_ptr<LocalPagefile>> open(const std::filesystem::path& path,
                                                      const OpenSpec& spec);
 
+  // Whether `path` is a file of something else: not empty, and not
+  // beginning as a Pagefile's header does (a damaged Pagefile is not).
+  static bool is_foreign(const std::filesystem::path& path);
+
   // Removes the Pagefile at `path`; kNotFound when there is none.
   static Status unlink(const std::filesystem::path& path);
 

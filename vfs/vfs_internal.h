@@ -60,8 +60,9 @@ sqlite3_vfs* unix_vfs();
 //   anything else      io_code
 int sqlite_code(const Status& status, int io_code);
 
-// Records `status` for xGetLastError and returns sqlite_code(status, io_code).
-int sqlite_error(const Status& status, int io_code);
+// Records `status` for xGetLastError and returns `code`, or when that is 0
+// sqlite_code(status, io_code).
+int sqlite_error(const Status& status, int io_code, int code = 0);
 // The last error recorded on this thread.
 std::string last_error();
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "store/local_pagefile.h"
 #include "vfs/vfs_internal.h"
 
 namespace pagefile::vfs {
@@ -22,6 +23,29 @@ bool goes_to_store(const char* name, int flags) {
   return role != 0;
 }
 
+// Whether the open failed because a local database's path holds a file
+// that is not a Pagefile: it is then opened read-only through the unix VFS
+// (x_open), so an ordinary SQLite database reads as it is and anything else
+// is "file is not a database" (SQLITE_NOTADB) at its first read, as on
+// unix; it is never written.
+bool opens_foreign(const char* name, int role, const Status& status) {
+  if (role != SQLITE_OPEN_MAIN_DB || !status.is(Code::kCorruption)) return false;
+  auto full = store_name(name);
+  std::shared_ptr<DbConfig> config = full ? DbRegistry::instance().find(*full) : nullptr;
+  return config && config->options.location == Location::kLocal && LocalPagefile::is_foreign(*full);
+}
+
+// The code of a failed open: a local file the system will not open is
+// SQLITE_CANTOPEN, as the unix VFS answers it.
+int open_failure(const char* name, const Status& status) {
+  auto full = store_name(name);
+  std::shared_ptr<DbConfig> config = full ? DbRegistry::instance().find(*full) : nullptr;
+  if (config && config->options.location == Location::kLocal && status.is(Code::kPermissionDenied)) {
+    return sqlite_error(status, SQLITE_CANTOPEN, SQLITE_CANTOPEN);
+  }
+  return sqlite_error(status, SQLITE_CANTOPEN);
+}
+
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   file->pMethods = nullptr;  // SQLite calls no xClose after a failed open
   if (!goes_to_store(name, flags)) {
@@ -31,7 +55,18 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
   return guarded(SQLITE_CANTOPEN, [&] {
     int role = flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL | SQLITE_OPEN_SUPER_JOURNAL);
     auto st = open_store_file(name, role, flags);
-    if (!st) return sqlite_error(st.status(), SQLITE_CANTOPEN);
+    if (!st && opens_foreign(name, role, st.status())) {
+      sqlite3_vfs* os = unix_vfs();
+      int read_only = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE)) |
+                      SQLITE_OPEN_READONLY;
+      int rc = os->xOpen(os, name, file, read_only, out_flags);
+      // (Recorded for PRAGMA pagefile_last_error and SQLite's log: why
+      // writes are refused.)
+      (void)sqlite_error(st.status().with_context("opened read-only through the unix VFS"), SQLITE_NOTADB,
+                         SQLITE_NOTICE);
+      return rc;
+    }
+    if (!st) return open_failure(name, st.status());
     auto* pf = reinterpret_cast<PagefileFile*>(file);
     pf->state = st->release();
     register_wal(*pf->state);
@@ -149,9 +184,9 @@ int sqlite_code(const Status& status, int io_code) {
   }
 }
 
-int sqlite_error(const Status& status, int io_code) {
+int sqlite_error(const Status& status, int io_code, int code) {
   t_last_error = status.to_string();
-  int code = sqlite_code(status, io_code);
+  if (code == 0) code = sqlite_code(status, io_code);
   // Into SQLite's error log as os_unix.c reports its failures, so the
   // store's words (which page, which server) reach whoever reads the log;
   // a busy lock is routine and SQLite retries it.

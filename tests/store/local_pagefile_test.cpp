@@ -182,7 +182,7 @@ TEST_CASE("open without create, exclusive create, unlink") {
   CHECK(std::filesystem::is_empty(dir.path()));
 }
 
-TEST_CASE("a damaged, empty or foreign file is refused and left as it was") {
+TEST_CASE("a damaged or foreign file is refused and left as it was; an empty one is refused unless created") {
   TempDir dir;
   auto path = dir / "f";
   auto f = must_open(path, create_spec(4096));
@@ -203,8 +203,27 @@ TEST_CASE("a damaged, empty or foreign file is refused and left as it was") {
 
   std::ofstream(dir / "empty").close();
   CHECK_CODE(LocalPagefile::open(dir / "empty", {}), Code::kCorruption);
+  CHECK(std::filesystem::file_size(dir / "empty") == 0);
   std::ofstream(dir / "text") << "hello, not a pagefile\n";
   CHECK_CODE(LocalPagefile::open(dir / "text", {}), Code::kCorruption);
+  CHECK_CODE(LocalPagefile::open(dir / "text", create_spec(4096)), Code::kCorruption);
+  // An empty file opened to create (as the unix VFS takes an empty file
+  // for an empty database) becomes a new Pagefile in place: same inode.
+  auto inode = [](const std::filesystem::path& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  auto before = inode(dir / "empty");
+  auto made = must_open(dir / "empty", create_spec(8192));
+  CHECK(made->page_size() == 8192);
+  CHECK(*made->size_pages() == 0);
+  CHECK_OK(made->write_page(1, page_pattern(8192, 1)));
+  CHECK(inode(dir / "empty") == before);
+  auto again = must_open(dir / "empty", LocalPagefile::OpenSpec{});
+  std::vector<std::byte> buf(8192);
+  REQUIRE_OK(again->read_page(1, buf));
+  CHECK(buf == page_pattern(8192, 1));
   std::filesystem::create_directory(dir / "subdir");
   CHECK_FALSE(LocalPagefile::open(dir / "subdir", {}).is_ok());
 }

@@ -85,7 +85,7 @@ TEST_CASE("the default keeps a database at its path: removing or renaming the pa
   CHECK(again.query("SELECT count(*) FROM sqlite_master") == "0");
 }
 
-TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=ro: the unix VFS's answers") {
+TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=ro, an empty or foreign file: the unix VFS's answers") {
   register_without_bus();
   TempDir dir;
   for (const char* vfs : {"unix", "pagefile"}) fs::create_directories(dir / vfs / "a-directory");
@@ -111,6 +111,14 @@ TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=
   CHECK(both("missing2.db", "", SQLITE_OPEN_READONLY, nothing) == "open=14");
   both("made.db", "", rwc, nothing);
   CHECK(both("made.db", "&mode=ro", SQLITE_OPEN_READONLY, nothing) == "open=0 write=8 read=0");  // SQLITE_READONLY
+  // An empty file is an empty database; a file of something else is not a
+  // database (and is left as it was).
+  auto empty_file = [](const fs::path& base) { std::ofstream(base / "empty.db").close(); };
+  CHECK(both("empty.db", "", rwc, empty_file) == "open=0 write=0 read=0");
+  const std::string text = "This file is not a valid SQLite database\n";
+  auto text_file = [&](const fs::path& base) { std::ofstream(base / "text.db") << text; };
+  CHECK(both("text.db", "", rwc, text_file).find("=26") != std::string::npos);  // SQLITE_NOTADB
+  CHECK(read_file(dir / "pagefile" / "text.db") == text);
   // A read-only directory (root writes there anyway, as with unix).
   auto read_only_dir = [](const fs::path& base) {
     fs::create_directories(base / "ro");
