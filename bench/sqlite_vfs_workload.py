@@ -43,6 +43,10 @@ PAD_BYTES = 3000
 def connect(args):
     db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None)
     db.execute(f"PRAGMA page_size={args.page_size}")
+    if args.journal_mode:
+        mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
+        if mode != args.journal_mode:
+            raise SystemExit(f"journal_mode={args.journal_mode} gave {mode}")
     return db
 
 
@@ -64,6 +68,7 @@ def main():
     parser.add_argument("--scans", type=int, default=5, help="scans run; the median is reported")
     parser.add_argument("--page-size", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--journal-mode", default="", help="PRAGMA journal_mode for every connection (default: SQLite's, delete)")
     parser.add_argument("--stats", action="store_true", help="print PRAGMA pagefile_stats at the end")
     args = parser.parse_args()
     rng = random.Random(args.seed)

@@ -170,7 +170,7 @@ FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
 // that an opener finding the header short waits for, so no opener reads
 // half a header.
 Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalPagefile::OpenSpec& spec,
-                                   std::span<std::byte, kHeaderSize> bytes) {
+                                   std::span<std::byte, kHeaderSize> bytes, bool& made) {
   Result<size_t> got = pread_full(fd, bytes, 0, name);
   if (!got || *got == kHeaderSize) return got;
   bool make = *got == 0 && spec.create && !spec.read_only;
@@ -186,11 +186,11 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
   if (got && *got == 0 && make) {
     auto header = encode_header(new_header(spec));
     Status s = pwrite_full(fd, header, 0, name);
-    if (s && ::fdatasync(fd) != 0) s = errno_status(errno, name, "fdatasync");
     if (!s) {
       (void)::ftruncate(fd, 0);  // empty as it was, not half a header
       got = s;
     } else {
+      made = true;  // durable at the first sync, as a new file
       got = pread_full(fd, bytes, 0, name);
     }
   }
@@ -209,12 +209,13 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header) 
   if (fd < 0) return errno_status(errno, name, "create");
   auto bytes = encode_header(header);
   Status s = pwrite_full(fd, bytes, 0, name);
-  if (s && ::fdatasync(fd) != 0) s = errno_status(errno, name, "fdatasync");
   ::close(fd);
   if (s && ::link(tmp.c_str(), path.c_str()) != 0) s = errno_status(errno, name, "create");
   ::unlink(tmp.c_str());
-  if (!s) return s;
-  return fsync_dir(path.parent_path());
+  // Durable at the file's first sync (LocalPagefile::sync), which flushes
+  // the header with the pages and then the directory, as os_unix.c makes a
+  // new journal durable at its first sync rather than at its creation.
+  return s;
 }
 
 }  // namespace
@@ -397,6 +398,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   int flags = (spec.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (spec.dsync ? O_DSYNC : 0);
 
   int fd = -1;
+  bool created = false;  // by this open: durable at its first sync
   // Two rounds at most: when create finds the file appeared meanwhile, open it.
   for (int round = 0; fd < 0 && round < 2; ++round) {
     if (!(spec.create && spec.exclusive)) {
@@ -412,6 +414,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     if (s.is(Code::kAlreadyExists) && !spec.exclusive) continue;
     if (s.is(Code::kAlreadyExists)) return Status::already_exists(name, "exists (create is exclusive)");
     if (!s) return s;
+    created = true;
     fd = ::open(path.c_str(), flags);
     if (fd < 0) return errno_status(errno, name, "open");
   }
@@ -428,7 +431,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     return Status::invalid_argument(name, "is not a regular file");
   }
   std::array<std::byte, kHeaderSize> bytes{};
-  Result<size_t> got = read_or_make_header(fd, name, spec, bytes);
+  Result<size_t> got = read_or_make_header(fd, name, spec, bytes, created);
   if (!got) {
     ::close(fd);
     return got.status();
@@ -456,6 +459,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
+  file->dir_sync_due_ = created;
   return file;
 }
 
@@ -468,9 +472,9 @@ bool LocalPagefile::is_foreign(const std::filesystem::path& path) {
   return got && *got > 0 && !has_header_magic(std::span(bytes).first(*got));
 }
 
-Status LocalPagefile::unlink(const std::filesystem::path& path) {
+Status LocalPagefile::unlink(const std::filesystem::path& path, bool sync_dir) {
   if (::unlink(path.c_str()) != 0) return errno_status(errno, path.string(), "unlink");
-  return fsync_dir(path.parent_path());
+  return sync_dir ? fsync_dir(path.parent_path()) : Status::ok();
 }
 
 Status LocalPagefile::check_writable(std::string_view operation) const {
@@ -679,6 +683,13 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
 Status LocalPagefile::sync() {
   if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, "fdatasync");
   if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync");
+  // A file this object created: its name too, once.
+  if (dir_sync_due_.exchange(false)) {
+    if (Status s = fsync_dir(std::filesystem::path(name_).parent_path()); !s) {
+      dir_sync_due_ = true;
+      return s;
+    }
+  }
   return Status::ok();
 }
 

@@ -79,9 +79,11 @@ class LocalPagefile {
   static constexpr int64_t kGroupPages = 256;
 
   // Opens or creates the Pagefile at `path`. Creation is atomic: the header
-  // is written and flushed in a temporary file that is then linked into
-  // place, so no reader ever sees a file without a whole header. Errors as
-  // Client::open.
+  // is written in a temporary file that is then linked into place, so no
+  // reader ever sees a file without a whole header. A file created (or an
+  // empty one given its header) is durable, name and header, at this
+  // object's first sync(), as os_unix.c makes a new journal durable.
+  // Errors as Client::open.
   static Result<std::unique_ptr<LocalPagefile>> open(const std::filesystem::path& path,
                                                      const OpenSpec& spec);
 
@@ -89,8 +91,11 @@ class LocalPagefile {
   // beginning as a Pagefile's header does (a damaged Pagefile is not).
   static bool is_foreign(const std::filesystem::path& path);
 
-  // Removes the Pagefile at `path`; kNotFound when there is none.
-  static Status unlink(const std::filesystem::path& path);
+  // Removes the Pagefile at `path`; kNotFound when there is none. With
+  // `sync_dir`, the removal is durable when this returns (its directory
+  // synced); without, as durable as the file system makes it (SQLite
+  // deletes a journal so unless told otherwise: xDelete's syncDir).
+  static Status unlink(const std::filesystem::path& path, bool sync_dir = true);
 
   ~LocalPagefile();
   LocalPagefile(const LocalPagefile&) = delete;
@@ -237,6 +242,8 @@ class LocalPagefile {
   const int fd_;
   const bool sole_writer_;
   const bool dsync_;
+  // This object created the file: sync() syncs its directory too, once.
+  std::atomic<bool> dir_sync_due_{false};
   // A sole writer's size in pages, as it last made it (read at open).
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;

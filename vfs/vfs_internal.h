@@ -85,7 +85,9 @@ Status check_store_path(const std::string& name);
 Result<int64_t> stored_size(const std::string& path);
 // `fenced` (xDelete): a journal or WAL is removed under the database's
 // lock token (DbConfig::lock_token), refused once that lock has passed on.
-Status remove_stored(const std::string& path, bool fenced = false);
+// A local file's removal is durable when this returns with `sync_dir`
+// (xDelete's flag), else as the file system makes it, as on unix.
+Status remove_stored(const std::string& path, bool fenced = false, bool sync_dir = true);
 
 // Opens the store file `path` names as a ByteFile of the layout its name
 // calls for (a journal/WAL/super-journal name: kBytes), with the location

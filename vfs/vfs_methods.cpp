@@ -76,9 +76,9 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
   });
 }
 
-int x_delete(sqlite3_vfs*, const char* name, int) {
+int x_delete(sqlite3_vfs*, const char* name, int sync_dir) {
   return guarded(SQLITE_IOERR_DELETE, [&] {
-    Status s = remove_stored(name, /*fenced=*/true);
+    Status s = remove_stored(name, /*fenced=*/true, sync_dir != 0);
     if (s.is(Code::kNotFound)) return SQLITE_IOERR_DELETE_NOENT;
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
   });
@@ -221,9 +221,11 @@ Result<int64_t> stored_size(const std::string& path) {
   if (auto name = store_name(path); name) {
     auto config = DbRegistry::instance().find(*name);
     struct stat st {};
-    if (config && config->options.location == Location::kLocal && ::stat(name->c_str(), &st) != 0 &&
-        errno == ENOENT) {
-      return Status::not_found(*name);
+    if (config && config->options.location == Location::kLocal) {
+      if (::stat(name->c_str(), &st) != 0 && errno == ENOENT) return Status::not_found(*name);
+      // An empty file (one a crash left before its first sync, say) is
+      // there and holds nothing, as unixAccess sees it.
+      if (S_ISREG(st.st_mode) && st.st_size == 0) return int64_t{0};
     }
   }
   OpenOptions open;
@@ -256,11 +258,15 @@ Result<int64_t> copy_stored(const std::string& from, const std::string& to) {
   return static_cast<int64_t>(bytes.size());
 }
 
-Status remove_stored(const std::string& path, bool fenced) {
+Status remove_stored(const std::string& path, bool fenced, bool sync_dir) {
   auto name = store_name(path);
   if (!name) return name.status();
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
+  if ((*config)->options.location == Location::kLocal) {
+    Status s = LocalPagefile::unlink(*name, sync_dir);
+    return s.is(Code::kNotFound) ? Status::not_found(*name, "does not exist") : s;
+  }
   // A journal or WAL goes under the database's write lock (deleting the
   // journal commits): its token says so. Anything else is the user's.
   uint64_t token = fenced && database_of(*name) != *name ? (*config)->lock_token->load() : 0;

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""PROCS processes share one SQLite database: a counter and a log table.
+
+    /usr/bin/python3 bench/sqlite_processes.py --db URI --procs 4 [--extension SO] ...
+
+Each process runs TXNS write transactions (BEGIN IMMEDIATE, add one to the
+counter, insert a ~PAD-byte row, COMMIT) with READS point reads of the log
+between two of them, waiting on the others' locks with a busy timeout. The
+parent makes the database (in --journal-mode), starts the processes at once
+and times them from start to the last one's exit; then the counter must be
+PROCS * TXNS and integrity_check ok. Prints "processes-PROCS SECONDS TXNS_ALL".
+Run it with Debian's /usr/bin/python3 (its sqlite3 module loads extensions).
+"""
+import argparse
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+
+
+def load(extension):
+    if extension:
+        loader = sqlite3.connect(":memory:")
+        loader.enable_load_extension(True)
+        loader.load_extension(extension)
+        loader.close()
+
+
+def connect(args):
+    db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None, timeout=60)
+    if args.synchronous:
+        db.execute(f"PRAGMA synchronous={args.synchronous}")
+    return db
+
+
+def worker(args):
+    load(args.extension)
+    db = connect(args)
+    rng = random.Random(args.seed)
+    for _ in range(args.txns):
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("UPDATE c SET n = n + 1")
+        db.execute("INSERT INTO log(pad) VALUES(randomblob(?))", (args.pad,))
+        db.execute("COMMIT")
+        top = db.execute("SELECT max(id) FROM log").fetchone()[0]
+        for _ in range(args.reads):
+            if db.execute("SELECT length(pad) FROM log WHERE id=?", (rng.randint(1, top),)).fetchone() is None:
+                raise SystemExit("a row of the log is missing")
+    db.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--extension")
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--txns", type=int, default=200)
+    parser.add_argument("--reads", type=int, default=5)
+    parser.add_argument("--pad", type=int, default=500)
+    parser.add_argument("--journal-mode", default="delete")
+    parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    load(args.extension)
+    db = connect(args)
+    mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
+    if mode != args.journal_mode:
+        raise SystemExit(f"journal_mode={args.journal_mode} gave {mode}")
+    db.execute("CREATE TABLE c(n INTEGER)")
+    db.execute("INSERT INTO c VALUES(0)")
+    db.execute("CREATE TABLE log(id INTEGER PRIMARY KEY, pad BLOB)")
+    db.execute("INSERT INTO log(pad) VALUES(randomblob(?))", (args.pad,))
+    db.close()
+
+    command = [sys.executable, __file__, "--worker", "--db", args.db, "--txns", str(args.txns),
+               "--reads", str(args.reads), "--pad", str(args.pad), "--synchronous", args.synchronous]
+    if args.extension:
+        command += ["--extension", args.extension]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(command + ["--seed", str(p)]) for p in range(args.procs)]
+    codes = [p.wait(timeout=600) for p in procs]
+    seconds = time.perf_counter() - start
+    if any(codes):
+        raise SystemExit(f"a process failed: exit codes {codes}")
+
+    db = connect(args)
+    n = db.execute("SELECT n FROM c").fetchone()[0]
+    if n != args.procs * args.txns:
+        raise SystemExit(f"counter is {n}, not {args.procs * args.txns}: an update was lost")
+    check = db.execute("PRAGMA integrity_check").fetchall()
+    if check != [("ok",)]:
+        raise SystemExit(f"integrity_check: {check}")
+    db.close()
+    print(f"processes-{args.procs} {seconds:.4f} {n}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except sqlite3.Error as error:
+        sys.exit(f"sqlite_processes: {error}")
