@@ -56,6 +56,10 @@ Result<PageRead> Client::read(Fd fd, int64_t page, std::span<std::byte> buffer) 
   return read_confirm(*ticket);
 }
 
+std::optional<Result<PageRead>> Client::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) {
+  return impl_->read_at_once(fd, page, buffer);
+}
+
 Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
   auto ticket = write_request(fd, page, data);
   if (!ticket) return ticket.status();

@@ -152,6 +152,8 @@ class Client::Impl {
   Result<Ticket> request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
                          std::span<const std::byte> write_data, bool is_write);
   Result<RequestPtr> confirm(Ticket ticket, bool is_write);
+  // Client::read_at_once.
+  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
   Result<FileStatus> status(Fd fd);

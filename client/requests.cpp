@@ -306,6 +306,28 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
   return next;
 }
 
+std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) {
+  std::shared_ptr<PageIo> io;
+  {
+    MutexLock lock(mu_);
+    // With a pool the usual path keeps it right; with a request of ours
+    // for the page outstanding, this read must not overtake it.
+    if (cache_ || !check_running()) return std::nullopt;
+    auto found = find_file(fd);
+    if (!found) return std::nullopt;  // the usual path says what is wrong
+    const OpenFilePtr& file = *found;
+    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page)) {
+      return std::nullopt;
+    }
+    if (Status s = check_page_access(page, buffer.size(), file->io->page_size(), file->name); !s) return s;
+    io = file->io;
+  }
+  // (A close meanwhile leaves `io` to this call; a request of the page
+  // made meanwhile by another thread is unordered with this one, as two
+  // calls of two threads are.)
+  return io->read_direct(page, buffer);
+}
+
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {
   MutexLock lock(mu_);
   if (Status s = check_running(); !s) return s;

@@ -261,6 +261,38 @@ void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous
   put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
 }
 
+bool LocalPagefile::cached_entries(int64_t page, Entries& entries) const {
+  MutexLock lock(blocks_mu_);
+  auto it = blocks_.find(page / kGroupPages);
+  if (it == blocks_.end()) return false;
+  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
+  entries.bytes.fill(std::byte{0});
+  std::memcpy(entries.bytes.data(), it->second.data() + at, kEntryBytes * units_);
+  return true;
+}
+
+Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
+  std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
+  // (Past the end of the file: zeros, no entries recorded.)
+  auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_);
+  if (!got) return got.status();
+  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
+  entries.bytes.fill(std::byte{0});
+  std::memcpy(entries.bytes.data(), block.data() + at, kEntryBytes * units_);
+  MutexLock lock(blocks_mu_);
+  if (blocks_.size() >= kCachedBlocks) blocks_.clear();
+  blocks_[page / kGroupPages] = std::move(block);
+  return Status::ok();
+}
+
+void LocalPagefile::update_cached_entries(int64_t page, std::span<const std::byte> entries) {
+  MutexLock lock(blocks_mu_);
+  auto it = blocks_.find(page / kGroupPages);
+  if (it == blocks_.end()) return;
+  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
+  std::memcpy(it->second.data() + at, entries.data(), entries.size());
+}
+
 Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
   entries.bytes.fill(std::byte{0});
   auto read = pread_full(fd_, std::span(entries.bytes).first(kEntryBytes * units_), entry_offset(page), name_);
@@ -382,7 +414,11 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       return Status::ok();
     }
   }
-  return pwrite_full(fd_, entries, entry_offset(page), name_);
+  Status s = pwrite_full(fd_, entries, entry_offset(page), name_);
+  // (After a failure too: the entry may be on disk, and a cached one that
+  // is not only costs a read from disk when the page fails to match it.)
+  update_cached_entries(page, entries);
+  return s;
 }
 
 Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
@@ -513,7 +549,8 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
   Clock::time_point since;
   Clock::time_point start = Clock::now();
   for (int attempt = 0;; ++attempt) {
-    auto outcome = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr);
+    auto outcome = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr,
+                                /*use_cache=*/attempt == 0 && trust_kept);
     if (!outcome || !outcome->mismatch) return outcome ? Result<PageRead>(outcome->read) : outcome.status();
     if (sole_writer_) return outcome->status;
     auto now = std::make_pair(outcome->hash, outcome->entries);
@@ -532,7 +569,7 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
 }
 
 Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum,
-                                                           bool trust_kept, bool* would_block) const {
+                                                           bool trust_kept, bool* would_block, bool use_cache) const {
   Attempt a;
   Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block);
   if (!got) return got.status();
@@ -554,7 +591,17 @@ Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::sp
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
     return a;
   }
-  if (Status s = read_entries(page, a.entries); !s) return s;
+  // A reader that is not the sole writer keeps the checksum blocks it read
+  // (entries_cached): one read of a block serves its 256 pages. A block may
+  // have changed since, through another descriptor; a page that does not
+  // match its cached entries is checked again against the disk's
+  // (read_checked's next attempt), so a stale block costs a read, never a
+  // false error, and a page is accepted only in a version once written.
+  bool cached = use_cache && !sole_writer_ && !map_entries_ && cached_entries(page, a.entries);
+  if (!cached) {
+    Status s = use_cache && !sole_writer_ && !map_entries_ ? read_block(page, a.entries) : read_entries(page, a.entries);
+    if (!s) return s;
+  }
   bool all_current = true;
   for (uint32_t u = 0; u < units_; ++u) {
     auto bytes = out.subspan(size_t{u} * unit_, unit_);
@@ -705,6 +752,10 @@ Status LocalPagefile::truncate(int64_t pages) {
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   sums_.forget_from(static_cast<size_t>(pages) * units_);
+  {
+    MutexLock lock(blocks_mu_);
+    blocks_.clear();
+  }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // Held until the file is cut: a store past the end would fault, and a
   // write meanwhile must not map a block again before it is gone.

@@ -41,6 +41,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/mutex.h"
@@ -233,7 +234,17 @@ class LocalPagefile {
     Entries entries;
   };
   Result<Attempt> read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
-                               bool* would_block) const;
+                               bool* would_block, bool use_cache) const;
+
+  // The checksum blocks a reader keeps (read_attempt), at most this many
+  // (1 MiB of 4 KiB blocks; all are let go when one more is needed).
+  static constexpr size_t kCachedBlocks = 256;
+  // The page's entries from a kept block: false when its block is not kept.
+  bool cached_entries(int64_t page, Entries& entries) const;
+  // Reads the page's whole block from disk, keeps it, and gives its entries.
+  Status read_block(int64_t page, Entries& entries) const;
+  // A kept block sees this object's own writes of entries.
+  void update_cached_entries(int64_t page, std::span<const std::byte> entries);
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
@@ -275,6 +286,9 @@ class LocalPagefile {
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
   bool cannot_map_ GUARDED_BY(maps_mu_) = false;
+
+  mutable Mutex blocks_mu_;
+  mutable std::unordered_map<int64_t, std::vector<std::byte>> blocks_ GUARDED_BY(blocks_mu_);  // by group
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;

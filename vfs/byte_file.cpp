@@ -145,7 +145,14 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
     std::memset(out.data(), 0, out.size());
     return Status::ok();
   }
-  if (auto ahead = ahead_.find(page); ahead != ahead_.end()) {
+  auto ahead = ahead_.find(page);
+  std::optional<Result<PageRead>> now;
+  if (ahead == ahead_.end()) now = client_.read_at_once(fd_, page, out);
+  if (now) {
+    if (!*now) return now->status();
+    stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+    stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
+  } else if (ahead != ahead_.end()) {
     auto got = timed([&] { return client_.read_confirm(ahead->second.ticket); });
     std::vector<std::byte> data = std::move(ahead->second.data);
     ahead_.erase(ahead);

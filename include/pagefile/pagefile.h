@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -185,6 +186,14 @@ class Client {
 
   // read_request followed by read_confirm.
   Result<PageRead> read(Fd fd, int64_t page, std::span<std::byte> buffer);
+
+  // The read done at once on this thread, with no ticket, when it costs no
+  // wait: the page is in memory (a local file's page in the page cache, a
+  // page of a server in this process that emulates no disk), no request of
+  // this descriptor for the page is outstanding, and no buffer pool is in
+  // the way. Its outcome, as read() would give it; nothing when it cannot
+  // be done so (then read or read_request it).
+  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer);
   // write_request followed by write_confirm.
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 
