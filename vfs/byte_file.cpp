@@ -234,8 +234,11 @@ Status ByteFile::flush_kept() {
     std::memcpy(length.data(), kLengthMagic, sizeof kLengthMagic);
     put_u64(length.data() + 8, static_cast<uint64_t>(size_));
     if (Status s = issue_write(0, length); !s) return s;
-    length_dirty_ = false;
   }
+  // (A kPages file's size is its pages: nothing to write. Left set, it
+  // would read as pending for ever, and reload() would never read the
+  // size another process made.)
+  length_dirty_ = false;
   return Status::ok();
 }
 

@@ -22,6 +22,9 @@
 //                                 before) and count(*) of t; prints
 //                                 "reads N busy B last L"
 //   vfs_worker URI checkpoint M   PRAGMA wal_checkpoint(M): "checkpoint B|L|C"
+//   vfs_worker URI mixed N        N transactions each adding one to c.n and a
+//                                 500-byte row to t, with 5 point reads of t
+//                                 after each (bench/sqlite_processes.py's worker)
 //   vfs_worker URI crash-wal N    N committed transactions in WAL mode, each
 //                                 adding one to c.n, then SIGKILL itself
 //                                 (its -wal and -shm stay behind)
@@ -112,6 +115,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: vfs_worker URI MODE ARGS... (the modes are listed at the top of vfs_worker.cpp)\n");
     return 2;
   }
+  sqlite3_config(SQLITE_CONFIG_LOG, +[](void*, int code, const char* message) {
+    if ((code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_IOERR) std::fprintf(stderr, "vfs_worker: sqlite log %d: %s\n", code, message);
+  }, nullptr);
   if (sqlite3_pagefile_register(0) != SQLITE_OK) return 1;
   register_stopper();
   std::string uri = argv[1];
@@ -165,6 +171,25 @@ int main(int argc, char** argv) {
       if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; COMMIT;")) {
         exec(db, "ROLLBACK");
         return fail(db, "increment");
+      }
+    }
+  } else if (mode == "mixed" && argc == 4) {
+    // bench/sqlite_processes.py's worker: a counter, a log, point reads.
+    int n = std::atoi(argv[3]);
+    for (int i = 1; i <= n; ++i) {
+      if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; INSERT INTO t(tag, i, pad) VALUES('m', 0, randomblob(500)); COMMIT;")) {
+        exec(db, "ROLLBACK");
+        return fail(db, "mixed write");
+      }
+      for (int r = 0; r < 5; ++r) {
+        sqlite3_stmt* st = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT length(pad) FROM t WHERE id = abs(random()) % (SELECT max(id) FROM t) + 1", -1, &st,
+                               nullptr) != SQLITE_OK) {
+          return fail(db, "mixed prepare");
+        }
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(db, "mixed read");
       }
     }
   } else if (mode == "try-write") {
