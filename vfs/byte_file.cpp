@@ -303,7 +303,9 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
 Status ByteFile::truncate(int64_t size) {
   if (size < 0) return Status::invalid_argument("truncate", "negative size");
   drop_all_ahead();
-  int64_t keep_pages = pages_for(size);
+  // Emptied, a journal or WAL keeps no length page either: a file of no
+  // pages is one of no bytes, which a stat can tell (xAccess).
+  int64_t keep_pages = size == 0 ? 0 : pages_for(size);
   kept_.erase(kept_.lower_bound(keep_pages), kept_.end());
   if (size < size_ && size % page_size_ != 0) {
     // Bytes past the new end must read as zeros when the file grows again.
@@ -314,7 +316,7 @@ Status ByteFile::truncate(int64_t size) {
     (*tail)->dirty = true;
   }
   size_ = size;
-  length_dirty_ = true;
+  length_dirty_ = size != 0;
   if (Status s = drain(); !s) return s;
   unsynced_ = true;
   return client_.truncate(fd_, keep_pages);

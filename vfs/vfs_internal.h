@@ -80,6 +80,11 @@ void register_wal(StoreFile& st);
 // the store's alone.
 Status check_store_path(const std::string& name);
 
+// For a local file (of a database opened local here), as one stat sees
+// it: kNotFound when absent, 0 when it holds no page, 1 when it holds one
+// or more; -1 when it is not a local file or the stat cannot tell.
+Result<int64_t> local_pages(const std::string& path);
+
 // The store as the SQL functions, xAccess and xDelete see it, by path.
 // stored_size: kNotFound when absent.
 Result<int64_t> stored_size(const std::string& path);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "store/file_header.h"
 #include "store/local_pagefile.h"
 #include "vfs/vfs_internal.h"
 
@@ -95,7 +96,8 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     if (full && database_of(*full) != *full) config = DbRegistry::instance().find(*full);
     if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
-    auto size = stored_size(name);
+    auto size = local_pages(name);  // (a local file: one stat)
+    if (!size || *size < 0) size = stored_size(name);
     if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
     bool exists = size && *size > 0;
     if (config && !exists) config->note_absent(*full, changes);
@@ -215,18 +217,26 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
   return ByteFile::open(*(*config)->client, *name, open, layout, nullptr);
 }
 
+Result<int64_t> local_pages(const std::string& path) {
+  auto name = store_name(path);
+  if (!name) return int64_t{-1};
+  auto config = DbRegistry::instance().find(*name);
+  if (!config || config->options.location != Location::kLocal) return int64_t{-1};
+  struct stat st {};
+  if (::stat(name->c_str(), &st) != 0) {
+    return errno == ENOENT ? Result<int64_t>(Status::not_found(*name)) : Result<int64_t>(int64_t{-1});
+  }
+  if (!S_ISREG(st.st_mode)) return int64_t{-1};
+  // Only a header (or nothing): no pages. Else at least one page beyond it:
+  // a journal or WAL with a byte in it (ByteFile::truncate(0) leaves none),
+  // or one being written, whose writer SQLite then finds holding RESERVED.
+  return st.st_size <= static_cast<off_t>(kHeaderSize) ? int64_t{0} : int64_t{1};
+}
+
 Result<int64_t> stored_size(const std::string& path) {
-  // A local Pagefile is a file at its path: one stat answers "absent",
-  // which SQLite asks of a journal and a WAL at every transaction.
-  if (auto name = store_name(path); name) {
-    auto config = DbRegistry::instance().find(*name);
-    struct stat st {};
-    if (config && config->options.location == Location::kLocal) {
-      if (::stat(name->c_str(), &st) != 0 && errno == ENOENT) return Status::not_found(*name);
-      // An empty file (one a crash left before its first sync, say) is
-      // there and holds nothing, as unixAccess sees it.
-      if (S_ISREG(st.st_mode) && st.st_size == 0) return int64_t{0};
-    }
+  // A local file that is absent or holds no page: one stat says so.
+  if (auto pages = local_pages(path); !pages || *pages == 0) {
+    return pages;
   }
   OpenOptions open;
   open.read_only = true;
