@@ -97,7 +97,7 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
     auto size = local_pages(name);  // (a local file: one stat)
-    if (!size || *size < 0) size = stored_size(name);
+    if (size && *size < 0) size = stored_size(name);
     if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
     bool exists = size && *size > 0;
     if (config && !exists) config->note_absent(*full, changes);
