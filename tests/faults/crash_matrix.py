@@ -49,6 +49,7 @@ class Server:
         self.proc = None
 
     def start(self):
+        why = ""
         for _ in range(50):  # the port may linger a moment after a kill
             self.proc = subprocess.Popen(
                 [self.pagefiled, "--listen", f"tcp://127.0.0.1:{self.port}", "--dir", self.directory,
@@ -58,8 +59,9 @@ class Server:
             if "listening" in line:
                 return
             self.proc.wait()
+            why = self.proc.stderr.read().strip()
             time.sleep(0.1)
-        raise RuntimeError(f"pagefiled on port {self.port} did not start")
+        raise RuntimeError(f"pagefiled on port {self.port} did not start: {why}")
 
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:
