@@ -152,6 +152,21 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
       fail(connect_status(ec, text_));
       return;
     }
+    if constexpr (kIsTcp<Protocol>) {
+      // A connect to a local port nobody listens on can be given that very
+      // port as its source and connect to itself (TCP's simultaneous open):
+      // it would then read its own requests as answers, and keep the port
+      // from the server that comes back there.
+      error_code local_ec, remote_ec;
+      auto local = socket_.local_endpoint(local_ec);
+      auto remote = socket_.remote_endpoint(remote_ec);
+      if (!local_ec && !remote_ec && local == remote) {
+        error_code ignored;
+        socket_.close(ignored);
+        fail(Status::disconnected(text_, "connection refused (nothing listens there; the connect met itself)"));
+        return;
+      }
+    }
     prepare_socket(socket_);
     if (reading_ == Connection::Reading::kByWaiter) {
       // Taken out of Asio's hands (and its reactor's), so no io thread is

@@ -38,9 +38,23 @@ FAULTS = ["writer-kill", "server-kill", "catalog-kill", "writer-stop", "server-f
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range. A server here is
+    killed and started again on its port; a port from that range may be
+    taken meanwhile as the source port of some connection (a client that
+    keeps reconnecting to the dead server can even connect to itself on
+    it), and the server then cannot start again."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 class Server:
