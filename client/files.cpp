@@ -58,6 +58,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     spec.create = options.create;
     spec.exclusive = options.exclusive;
     spec.read_only = options.read_only;
+    spec.mode = options.mode;
     spec.checksums = options.checksums;
     spec.sector_checksums = options.sector_checksums;
     spec.policy = options.policy.value_or(BufferPolicy{});

@@ -34,18 +34,35 @@ Status errno_status(int err, std::string_view what, std::string_view operation) 
                            fmt::format("{}: {}", operation, std::strerror(err)));
 }
 
-Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
+namespace {
+
+struct flock byte_range(short type, off_t start, off_t len) {
   struct flock fl {};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
   fl.l_start = start;
   fl.l_len = len;
+  return fl;
+}
+
+}  // namespace
+
+Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what) {
+  struct flock fl = byte_range(type, start, len);
   while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EACCES) return false;
     return errno_status(errno, what, "lock");
   }
   return true;
+}
+
+Result<short> range_lock_conflict(int fd, short type, off_t start, off_t len, std::string_view what) {
+  struct flock fl = byte_range(type, start, len);
+  while (::fcntl(fd, F_OFD_GETLK, &fl) != 0) {
+    if (errno != EINTR) return errno_status(errno, what, "check lock");
+  }
+  return fl.l_type;
 }
 
 }  // namespace pagefile

@@ -23,5 +23,9 @@ Status errno_status(int err, std::string_view what, std::string_view operation);
 // two descriptors of one process conflict as two processes would, and
 // closing another descriptor of the file lets none of them go.
 Result<bool> try_range_lock(int fd, short type, off_t start, off_t len, std::string_view what);
+// The type of another description's lock that a lock of `type` on those
+// bytes would meet (F_OFD_GETLK): F_RDLCK or F_WRLCK, F_UNLCK when none.
+// Needs no write access, even for F_WRLCK.
+Result<short> range_lock_conflict(int fd, short type, off_t start, off_t len, std::string_view what);
 
 }  // namespace pagefile

@@ -199,16 +199,18 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
   return got;
 }
 
-Status create_file(const std::filesystem::path& path, const FileHeader& header) {
+Status create_file(const std::filesystem::path& path, const FileHeader& header, mode_t mode) {
   static std::atomic<uint64_t> counter{0};
   std::filesystem::path tmp = path;
   tmp.replace_filename(fmt::format(".{}.creating.{}.{}", path.filename().string(), ::getpid(),
                                    counter.fetch_add(1)));
   std::string name = path.string();
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode != 0 ? mode : 0644);
   if (fd < 0) return errno_status(errno, name, "create");
   auto bytes = encode_header(header);
   Status s = pwrite_full(fd, bytes, 0, name);
+  // Exactly `mode`, whatever the umask (as robust_open sets a journal's).
+  if (s && mode != 0 && ::fchmod(fd, mode) != 0) s = errno_status(errno, name, "chmod");
   ::close(fd);
   if (s && ::link(tmp.c_str(), path.c_str()) != 0) s = errno_status(errno, name, "create");
   ::unlink(tmp.c_str());
@@ -446,7 +448,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
         return s;
       }
     }
-    Status s = create_file(path, new_header(spec));
+    Status s = create_file(path, new_header(spec), static_cast<mode_t>(spec.mode));
     if (s.is(Code::kAlreadyExists) && !spec.exclusive) continue;
     if (s.is(Code::kAlreadyExists)) return Status::already_exists(name, "exists (create is exclusive)");
     if (!s) return s;
@@ -902,15 +904,9 @@ Status LocalPagefile::set_lock_level(LockLevel level) {
 }
 
 Result<bool> LocalPagefile::reserved_elsewhere() const {
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = kReservedByte;
-  fl.l_len = 1;
-  while (::fcntl(fd_, F_OFD_GETLK, &fl) != 0) {
-    if (errno != EINTR) return errno_status(errno, name_, "check lock");
-  }
-  return fl.l_type != F_UNLCK;
+  auto held = range_lock_conflict(fd_, F_WRLCK, kReservedByte, 1, name_);
+  if (!held) return held.status();
+  return *held != F_UNLCK;
 }
 
 }  // namespace pagefile

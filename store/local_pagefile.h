@@ -60,6 +60,7 @@ class LocalPagefile {
     bool create = false;
     bool exclusive = false;
     bool read_only = false;
+    uint32_t mode = 0;    // OpenOptions::mode
     bool dsync = false;   // O_DSYNC: every write is durable when it returns
     BufferPolicy policy;  // recorded when the file is created
     // False: pages are written without their checksums and read unchecked.

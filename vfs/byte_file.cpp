@@ -245,6 +245,12 @@ Status ByteFile::flush_kept() {
 Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("read", "negative offset");
   stats_->bytes_read.fetch_add(out.size(), std::memory_order_relaxed);
+  if (offset + static_cast<int64_t>(out.size()) > size_) {
+    // Past the end as this descriptor last saw it: another may have grown
+    // the file since (a checkpoint, or WAL frames, that a wal-index this
+    // VFS is not told of describes). Ask before answering with zeros.
+    if (Status s = reload(); !s) return s;
+  }
   size_t avail = offset >= size_ ? 0 : static_cast<size_t>(std::min<int64_t>(size_ - offset, static_cast<int64_t>(out.size())));
   size_t done = 0;
   std::vector<std::byte> page_buffer;

@@ -79,9 +79,12 @@ struct DbConfig {
   // The database's WAL files open in this process (StoreFile, vfs_internal.h),
   // so that the WAL frames a connection holds can be sent to the file
   // before the wal-index in shared memory says they exist (xShmBarrier).
+  // Connections of one process share one open WAL (as unix descriptors
+  // share the kernel's copy of a file): `files` counts the xOpens each
+  // StoreFile stands for.
   struct OpenWals {
     Mutex mu;  // taken before any of the files' own
-    std::set<StoreFile*> files GUARDED_BY(mu);
+    std::map<StoreFile*, int> files GUARDED_BY(mu);
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 

@@ -24,6 +24,13 @@ extern "C" int sqlite3_pagefile_register(int make_default) {
   return pagefile::vfs::register_vfs(make_default != 0 || default_from_environment() ? 1 : 0);
 }
 
+// SQLite's test harness (tests/sqlite/pagefile_test_init.c) hands over the
+// counters its test build of os_unix.c counts fsyncs in, so that tests
+// counting syncs count this VFS's (vfs_internal.h, set_sync_counters).
+extern "C" __attribute__((visibility("default"))) void pagefile_test_sync_counters(int* syncs, int* full_syncs) {
+  pagefile::vfs::set_sync_counters(syncs, full_syncs);
+}
+
 #ifdef PAGEFILE_VFS_LOADABLE
 extern "C" __attribute__((visibility("default"))) int sqlite3_pagefile_init(sqlite3* db, char** error,
                                                                             const sqlite3_api_routines* api) {

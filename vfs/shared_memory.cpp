@@ -14,27 +14,41 @@
 namespace pagefile::vfs {
 
 Result<std::unique_ptr<SharedMemory>> SharedMemory::open(const std::string& path, mode_t mode) {
+  bool read_only = false;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) {
-    int err = errno;
-    if (err == EACCES || err == EROFS) {
-      return Status::read_only(path, "the wal-index cannot be opened for writing");
-    }
-    return errno_status(err, path, "open");
+  if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+    read_only = true;
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   }
+  if (fd < 0) return errno_status(errno, path, "open");
   // (open() applies the umask; the database's own mode is what counts.)
-  (void)::fchmod(fd, mode);
-  std::unique_ptr<SharedMemory> shm(new SharedMemory(path, fd));
-  // The first to open it (no one holds the switch) resets it, under a write
-  // lock that keeps the others out meanwhile; everyone then holds a read lock.
-  auto first = try_range_lock(fd, F_WRLCK, kDeadManSwitch, 1, path);
-  if (!first) return first.status();
-  if (*first && ::ftruncate(fd, 0) != 0) return errno_status(errno, path, "truncate");
-  auto held = try_range_lock(fd, F_RDLCK, kDeadManSwitch, 1, path);
+  if (!read_only) (void)::fchmod(fd, mode);
+  std::unique_ptr<SharedMemory> shm(new SharedMemory(path, fd, read_only));
+  if (Status s = shm->attach(); !s) return s;
+  return shm;
+}
+
+Status SharedMemory::attach() {
+  if (read_only_) {
+    // A read lock needs no write access, a reset does: join a writer's.
+    auto held = range_lock_conflict(fd_, F_WRLCK, kDeadManSwitch, 1, path_);
+    if (!held) return held.status();
+    if (*held == F_UNLCK) return Status::ok();  // no writer yet: not attached
+    if (*held == F_WRLCK) return Status::busy(path_, "another connection is initialising the wal-index");
+  } else {
+    // The first to open it (no one holds the switch) resets it, under a
+    // write lock that keeps the others out meanwhile.
+    auto first = try_range_lock(fd_, F_WRLCK, kDeadManSwitch, 1, path_);
+    if (!first) return first.status();
+    if (*first && ::ftruncate(fd_, 0) != 0) return errno_status(errno, path_, "truncate");
+  }
+  // Everyone attached holds a read lock.
+  auto held = try_range_lock(fd_, F_RDLCK, kDeadManSwitch, 1, path_);
   if (!held) return held.status();
   // Not first, and no read lock: another connection is resetting it now.
-  if (!*held) return Status::busy(path, "another connection is initialising the wal-index");
-  return shm;
+  if (!*held) return Status::busy(path_, "another connection is initialising the wal-index");
+  attached_ = true;
+  return Status::ok();
 }
 
 SharedMemory::~SharedMemory() { (void)close(false); }
@@ -46,17 +60,21 @@ Result<void*> SharedMemory::map(int region, int size, bool extend) {
   }
   region_size_ = size;
   if (static_cast<size_t>(region) < regions_.size() && regions_[region] != nullptr) return regions_[region];
+  if (!attached_) {
+    if (Status s = attach(); !s) return s;
+    if (!attached_) return Status::read_only(path_, "no connection that may write it has initialised the wal-index");
+  }
   off_t end = static_cast<off_t>(region + 1) * size;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return errno_status(errno, path_, "stat");
   if (st.st_size < end) {
-    if (!extend) return nullptr;
+    if (!extend || read_only_) return nullptr;
     const off_t page = ::getpagesize();
     for (off_t at = st.st_size / page * page; at < end; at += page) {
       if (::pwrite(fd_, "", 1, at + page - 1) != 1) return errno_status(errno, path_, "extend");
     }
   }
-  void* at = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+  void* at = ::mmap(nullptr, static_cast<size_t>(size), read_only_ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
                     static_cast<off_t>(region) * size);
   if (at == MAP_FAILED) return errno_status(errno, path_, fmt::format("map region {}", region));
   if (regions_.size() <= static_cast<size_t>(region)) regions_.resize(static_cast<size_t>(region) + 1, nullptr);

@@ -15,6 +15,12 @@
 // the file, so that a wal-index left by processes that crashed is rebuilt
 // from the WAL by SQLite's recovery rather than trusted.
 //
+// A wal-index this user may read but not write (its mode, or a read-only
+// file system) is opened read-only, as os_unix.c does: mapped read-only
+// once a writer has initialised it (a writer holds the switch), and until
+// then map() answers kReadOnly, on which SQLite reads the WAL itself
+// (SQLITE_READONLY_CANTINIT).
+//
 // Thread-safety: none; the VFS calls it under its file's mutex.
 #pragma once
 
@@ -37,7 +43,8 @@ class SharedMemory {
 
   // Opens (creating it with `mode`) the wal-index file at `path` and takes
   // the dead man's switch. kBusy when a connection is initialising it right
-  // now; kReadOnly when it cannot be opened for writing.
+  // now; the open's error (kPermissionDenied...) when it cannot be opened
+  // even for reading.
   static Result<std::unique_ptr<SharedMemory>> open(const std::string& path, mode_t mode);
   // Unmaps and closes (close(false)).
   ~SharedMemory();
@@ -48,8 +55,11 @@ class SharedMemory {
   // when the file does not reach that far and `extend` is false. Extending
   // writes the last byte of each new page of the file, so that a full disk
   // is an error here rather than a fault on first touch (as os_unix.c).
+  // Read-only (read_only()): never extended, mapped for reading only, and
+  // kReadOnly while no writer has initialised the file.
   // REQUIRES: every call gives the same size.
   Result<void*> map(int region, int size, bool extend);
+  bool read_only() const { return read_only_; }
 
   enum class LockKind { kUnlock, kShared, kExclusive };
   // SQLite's locks `offset` to `offset + n - 1` (each below kLocks): kBusy
@@ -64,10 +74,15 @@ class SharedMemory {
   const std::string& path() const { return path_; }
 
  private:
-  SharedMemory(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  SharedMemory(std::string path, int fd, bool read_only) : path_(std::move(path)), fd_(fd), read_only_(read_only) {}
+  // Takes the dead man's switch (the first resets the file); a read-only
+  // one only joins a writer's (attached_ stays false while there is none).
+  Status attach();
 
   const std::string path_;
   int fd_;
+  const bool read_only_;
+  bool attached_ = false;
   int region_size_ = 0;
   std::vector<void*> regions_;  // by region; nullptr where not mapped yet
 };

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -64,7 +66,7 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
 Status drain_wals(DbConfig& config) {
   MutexLock wals(config.wals->mu);
   Status first;
-  for (StoreFile* wal : config.wals->files) {
+  for (auto& [wal, opens] : config.wals->files) {
     MutexLock lock(wal->mu);
     if (!wal->file->pending()) continue;
     Status s = wal->file->drain();
@@ -75,13 +77,18 @@ Status drain_wals(DbConfig& config) {
 
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
-  std::unique_ptr<StoreFile> st(pf->state);
+  StoreFile* shared = pf->state;
   pf->state = nullptr;
-  return guarded(SQLITE_IOERR_CLOSE, [&] {
-    if (st->wal) {
-      MutexLock wals(st->config->wals->mu);  // (taken before the file's own, as drain_wals does)
-      st->config->wals->files.erase(st.get());
+  if (shared->wal) {
+    MutexLock wals(shared->config->wals->mu);  // (taken before the file's own, as drain_wals does)
+    auto open = shared->config->wals->files.find(shared);
+    if (open != shared->config->wals->files.end() && --open->second > 0) {
+      return SQLITE_OK;  // another connection's still
     }
+    if (open != shared->config->wals->files.end()) shared->config->wals->files.erase(open);
+  }
+  std::unique_ptr<StoreFile> st(shared);
+  return guarded(SQLITE_IOERR_CLOSE, [&] {
     MutexLock lock(st->mu);
     if (st->shm) (void)st->shm->close(false);
     Status s = st->file->close();
@@ -133,12 +140,24 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   });
 }
 
-int x_sync(sqlite3_file* f, int) {
+std::atomic<int*> g_sync_count{nullptr};
+std::atomic<int*> g_full_sync_count{nullptr};
+
+// Counts one sync as os_unix.c's full_fsync does in SQLite's test build.
+void count_sync(bool full) {
+  if (int* syncs = g_sync_count.load()) ++*syncs;
+  if (int* fulls = g_full_sync_count.load(); fulls && full) ++*fulls;
+}
+
+int x_sync(sqlite3_file* f, int flags) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSYNC, [&] {
     MutexLock lock(st.mu);
     Status s = st.file->sync();
-    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_FSYNC);
+    if (!s) return sqlite_error(s, SQLITE_IOERR_FSYNC);
+    count_sync((flags & 0x0F) == SQLITE_SYNC_FULL);
+    if (std::exchange(st.dir_sync_due, false)) count_sync(false);
+    return SQLITE_OK;
   });
 }
 
@@ -385,7 +404,8 @@ int shm_open(StoreFile& st) REQUIRES(st.mu) {
   auto shm = SharedMemory::open(st.name + "-shm", mode);
   if (!shm) {
     if (shm.status().is(Code::kBusy)) return SQLITE_BUSY;  // SQLite tries again
-    if (shm.status().is(Code::kReadOnly)) return sqlite_error(shm.status(), SQLITE_READONLY_CANTINIT);
+    // Not even readable: as unixOpenSharedMemory answers.
+    if (shm.status().is(Code::kPermissionDenied)) return sqlite_error(shm.status(), SQLITE_CANTOPEN, SQLITE_CANTOPEN);
     return sqlite_error(shm.status(), SQLITE_IOERR_SHMOPEN);
   }
   st.shm = std::move(*shm);
@@ -401,9 +421,12 @@ int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile**
     MutexLock lock(st.mu);
     if (int rc = shm_open(st); rc != SQLITE_OK) return rc;
     auto at = st.shm->map(region, size, extend != 0);
+    // Read-only: SQLite reads the WAL itself until a writer initialises
+    // the wal-index, then reads that without writing it.
+    if (!at && at.status().is(Code::kReadOnly)) return sqlite_error(at.status(), SQLITE_IOERR_SHMMAP, SQLITE_READONLY_CANTINIT);
     if (!at) return sqlite_error(at.status(), SQLITE_IOERR_SHMMAP);
     *out = *at;
-    return SQLITE_OK;
+    return st.shm->read_only() ? SQLITE_READONLY : SQLITE_OK;
   });
 }
 
@@ -509,6 +532,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   st->name = *name;
   st->main_db = role == SQLITE_OPEN_MAIN_DB;
   st->wal = role == SQLITE_OPEN_WAL;
+  st->read_only = (flags & SQLITE_OPEN_READONLY) != 0;
   st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
   DbRegistry& registry = DbRegistry::instance();
   Result<std::shared_ptr<DbConfig>> config = Status::not_found(*name);
@@ -532,6 +556,17 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   open.create = (flags & SQLITE_OPEN_CREATE) != 0;
   open.exclusive = (flags & SQLITE_OPEN_EXCLUSIVE) != 0;
   open.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
+  if (o.location == Location::kLocal && !st->main_db) {
+    // As findCreateFileMode: a journal or WAL gets its database's
+    // permissions (whoever may write the database may roll it back), a
+    // file deleted on close only its owner's.
+    struct stat db {};
+    if (st->delete_on_close) {
+      open.mode = 0600;
+    } else if (::stat(database_of(*name).c_str(), &db) == 0) {
+      open.mode = db.st_mode & 0777;
+    }
+  }
   open.page_size = st->main_db ? o.page_size : 0;
   open.concurrency = st->config->concurrency.load();
   open.checksums = o.checksums;
@@ -553,6 +588,11 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     // with pages that are read again only after a crash.
     open.policy = BufferPolicy{AccessType::kSequential};
   }
+  if (o.location == Location::kLocal && open.create) {
+    // (ByteFile::open makes a file it creates durable, name too, at its
+    // first sync; x_sync counts that directory sync.)
+    st->dir_sync_due = ::access(st->name.c_str(), F_OK) != 0;
+  }
   auto file = ByteFile::open(*st->config->client, st->name, open,
                                st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes,
                                st->config->stats);
@@ -561,10 +601,37 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   return st;
 }
 
+void set_sync_counters(int* syncs, int* full_syncs) {
+  g_sync_count = syncs;
+  g_full_sync_count = full_syncs;
+}
+
 void register_wal(StoreFile& st) {
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);
-  st.config->wals->files.insert(&st);
+  st.config->wals->files.emplace(&st, 1);
+}
+
+// One StoreFile serves every connection of the process, so each reads what
+// another wrote at once, the size included, as unix descriptors of one
+// file do. SQLite needs that where it does not tell the VFS about its
+// shared memory (a VFS layered over this one with a wal-index of its own,
+// as SQLite's test VFS keeps): across processes the wal-index's locks and
+// barriers say when to look again (x_shm_lock, x_shm_barrier).
+StoreFile* share_open_wal(const char* sqlite_name, int flags) {
+  auto name = store_name(sqlite_name);
+  if (!name) return nullptr;
+  auto config = DbRegistry::instance().lookup(*name);
+  if (!config) return nullptr;
+  bool read_only = (flags & SQLITE_OPEN_READONLY) != 0;
+  MutexLock wals((*config)->wals->mu);
+  for (auto& [wal, opens] : (*config)->wals->files) {
+    if (wal->name == *name && wal->read_only == read_only && !wal->delete_on_close) {
+      ++opens;
+      return wal;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace pagefile::vfs

@@ -24,10 +24,12 @@ struct StoreFile {
   std::shared_ptr<DbConfig> config;
   bool main_db = false;
   bool wal = false;  // a WAL file (in DbConfig::wals while open)
+  bool read_only = false;
   bool delete_on_close = false;
 
   std::unique_ptr<ByteFile> file GUARDED_BY(mu);  // set at open, reset at close
   int lock GUARDED_BY(mu) = 0;                  // SQLITE_LOCK_* as SQLite sees it
+  bool dir_sync_due GUARDED_BY(mu) = false;     // a local file this open created: its first sync syncs its directory
   bool exclusive_mode GUARDED_BY(mu) = false;   // PRAGMA locking_mode=EXCLUSIVE was seen
   uint64_t fresh_locks_seen GUARDED_BY(mu) = 0;  // config->fresh_locks when last read afresh
   // A local database's wal-index, from its first xShmMap to xShmUnmap.
@@ -72,6 +74,10 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
 // Lists a WAL file among its database's open WALs (DbConfig::wals), once
 // it is open and no lock of ours is held.
 void register_wal(StoreFile& st);
+// The WAL `sqlite_name` that another connection of this process has open
+// with the same `flags`' access, counted once more (x_close counts down);
+// nullptr when there is none.
+StoreFile* share_open_wal(const char* sqlite_name, int flags);
 
 // The rule for a remote database's name (doc/sqlite_vfs.md, "Names"): a
 // name holding a '/' is a path, and is refused as the unix VFS would refuse
@@ -101,6 +107,12 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 // Replaces `to` with a byte-for-byte copy of `from`, in a Pagefile of the
 // same page size. Returns the bytes copied; kNotFound when `from` is absent.
 Result<int64_t> copy_stored(const std::string& from, const std::string& to);
+
+// Where SQLite's test build counts the fsyncs os_unix.c makes (its
+// sqlite3_sync_count and sqlite3_fullsync_count): a harness that hands
+// them over (pagefile_test_sync_counters) has this VFS's syncs counted
+// there too, a directory's among them. Unset: not counted.
+void set_sync_counters(int* syncs, int* full_syncs);
 
 // SQL functions pagefile_unlink/exists/size/read/write/copy/names on `db`.
 int register_sql_functions(sqlite3* db);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "store/file_header.h"
@@ -24,6 +25,15 @@ bool goes_to_store(const char* name, int flags) {
   return role != 0;
 }
 
+// The full name of `name` when it is a file of a database opened local
+// here (its own path on this machine), else nullopt.
+std::optional<std::string> local_name(const char* name) {
+  auto full = store_name(name);
+  std::shared_ptr<DbConfig> config = full ? DbRegistry::instance().find(*full) : nullptr;
+  if (!config || config->options.location != Location::kLocal) return std::nullopt;
+  return *full;
+}
+
 // Whether the open failed because a local database's path holds a file
 // that is not a Pagefile: it is then opened read-only through the unix VFS
 // (x_open), so an ordinary SQLite database reads as it is and anything else
@@ -31,17 +41,14 @@ bool goes_to_store(const char* name, int flags) {
 // unix; it is never written.
 bool opens_foreign(const char* name, int role, const Status& status) {
   if (role != SQLITE_OPEN_MAIN_DB || !status.is(Code::kCorruption)) return false;
-  auto full = store_name(name);
-  std::shared_ptr<DbConfig> config = full ? DbRegistry::instance().find(*full) : nullptr;
-  return config && config->options.location == Location::kLocal && LocalPagefile::is_foreign(*full);
+  auto full = local_name(name);
+  return full && LocalPagefile::is_foreign(*full);
 }
 
 // The code of a failed open: a local file the system will not open is
 // SQLITE_CANTOPEN, as the unix VFS answers it.
 int open_failure(const char* name, const Status& status) {
-  auto full = store_name(name);
-  std::shared_ptr<DbConfig> config = full ? DbRegistry::instance().find(*full) : nullptr;
-  if (config && config->options.location == Location::kLocal && status.is(Code::kPermissionDenied)) {
+  if (status.is(Code::kPermissionDenied) && local_name(name)) {
     return sqlite_error(status, SQLITE_CANTOPEN, SQLITE_CANTOPEN);
   }
   return sqlite_error(status, SQLITE_CANTOPEN);
@@ -55,7 +62,24 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
   }
   return guarded(SQLITE_CANTOPEN, [&] {
     int role = flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL | SQLITE_OPEN_SUPER_JOURNAL);
+    auto* pf = reinterpret_cast<PagefileFile*>(file);
+    if (role == SQLITE_OPEN_WAL) {
+      if (StoreFile* shared = share_open_wal(name, flags)) {
+        pf->state = shared;
+        pf->base.pMethods = &kStoreFileMethods;
+        if (out_flags) *out_flags = flags;
+        return SQLITE_OK;
+      }
+    }
     auto st = open_store_file(name, role, flags);
+    if (!st && st.status().is(Code::kPermissionDenied) && (flags & SQLITE_OPEN_READWRITE) != 0 &&
+        local_name(name)) {
+      // A local file this user may read but not write opens read-only, as
+      // unixOpen retries it: SQLite then reads it and refuses writes with
+      // SQLITE_READONLY.
+      flags = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_READONLY;
+      st = open_store_file(name, role, flags);
+    }
     if (!st && opens_foreign(name, role, st.status())) {
       sqlite3_vfs* os = unix_vfs();
       int read_only = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE)) |
@@ -68,7 +92,6 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
       return rc;
     }
     if (!st) return open_failure(name, st.status());
-    auto* pf = reinterpret_cast<PagefileFile*>(file);
     pf->state = st->release();
     register_wal(*pf->state);
     pf->base.pMethods = &kStoreFileMethods;

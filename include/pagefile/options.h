@@ -115,6 +115,9 @@ struct OpenOptions {
   // Open for reading only; writes, truncate and exclusive locks then fail
   // with kReadOnly.
   bool read_only = false;
+  // A local file created by this open gets exactly these permission bits
+  // (a journal gets its database's, as on unix); 0: 0644 less the umask.
+  uint32_t mode = 0;
 
   // The buffer policy for this open. Unset means: the policy recorded in the
   // file at creation (a new file records the one given here, or the default).

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -259,4 +260,167 @@ TEST_CASE("WAL: the -wal and -shm of a process killed after its commits; a -shm 
   CHECK(counter(db_uri) == "27");
   SqliteDb db(db_uri, nullptr);
   CHECK(db.query("SELECT count(*), sum(length(pad)) FROM t") == "27|54000");
+}
+
+TEST_CASE("a user who may not write the -wal, the -shm or the database reads it, and gets SQLITE_READONLY: the unix VFS's answers") {
+  // wal2.test's 13.* on both VFSes, as another user than the files' owner
+  // (root ignores permissions): each file of a WAL database left by a
+  // killed process readable and writable (0666), read-only (0444) or
+  // neither (0000).
+  register_without_bus();
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  struct Case {
+    int db, wal, shm;
+    const char* want;
+  };
+  const Case cases[] = {
+      {0666, 0666, 0666, "open=0 read=0 write=0\n"},   {0666, 0444, 0666, "open=0 read=0 write=8\n"},
+      {0666, 0666, 0444, "open=0 read=0 write=8\n"},   {0444, 0666, 0666, "open=0 read=0 write=8\n"},
+      {0666, 0000, 0666, "open=0 read=14 write=14\n"}, {0666, 0666, 0000, "open=0 read=14 write=14\n"},
+      {0000, 0666, 0666, "open=14 read=-1 write=-1\n"},
+  };
+  for (const char* vfs : {"unix", "pagefile"}) {
+    fs::path base = dir / vfs;
+    fs::create_directories(base);
+    ::chmod(base.c_str(), 0777);
+    std::string saved = uri(base / "saved.db", vfs);
+    create_counter(saved, "delete");
+    ::chmod((base / "saved.db").c_str(), 0640);
+    pid_t crasher = start_worker(dir / "crash.txt", {saved, "crash-wal", "3"});
+    REQUIRE(wait_worker(crasher) == 128 + SIGKILL);
+    // The -wal and -shm get the database's permissions, whatever the umask.
+    struct stat wal {}, shm {};
+    REQUIRE(::stat((base / "saved.db-wal").c_str(), &wal) == 0);
+    REQUIRE(::stat((base / "saved.db-shm").c_str(), &shm) == 0);
+    CHECK((wal.st_mode & 0777) == 0640);
+    CHECK((shm.st_mode & 0777) == 0640);
+  }
+  int n = 0;
+  for (const Case& c : cases) {
+    CAPTURE(c.db);
+    CAPTURE(c.wal);
+    CAPTURE(c.shm);
+    std::string got[2];
+    int k = 0;
+    ++n;
+    for (const char* vfs : {"unix", "pagefile"}) {
+      fs::path base = dir / vfs;
+      fs::path db = base / fmt::format("case{}.db", n);
+      for (const auto& [suffix, mode] : {std::pair<std::string, int>{"", c.db}, {"-wal", c.wal}, {"-shm", c.shm}}) {
+        fs::copy_file(base / ("saved.db" + suffix), db.string() + suffix);
+        ::chmod((db.string() + suffix).c_str(), static_cast<mode_t>(mode));
+      }
+      got[k++] = run_program(binary_from_env("VFS_WORKER"), dir.path(), {uri(db, vfs), "as-other-user"}).out;
+    }
+    CHECK(got[0] == c.want);
+    CHECK(got[1] == got[0]);
+  }
+}
+
+namespace {
+
+// "heapshm": a VFS over pagefile that keeps the wal-index itself, in this
+// process's memory, as SQLite's test VFS (testvfs) does: the pagefile VFS
+// never hears of the WAL's locks and barriers. For one thread using its
+// connections in turn (its locks are always granted).
+sqlite3_vfs* g_heap_below = nullptr;
+std::map<std::string, std::vector<std::vector<char>>> g_heap_regions;
+
+struct HeapShmFile {
+  sqlite3_file base;
+  std::string* name;
+  sqlite3_file* real() { return reinterpret_cast<sqlite3_file*>(this + 1); }
+};
+HeapShmFile* heap(sqlite3_file* f) { return reinterpret_cast<HeapShmFile*>(f); }
+
+sqlite3_io_methods heap_methods() {
+  sqlite3_io_methods m{};
+  m.iVersion = 2;
+  m.xClose = [](sqlite3_file* f) {
+    int rc = heap(f)->real()->pMethods->xClose(heap(f)->real());
+    delete heap(f)->name;
+    return rc;
+  };
+  m.xRead = [](sqlite3_file* f, void* b, int n, sqlite3_int64 o) { return heap(f)->real()->pMethods->xRead(heap(f)->real(), b, n, o); };
+  m.xWrite = [](sqlite3_file* f, const void* b, int n, sqlite3_int64 o) { return heap(f)->real()->pMethods->xWrite(heap(f)->real(), b, n, o); };
+  m.xTruncate = [](sqlite3_file* f, sqlite3_int64 s) { return heap(f)->real()->pMethods->xTruncate(heap(f)->real(), s); };
+  m.xSync = [](sqlite3_file* f, int flags) { return heap(f)->real()->pMethods->xSync(heap(f)->real(), flags); };
+  m.xFileSize = [](sqlite3_file* f, sqlite3_int64* s) { return heap(f)->real()->pMethods->xFileSize(heap(f)->real(), s); };
+  m.xLock = [](sqlite3_file* f, int l) { return heap(f)->real()->pMethods->xLock(heap(f)->real(), l); };
+  m.xUnlock = [](sqlite3_file* f, int l) { return heap(f)->real()->pMethods->xUnlock(heap(f)->real(), l); };
+  m.xCheckReservedLock = [](sqlite3_file* f, int* r) { return heap(f)->real()->pMethods->xCheckReservedLock(heap(f)->real(), r); };
+  m.xFileControl = [](sqlite3_file* f, int op, void* a) { return heap(f)->real()->pMethods->xFileControl(heap(f)->real(), op, a); };
+  m.xSectorSize = [](sqlite3_file* f) { return heap(f)->real()->pMethods->xSectorSize(heap(f)->real()); };
+  m.xDeviceCharacteristics = [](sqlite3_file* f) { return heap(f)->real()->pMethods->xDeviceCharacteristics(heap(f)->real()); };
+  m.xShmMap = [](sqlite3_file* f, int region, int size, int extend, void volatile** out) {
+    auto& regions = g_heap_regions[*heap(f)->name];
+    *out = nullptr;
+    if (static_cast<int>(regions.size()) <= region) {
+      if (!extend) return SQLITE_OK;
+      regions.resize(static_cast<size_t>(region) + 1);
+    }
+    if (regions[static_cast<size_t>(region)].empty()) regions[static_cast<size_t>(region)].assign(static_cast<size_t>(size), 0);
+    *out = regions[static_cast<size_t>(region)].data();
+    return SQLITE_OK;
+  };
+  m.xShmLock = [](sqlite3_file*, int, int, int) { return SQLITE_OK; };
+  m.xShmBarrier = [](sqlite3_file*) {};
+  m.xShmUnmap = [](sqlite3_file* f, int remove) {
+    if (remove) g_heap_regions.erase(*heap(f)->name);
+    return SQLITE_OK;
+  };
+  return m;
+}
+const sqlite3_io_methods kHeapMethods = heap_methods();
+
+void register_heap_shm() {
+  static sqlite3_vfs v = [] {
+    g_heap_below = sqlite3_vfs_find("pagefile");
+    sqlite3_vfs vfs = *g_heap_below;
+    vfs.zName = "heapshm";
+    vfs.szOsFile = static_cast<int>(sizeof(HeapShmFile)) + g_heap_below->szOsFile;
+    vfs.xOpen = [](sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out) {
+      auto* h = heap(f);
+      h->base.pMethods = nullptr;
+      int rc = g_heap_below->xOpen(g_heap_below, name, h->real(), flags, out);
+      if (rc != SQLITE_OK) return rc;
+      h->name = new std::string(name ? name : "");
+      h->base.pMethods = &kHeapMethods;
+      return SQLITE_OK;
+    };
+    return vfs;
+  }();
+  static bool registered = sqlite3_vfs_register(&v, 0) == SQLITE_OK;
+  REQUIRE(registered);
+}
+
+}  // namespace
+
+TEST_CASE("WAL under a VFS that keeps the wal-index itself (as SQLite's testvfs): connections of one process read each other's commits") {
+  // The pagefile VFS is not told when a connection commits or begins to
+  // read; its connections share one open WAL, and a read past the end it
+  // last saw asks the file again, so each sees the others' frames and
+  // checkpoints as on unix.
+  register_without_bus();
+  register_heap_shm();
+  TempDir dir;
+  std::string db_uri = uri(dir / "heap.db", "heapshm");
+  SqliteDb a(db_uri, nullptr);
+  SqliteDb b(db_uri, nullptr);
+  REQUIRE(a.open_rc() == SQLITE_OK);
+  REQUIRE(b.open_rc() == SQLITE_OK);
+  CHECK(b.query("PRAGMA journal_mode=WAL") == "wal");
+  b.run("PRAGMA wal_autocheckpoint=0; CREATE TABLE t(a, pad)");
+  for (int round = 1; round <= 4; ++round) {
+    CAPTURE(round);
+    SqliteDb& writer = round % 2 ? a : b;
+    SqliteDb& reader = round % 2 ? b : a;
+    writer.run("INSERT INTO t SELECT value, randomblob(700) FROM "
+               "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 50) SELECT value FROM s)");
+    CHECK(reader.query("SELECT count(*) FROM t") == std::to_string(50 * round));
+    if (round == 2) CHECK(reader.query("PRAGMA wal_checkpoint(RESTART)").rfind("0|", 0) == 0);
+  }
+  CHECK(a.query("PRAGMA integrity_check") == "ok");
+  CHECK(b.query("PRAGMA integrity_check") == "ok");
 }

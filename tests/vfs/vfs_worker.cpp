@@ -28,6 +28,10 @@
 //   vfs_worker URI crash-wal N    N committed transactions in WAL mode, each
 //                                 adding one to c.n, then SIGKILL itself
 //                                 (its -wal and -shm stay behind)
+//   vfs_worker URI as-other-user  as user nobody when run as root (so that
+//                                 permissions count): opens URI, reads c,
+//                                 adds one to c.n, prints
+//                                 "open=RC read=RC write=RC" (primary codes)
 // Exits 0 on success, 1 with the error on stderr.
 #include <signal.h>
 #include <sqlite3.h>
@@ -122,6 +126,19 @@ int main(int argc, char** argv) {
   register_stopper();
   std::string uri = argv[1];
   std::string mode = argv[2];
+  if (mode == "as-other-user") {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      std::perror("vfs_worker: setuid nobody");
+      return 1;
+    }
+    sqlite3* db = nullptr;
+    int open = sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr);
+    int read = open == SQLITE_OK ? sqlite3_exec(db, "SELECT n FROM c", nullptr, nullptr, nullptr) & 0xff : -1;
+    int write = open == SQLITE_OK ? sqlite3_exec(db, "UPDATE c SET n = n + 1", nullptr, nullptr, nullptr) & 0xff : -1;
+    std::printf("open=%d read=%d write=%d\n", open, read, write);
+    sqlite3_close(db);
+    return 0;
+  }
   if (mode == "stop-commit") {
     auto at = uri.find("vfs=pagefile");
     if (at != std::string::npos) uri.replace(at, std::strlen("vfs=pagefile"), "vfs=stopper");
