@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -136,16 +137,60 @@ Status pwrite_full(int fd, std::span<const std::byte> data, off_t offset, std::s
   return Status::ok();
 }
 
+// The directory syncs of this process, by directory: each is numbered when
+// it starts, and the highest number of one that completed is kept. A file
+// linked into a directory before a sync started is durable, name and all,
+// once that sync completes: its own directory sync may be skipped (as a
+// new database's is by its journal's, in the same directory: what the unix
+// VFS relies on, never syncing a database's directory itself).
+class DirSyncs {
+ public:
+  static DirSyncs& instance() {
+    static DirSyncs syncs;
+    return syncs;
+  }
+  uint64_t start(const std::string& dir) {
+    MutexLock lock(mu_);
+    return ++by_dir_[dir].started;
+  }
+  void completed(const std::string& dir, uint64_t number) {
+    MutexLock lock(mu_);
+    auto& d = by_dir_[dir];
+    d.completed = std::max(d.completed, number);
+  }
+  uint64_t started(const std::string& dir) {
+    MutexLock lock(mu_);
+    return by_dir_[dir].started;
+  }
+  // Whether a sync that started after `started` has completed.
+  bool done_since(const std::string& dir, uint64_t started) {
+    MutexLock lock(mu_);
+    return by_dir_[dir].completed > started;
+  }
+
+ private:
+  struct Dir {
+    uint64_t started = 0;
+    uint64_t completed = 0;
+  };
+  Mutex mu_;
+  std::map<std::string, Dir> by_dir_ GUARDED_BY(mu_);
+};
+
+std::string dir_name(const std::filesystem::path& dir) { return dir.empty() ? std::string(".") : dir.string(); }
+
 Status fsync_dir(const std::filesystem::path& dir) {
-  std::string dir_name = dir.empty() ? std::string(".") : dir.string();
-  int fd = ::open(dir_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_status(errno, dir_name, "open directory");
+  std::string name = dir_name(dir);
+  uint64_t number = DirSyncs::instance().start(name);
+  int fd = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, name, "open directory");
   int rc = ::fsync(fd);
   int err = errno;
   ::close(fd);
   // Some file systems cannot fsync a directory; the link is then as durable
   // as they make it.
-  if (rc != 0 && err != EINVAL) return errno_status(err, dir_name, "fsync directory");
+  if (rc != 0 && err != EINVAL) return errno_status(err, name, "fsync directory");
+  DirSyncs::instance().completed(name, number);
   return Status::ok();
 }
 
@@ -498,6 +543,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
   file->dir_sync_due_ = created;
+  if (created) file->dir_syncs_before_ = DirSyncs::instance().started(dir_name(path.parent_path()));
   return file;
 }
 
@@ -732,9 +778,11 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
 Status LocalPagefile::sync() {
   if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, "fdatasync");
   if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync");
-  // A file this object created: its name too, once.
-  if (dir_sync_due_.exchange(false)) {
-    if (Status s = fsync_dir(std::filesystem::path(name_).parent_path()); !s) {
+  // A file this object created: its name too, once, unless a sync of its
+  // directory made since did it.
+  std::filesystem::path dir = std::filesystem::path(name_).parent_path();
+  if (dir_sync_due_.exchange(false) && !DirSyncs::instance().done_since(dir_name(dir), dir_syncs_before_)) {
+    if (Status s = fsync_dir(dir); !s) {
       dir_sync_due_ = true;
       return s;
     }

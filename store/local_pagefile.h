@@ -256,6 +256,7 @@ class LocalPagefile {
   const bool dsync_;
   // This object created the file: sync() syncs its directory too, once.
   std::atomic<bool> dir_sync_due_{false};
+  uint64_t dir_syncs_before_ = 0;  // of its directory, begun before it was created (fixed at open)
   // A sole writer's size in pages, as it last made it (read at open).
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;

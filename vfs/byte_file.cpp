@@ -263,6 +263,14 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
       if (Status s = fetch(page, out.subspan(done, n)); !s) return s;
     } else if (auto kept = kept_.find(page); kept != kept_.end()) {
       std::memcpy(out.data() + done, kept->second.data.data() + in_page, n);
+    } else if (layout_ == Layout::kPages && !read_ahead_pays_) {
+      // A local database page costs nothing to read again (the page
+      // cache), and one not kept is never stale: another connection's
+      // checkpoint may write it with no lock of this VFS's in between (a
+      // wal-index kept above the VFS).
+      page_buffer.resize(page_size_);
+      if (Status s = fetch(page, page_buffer); !s) return s;
+      std::memcpy(out.data() + done, page_buffer.data() + in_page, n);
     } else {
       // Part of a page (a header, a journal record): keep it, the next read
       // is most likely the rest of it.

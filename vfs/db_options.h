@@ -62,7 +62,10 @@ Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint3
 // goes away, a trailing "/" is dropped, all lexically. A relative path stays
 // relative: it is a name in the store, the same from every directory and
 // every machine (and, for location=local, relative to the working
-// directory). kInvalidArgument for an empty path or ".." above the root.
+// directory). Not made absolute as the unix VFS makes it: xFullPathname
+// cannot see a URI's bus=, and two processes in different directories must
+// name one remote file alike. kInvalidArgument for an empty path or ".."
+// above the root.
 Result<std::string> store_name(std::string_view path);
 
 // The main database a journal, WAL or super-journal name belongs to

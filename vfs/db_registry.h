@@ -81,10 +81,15 @@ struct DbConfig {
   // before the wal-index in shared memory says they exist (xShmBarrier).
   // Connections of one process share one open WAL (as unix descriptors
   // share the kernel's copy of a file): `files` counts the xOpens each
-  // StoreFile stands for.
+  // StoreFile stands for. One whose name was removed since is shared no
+  // more (a new file at the name is another file).
+  struct OpenWal {
+    int opens = 1;
+    bool removed = false;
+  };
   struct OpenWals {
     Mutex mu;  // taken before any of the files' own
-    std::map<StoreFile*, int> files GUARDED_BY(mu);
+    std::map<StoreFile*, OpenWal> files GUARDED_BY(mu);
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 

@@ -142,6 +142,7 @@ void fn_write(sqlite3_context* ctx, int, sqlite3_value** argv) {
     Status s = file ? (*file)->write(std::span<const std::byte>(data, n), offset) : file.status();
     if (s) s = (*file)->sync();
     if (s) s = (*file)->close();
+    if (s) s = settle_open_wals(path, WalAccess::kWrote);
     if (!s) {
       report(ctx, s);
     } else {

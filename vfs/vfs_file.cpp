@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/mutex.h"
+#include "store/file_header.h"
 #include "vfs/vfs_internal.h"
 
 namespace pagefile::vfs {
@@ -66,7 +67,7 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
 Status drain_wals(DbConfig& config) {
   MutexLock wals(config.wals->mu);
   Status first;
-  for (auto& [wal, opens] : config.wals->files) {
+  for (auto& [wal, open] : config.wals->files) {
     MutexLock lock(wal->mu);
     if (!wal->file->pending()) continue;
     Status s = wal->file->drain();
@@ -82,7 +83,7 @@ int x_close(sqlite3_file* f) {
   if (shared->wal) {
     MutexLock wals(shared->config->wals->mu);  // (taken before the file's own, as drain_wals does)
     auto open = shared->config->wals->files.find(shared);
-    if (open != shared->config->wals->files.end() && --open->second > 0) {
+    if (open != shared->config->wals->files.end() && --open->second.opens > 0) {
       return SQLITE_OK;  // another connection's still
     }
     if (open != shared->config->wals->files.end()) shared->config->wals->files.erase(open);
@@ -142,12 +143,6 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
 
 std::atomic<int*> g_sync_count{nullptr};
 std::atomic<int*> g_full_sync_count{nullptr};
-
-// Counts one sync as os_unix.c's full_fsync does in SQLite's test build.
-void count_sync(bool full) {
-  if (int* syncs = g_sync_count.load()) ++*syncs;
-  if (int* fulls = g_full_sync_count.load(); fulls && full) ++*fulls;
-}
 
 int x_sync(sqlite3_file* f, int flags) {
   StoreFile& st = state_of(f);
@@ -371,6 +366,22 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
         return SQLITE_OK;
       case SQLITE_FCNTL_PRAGMA:
         return file_pragma(st, static_cast<char**>(arg));
+      case SQLITE_FCNTL_POWERSAFE_OVERWRITE: {  // -1 asks; 0 or 1 sets (x_device_characteristics)
+        int* value = static_cast<int*>(arg);
+        if (*value < 0) {
+          *value = st.powersafe ? 1 : 0;
+        } else {
+          st.powersafe = *value != 0;
+        }
+        return SQLITE_OK;
+      }
+      case SQLITE_FCNTL_MMAP_SIZE: {  // kept and answered; xFetch maps nothing, so SQLite reads
+        auto* limit = static_cast<sqlite3_int64*>(arg);
+        sqlite3_int64 asked = *limit;
+        *limit = st.mmap_limit;
+        if (asked >= 0) st.mmap_limit = asked;
+        return SQLITE_OK;
+      }
       default:
         return SQLITE_NOTFOUND;
     }
@@ -384,10 +395,23 @@ int x_sector_size(sqlite3_file* f) {
   return static_cast<int>(std::min<uint32_t>(st.file->page_size(), 65536));
 }
 
-// Nothing is claimed: a page write is not atomic on power loss, a write of
-// part of a page rewrites the rest of it, and appends are not ordered
+// SQLite asks this of the database file. POWERSAFE_OVERWRITE (a crash never
+// changes bytes a write did not cover) holds when a page is one disk sector
+// or less: a write of part of a page rewrites the page whole, which the
+// disk writes whole or not at all (the promise SQLite's unix VFS takes
+// from it too), and the page's checksum accepts the old bytes or the new
+// (doc/page_format.md). With it SQLite journals pages rather than sectors
+// and does not pad each WAL commit to a sector. A larger page may be left
+// part old and part new by a crash: then nothing is claimed, and SQLite
+// journals and pads whole pages (x_sector_size). Appends are not ordered
 // against other pages' writes.
-int x_device_characteristics(sqlite3_file*) { return 0; }
+// As on unix, the URI's psow=0 or SQLITE_FCNTL_POWERSAFE_OVERWRITE turn the
+// claim off (or on).
+int x_device_characteristics(sqlite3_file* f) {
+  StoreFile& st = state_of(f);
+  MutexLock lock(st.mu);
+  return st.powersafe ? SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0;
+}
 
 // WAL's shared memory: a local database's -shm file (vfs/shared_memory.h).
 // A remote database has none (no memory shared between the store's
@@ -588,17 +612,50 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     // with pages that are read again only after a crash.
     open.policy = BufferPolicy{AccessType::kSequential};
   }
-  if (o.location == Location::kLocal && open.create) {
-    // (ByteFile::open makes a file it creates durable, name too, at its
-    // first sync; x_sync counts that directory sync.)
+  if (o.location == Location::kLocal && open.create && !st->main_db) {
+    // (A journal or WAL created here is durable, name too, at its first
+    // sync; x_sync counts that directory sync. A new database's name is
+    // made durable by its journal's, as on unix, unless no journal's
+    // comes first: that sync is not counted.)
     st->dir_sync_due = ::access(st->name.c_str(), F_OK) != 0;
   }
-  auto file = ByteFile::open(*st->config->client, st->name, open,
-                               st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes,
-                               st->config->stats);
+  auto layout = st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
+  bool sized_here = st->main_db && open.page_size == 0 && open.create;
+  if (sized_here) open.page_size = sqlite_default_page_size();
+  auto file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats);
+  if (!file && sized_here && file.status().is(Code::kInvalidArgument)) {
+    // It exists with pages of another size: those.
+    open.page_size = 0;
+    file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats);
+  }
   if (!file) return file.status();
   st->file = std::move(*file);
+  st->powersafe = st->file->page_size() <= kChecksumSectorSize &&
+                  sqlite3_uri_boolean(sqlite_name, "psow", 1) != 0;
   return st;
+}
+
+uint32_t sqlite_default_page_size() {
+  static const uint32_t size = [] {
+    uint32_t found = kDefaultPageSize;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+        auto n = static_cast<uint32_t>(sqlite3_column_int(stmt, 0));
+        if (check_page_size(n)) found = n;
+      }
+      sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+    return found;
+  }();
+  return size;
+}
+
+void count_sync(bool full) {
+  if (int* syncs = g_sync_count.load()) ++*syncs;
+  if (int* fulls = g_full_sync_count.load(); fulls && full) ++*fulls;
 }
 
 void set_sync_counters(int* syncs, int* full_syncs) {
@@ -609,7 +666,7 @@ void set_sync_counters(int* syncs, int* full_syncs) {
 void register_wal(StoreFile& st) {
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);
-  st.config->wals->files.emplace(&st, 1);
+  st.config->wals->files.emplace(&st, DbConfig::OpenWal{});
 }
 
 // One StoreFile serves every connection of the process, so each reads what
@@ -625,13 +682,32 @@ StoreFile* share_open_wal(const char* sqlite_name, int flags) {
   if (!config) return nullptr;
   bool read_only = (flags & SQLITE_OPEN_READONLY) != 0;
   MutexLock wals((*config)->wals->mu);
-  for (auto& [wal, opens] : (*config)->wals->files) {
-    if (wal->name == *name && wal->read_only == read_only && !wal->delete_on_close) {
-      ++opens;
+  for (auto& [wal, open] : (*config)->wals->files) {
+    if (wal->name == *name && wal->read_only == read_only && !wal->delete_on_close && !open.removed) {
+      ++open.opens;
       return wal;
     }
   }
   return nullptr;
+}
+
+Status settle_open_wals(const std::string& path, WalAccess access) {
+  auto name = store_name(path);
+  if (!name) return Status::ok();
+  std::shared_ptr<DbConfig> config = DbRegistry::instance().find(*name);
+  if (!config) return Status::ok();
+  MutexLock wals(config->wals->mu);
+  for (auto& [wal, open] : config->wals->files) {
+    if (wal->name != *name) continue;
+    if (access == WalAccess::kRemoved) {
+      open.removed = true;
+      continue;
+    }
+    MutexLock lock(wal->mu);
+    Status s = access == WalAccess::kWillRead ? wal->file->drain() : wal->file->reload();
+    if (!s) return s;
+  }
+  return Status::ok();
 }
 
 }  // namespace pagefile::vfs

@@ -30,6 +30,8 @@ struct StoreFile {
   std::unique_ptr<ByteFile> file GUARDED_BY(mu);  // set at open, reset at close
   int lock GUARDED_BY(mu) = 0;                  // SQLITE_LOCK_* as SQLite sees it
   bool dir_sync_due GUARDED_BY(mu) = false;     // a local file this open created: its first sync syncs its directory
+  bool powersafe GUARDED_BY(mu) = false;        // SQLITE_IOCAP_POWERSAFE_OVERWRITE claimed (x_device_characteristics)
+  int64_t mmap_limit GUARDED_BY(mu) = 0;        // SQLITE_FCNTL_MMAP_SIZE, as set (nothing is mapped)
   bool exclusive_mode GUARDED_BY(mu) = false;   // PRAGMA locking_mode=EXCLUSIVE was seen
   uint64_t fresh_locks_seen GUARDED_BY(mu) = 0;  // config->fresh_locks when last read afresh
   // A local database's wal-index, from its first xShmMap to xShmUnmap.
@@ -78,6 +80,12 @@ void register_wal(StoreFile& st);
 // with the same `flags`' access, counted once more (x_close counts down);
 // nullptr when there is none.
 StoreFile* share_open_wal(const char* sqlite_name, int flags);
+// What a handle other than the connections' is about to do, or did, to the
+// WAL `path` that connections of this process have open (the SQL
+// functions, xDelete): before a read, their writes go to the file; after a
+// write, they read it afresh; once removed, it is shared no more.
+enum class WalAccess { kWillRead, kWrote, kRemoved };
+Status settle_open_wals(const std::string& path, WalAccess access);
 
 // The rule for a remote database's name (doc/sqlite_vfs.md, "Names"): a
 // name holding a '/' is a path, and is refused as the unix VFS would refuse
@@ -108,11 +116,20 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 // same page size. Returns the bytes copied; kNotFound when `from` is absent.
 Result<int64_t> copy_stored(const std::string& from, const std::string& to);
 
+// The page size SQLite gives a new database unless told otherwise
+// (SQLITE_DEFAULT_PAGE_SIZE: 4096, unless SQLite was built with another),
+// asked of SQLite once. A new database's Pagefile gets pages of that size,
+// so each SQLite page is one Pagefile page.
+uint32_t sqlite_default_page_size();
+
 // Where SQLite's test build counts the fsyncs os_unix.c makes (its
 // sqlite3_sync_count and sqlite3_fullsync_count): a harness that hands
 // them over (pagefile_test_sync_counters) has this VFS's syncs counted
 // there too, a directory's among them. Unset: not counted.
 void set_sync_counters(int* syncs, int* full_syncs);
+// Counts one sync (a file's, `full` for SQLITE_SYNC_FULL, or a directory's)
+// as os_unix.c's full_fsync does in SQLite's test build.
+void count_sync(bool full);
 
 // SQL functions pagefile_unlink/exists/size/read/write/copy/names on `db`.
 int register_sql_functions(sqlite3* db);

@@ -104,7 +104,9 @@ int x_delete(sqlite3_vfs*, const char* name, int sync_dir) {
   return guarded(SQLITE_IOERR_DELETE, [&] {
     Status s = remove_stored(name, /*fenced=*/true, sync_dir != 0);
     if (s.is(Code::kNotFound)) return SQLITE_IOERR_DELETE_NOENT;
-    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
+    if (!s) return sqlite_error(s, SQLITE_IOERR_DELETE);
+    if (sync_dir != 0 && local_name(name)) count_sync(false);  // (its directory, synced)
+    return SQLITE_OK;
   });
 }
 
@@ -232,6 +234,7 @@ int register_vfs(int make_default) {
 Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptions open) {
   auto name = store_name(path);
   if (!name) return name.status();
+  if (Status s = settle_open_wals(*name, WalAccess::kWillRead); !s) return s;
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
   open.location = (*config)->options.location;
@@ -257,13 +260,20 @@ Result<int64_t> local_pages(const std::string& path) {
 }
 
 Result<int64_t> stored_size(const std::string& path) {
-  // A local file that is absent or holds no page: one stat says so.
-  if (auto pages = local_pages(path); !pages || *pages == 0) {
-    return pages;
-  }
+  if (Status s = settle_open_wals(path, WalAccess::kWillRead); !s) return s;
+  // A local file that is absent, or empty: one stat says so. (One of a
+  // header or less is read: a file of text is no Pagefile.)
+  auto pages = local_pages(path);
+  if (!pages) return pages;
+  if (struct stat st {}; *pages == 0 && ::stat(path.c_str(), &st) == 0 && st.st_size == 0) return pages;
   OpenOptions open;
   open.read_only = true;
   auto file = open_stored(path, open);
+  if (!file && file.status().is(Code::kCorruption) && local_name(path.c_str()) && LocalPagefile::is_foreign(path)) {
+    // A local file that is not a Pagefile (a -shm, a file of text) is not
+    // the store's.
+    return Status::not_found(path, "not a Pagefile");
+  }
   if (!file) return file.status();
   int64_t size = (*file)->size();
   (void)(*file)->close();
@@ -287,6 +297,7 @@ Result<int64_t> copy_stored(const std::string& from, const std::string& to) {
   if (!target) return target.status();
   if (Status s = (*target)->write(bytes, 0); !s) return s;
   if (Status s = (*target)->sync(); !s) return s;
+  if (Status s = settle_open_wals(to, WalAccess::kWrote); !s) return s;
   if (Status s = (*target)->close(); !s) return s;
   return static_cast<int64_t>(bytes.size());
 }
@@ -296,6 +307,7 @@ Status remove_stored(const std::string& path, bool fenced, bool sync_dir) {
   if (!name) return name.status();
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
+  if (Status s = settle_open_wals(*name, WalAccess::kRemoved); !s) return s;
   if ((*config)->options.location == Location::kLocal) {
     Status s = LocalPagefile::unlink(*name, sync_dir);
     return s.is(Code::kNotFound) ? Status::not_found(*name, "does not exist") : s;

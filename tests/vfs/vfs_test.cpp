@@ -603,8 +603,17 @@ TEST_CASE("WAL on a remote database: refused with a clear error unless locking_m
 TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 3 with xFetch") {
   RawFile f(fresh("controls"), SQLITE_OPEN_MAIN_DB);
   REQUIRE(f.rc == SQLITE_OK);
-  CHECK(f.m().xDeviceCharacteristics(f.file) == 0);
+  // Pages of one sector or less: a crash changes no byte a write did not cover.
+  CHECK(f.m().xDeviceCharacteristics(f.file) == SQLITE_IOCAP_POWERSAFE_OVERWRITE);
   CHECK(f.m().xSectorSize(f.file) == 4096);
+  {
+    // Larger pages may be left part old, part new: nothing is claimed.
+    const char* params[] = {"page_size", "16384", nullptr};
+    RawFile big(fresh("controls-big"), SQLITE_OPEN_MAIN_DB, params, 1);
+    REQUIRE(big.rc == SQLITE_OK);
+    CHECK(big.m().xDeviceCharacteristics(big.file) == 0);
+    CHECK(big.m().xSectorSize(big.file) == 16384);
+  }
   CHECK(f.m().iVersion == 3);
   CHECK((f.m().xFetch != nullptr));
   CHECK((f.m().xUnfetch != nullptr));
@@ -634,7 +643,24 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   REQUIRE(temp_name != nullptr);
   CHECK(std::string(temp_name).find("/etilqs_") != std::string::npos);
   sqlite3_free(temp_name);
-  for (int op : {SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_POWERSAFE_OVERWRITE, SQLITE_FCNTL_HAS_MOVED, 9999}) {
+  // The claim asked (-1), turned off, on again, as on unix.
+  int psow = -1;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_POWERSAFE_OVERWRITE, &psow) == SQLITE_OK);
+  CHECK(psow == 1);
+  psow = 0;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_POWERSAFE_OVERWRITE, &psow) == SQLITE_OK);
+  CHECK(f.m().xDeviceCharacteristics(f.file) == 0);
+  psow = 1;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_POWERSAFE_OVERWRITE, &psow) == SQLITE_OK);
+  CHECK(f.m().xDeviceCharacteristics(f.file) == SQLITE_IOCAP_POWERSAFE_OVERWRITE);
+  // An mmap limit is kept and answered, though nothing is mapped.
+  sqlite3_int64 limit = 1 << 20;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_MMAP_SIZE, &limit) == SQLITE_OK);
+  CHECK(limit == 0);
+  limit = -1;
+  CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_MMAP_SIZE, &limit) == SQLITE_OK);
+  CHECK(limit == 1 << 20);
+  for (int op : {SQLITE_FCNTL_PERSIST_WAL, SQLITE_FCNTL_HAS_MOVED, 9999}) {
     CAPTURE(op);
     CHECK(f.m().xFileControl(f.file, op, &unused) == SQLITE_NOTFOUND);
   }
@@ -642,7 +668,8 @@ TEST_CASE("characteristics and controls: claims, NOTFOUND, handled ops, version 
   CHECK(f.m().xFileControl(f.file, SQLITE_FCNTL_PRAGMA, pragma) == SQLITE_NOTFOUND);
   // mmap asked for: SQLite falls back to xRead.
   SqliteDb conn(pagefile_uri(fresh("mmap")));
-  conn.run("PRAGMA mmap_size=1000000; CREATE TABLE t(x); INSERT INTO t VALUES(42)");
+  CHECK(conn.query("PRAGMA mmap_size=1000000") == "1000000");
+  conn.run("CREATE TABLE t(x); INSERT INTO t VALUES(42)");
   CHECK(conn.query("SELECT x FROM t") == "42");
 }
 
