@@ -279,3 +279,35 @@ TEST_CASE("--policy and --cache-pages: the files run the policy, the CSV counts 
 
 }  // namespace
 }  // namespace pagefile::test
+
+namespace pagefile::test {
+namespace {
+
+TEST_CASE("pf-replay stats: a report, a CSV of policy x pool size, and clear refusals") {
+  TempDir dir;
+  std::string trace = "open f\n";
+  for (int pass = 0; pass < 5; ++pass) {
+    for (int p = 0; p < 40; ++p) trace += fmt::format("read f {}\n", p);
+  }
+  write_file(dir / "loop.trace", trace);
+  Outcome stats = pf_replay(dir.path(), {"stats", "loop.trace", "--pool-pages", "10,30", "--csv", "hits.csv"});
+  CHECK_MESSAGE(stats.exit_status == 0, stats.err);
+  CHECK(stats.out.find("pages touched      40") != std::string::npos);
+  CHECK(stats.out.find("read hit ratio by pool size") != std::string::npos);
+  const std::vector<std::string> rows = lines(read_file(dir / "hits.csv"));
+  REQUIRE(rows.size() == 1 + 4 * 2);  // header, 4 built-in policies x 2 pool sizes
+  CHECK(rows[0] == "policy,pool_pages,hit_ratio");
+  CHECK(rows[1].rfind("global-sequential,10,", 0) == 0);
+  // Refused before anything is simulated: a missing trace, a pool of 0 pages.
+  Outcome missing = pf_replay(dir.path(), {"stats", "no-such.trace"});
+  CHECK(missing.exit_status == 2);
+  CHECK(missing.err.find("no-such.trace") != std::string::npos);
+  Outcome zero = pf_replay(dir.path(), {"stats", "loop.trace", "--pool-pages", "0"});
+  CHECK(zero.exit_status == 2);
+  Outcome unwritable = pf_replay(dir.path(), {"stats", "loop.trace", "--csv", "no-dir/hits.csv"});
+  CHECK(unwritable.exit_status == 3);
+  CHECK(unwritable.err.find("no-dir/hits.csv") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagefile::test

@@ -8,8 +8,10 @@
 // 2 a usage or trace error (nothing was run), 3 a Pagefile API or I/O error.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "pagefile/status.h"
 #include "tools/pf_replay/generate.h"
 #include "tools/pf_replay/replay.h"
+#include "tools/pf_replay/stats.h"
 #include "tools/pf_replay/trace.h"
 
 namespace {
@@ -64,6 +67,32 @@ int run_generate(const GenerateOptions& options) {
   return kExitOk;
 }
 
+// Loads the trace at `path`; on failure prints why and sets `exit_status`
+// (a bad or missing trace is a usage error).
+std::optional<pf_replay::Trace> load_or_fail(const std::string& path, int& exit_status) {
+  pagefile::Result<pf_replay::Trace> trace = pf_replay::load_trace(path);
+  if (trace) return std::move(*trace);
+  const bool usage = trace.status().is(pagefile::Code::kInvalidArgument) ||
+                     trace.status().is(pagefile::Code::kNotFound);
+  exit_status = fail(usage ? kExitUsage : kExitIoError, trace.status());
+  return std::nullopt;
+}
+
+int run_stats(const std::string& trace_path, const std::vector<uint32_t>& pool_pages, uint32_t read_ahead,
+              const std::string& csv_path) {
+  int exit_status = kExitOk;
+  std::optional<pf_replay::Trace> trace = load_or_fail(trace_path, exit_status);
+  if (!trace) return exit_status;
+  pagefile::Result<pf_replay::TraceStats> stats = pf_replay::trace_stats(*trace, pool_pages, read_ahead);
+  if (!stats) return fail(kExitUsage, stats.status().with_context("--pool-pages"));
+  fmt::print("{}", pf_replay::format_stats(*trace, *stats, read_ahead));
+  std::fflush(stdout);
+  if (!csv_path.empty()) {
+    if (pagefile::Status s = pf_replay::write_stats_csv(csv_path, *stats); !s) return fail(kExitIoError, s);
+  }
+  return kExitOk;
+}
+
 int run_replay(const std::string& trace_path, ReplayOptions options, const std::string& csv_path) {
   if (options.page_size != 0) {
     if (pagefile::Status s = pagefile::check_page_size(options.page_size); !s) {
@@ -83,12 +112,9 @@ int run_replay(const std::string& trace_path, ReplayOptions options, const std::
       return fail(kExitUsage, bus.status().with_context("--bus"));
     }
   }
-  pagefile::Result<pf_replay::Trace> trace = pf_replay::load_trace(trace_path);
-  if (!trace) {
-    const bool usage = trace.status().is(pagefile::Code::kInvalidArgument) ||
-                       trace.status().is(pagefile::Code::kNotFound);
-    return fail(usage ? kExitUsage : kExitIoError, trace.status());
-  }
+  int load_status = kExitOk;
+  std::optional<pf_replay::Trace> trace = load_or_fail(trace_path, load_status);
+  if (!trace) return load_status;
   if (!csv_path.empty()) {
     pagefile::Result<bool> csv = pf_replay::check_csv(csv_path);
     if (!csv) {
@@ -221,6 +247,24 @@ int main(int argc, char** argv) {
                           "the time in ns); equal bases make equal files");
   run_command->add_flag("--no-progress", no_progress, "never show the progress line");
 
+  std::string stats_trace;
+  std::vector<uint32_t> pool_pages;
+  uint32_t read_ahead = 12;
+  std::string stats_csv;
+  CLI::App* stats_command = app.add_subcommand(
+      "stats", "What a trace asks of the store (operations, pages, sequential reads, reuse distances) and "
+               "the read hit ratio each built-in policy would get at a few pool sizes: a simulation, no I/O.");
+  stats_command->add_option("TRACE", stats_trace, "the trace file, or - for standard input")->required();
+  stats_command
+      ->add_option("--pool-pages", pool_pages,
+                   "pool sizes to simulate, in pages (default: 10%, 25%, 50% and 90% of the pages touched)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  stats_command->add_option("--read-ahead", read_ahead, "pages a policy may fetch ahead (a replay's concurrency)")
+      ->check(CLI::Range(0u, 4096u))
+      ->capture_default_str();
+  stats_command->add_option("--csv", stats_csv, "write policy,pool_pages,hit_ratio rows to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -232,6 +276,7 @@ int main(int argc, char** argv) {
     generate.pattern = *pagefile::parse_access_type(pattern);
     return run_generate(generate);
   }
+  if (*stats_command) return run_stats(stats_trace, pool_pages, read_ahead, stats_csv);
   replay.dir = dir;
   replay.schedule = schedule == "balanced" ? pf_replay::Schedule::kBalanced : pf_replay::Schedule::kTrace;
   if (*bus_option) {
