@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job. SQLite first: the sqlite3 shell with the pagefile VFS on the
-# embedded default (scripts/demo_sqlite.sh). Local Pagefiles: a tour of the API (pf-demo), then the
+# embedded default (scripts/demo_sqlite.sh), then on six pagefiled with an
+# emulated 10 ms disk at concurrency 1 and 12 (scripts/demo_latency.sh). Local Pagefiles: a tour of the API (pf-demo), then the
 # workload-replay driver filling a 16 MiB file and replaying a random trace
 # over it at concurrency 1 and 12. Remote Pagefiles: the same traces on the
 # embedded default (4 in-process page servers), then on 3 pagefiled processes
@@ -16,6 +17,10 @@ replay="$build/tools/pf-replay"
 admin="$build/tools/pagefile"
 
 bash "$(dirname "$0")/demo_sqlite.sh" "$build" "$work/sqlite"
+
+echo
+echo "== why concurrency matters: SQLite on pagefiled processes with an emulated 10 ms disk"
+bash "$(dirname "$0")/demo_latency.sh" "$build" "$work/latency"
 
 echo
 echo "== pf-demo: the C++ API on a local Pagefile"
