@@ -612,11 +612,12 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     // with pages that are read again only after a crash.
     open.policy = BufferPolicy{AccessType::kSequential};
   }
-  if (o.location == Location::kLocal && open.create && !st->main_db) {
+  if (o.location == Location::kLocal && open.create && !st->main_db && g_sync_count.load() != nullptr) {
     // (A journal or WAL created here is durable, name too, at its first
-    // sync; x_sync counts that directory sync. A new database's name is
-    // made durable by its journal's, as on unix, unless no journal's
-    // comes first: that sync is not counted.)
+    // sync; x_sync counts that directory sync when syncs are counted, so
+    // the stat is made only then. A new database's name is made durable
+    // by its journal's, as on unix, unless no journal's comes first: that
+    // sync is not counted.)
     st->dir_sync_due = ::access(st->name.c_str(), F_OK) != 0;
   }
   auto layout = st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
