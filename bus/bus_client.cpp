@@ -40,7 +40,14 @@ BusClient::Impl::Impl(const BusConfig& config, const BusOptions& options, uint64
       options_(options),
       request_timeout_ms_(options.request_timeout_ms),
       owner_(owner),
-      runtime_(options.runtime ? options.runtime : IoRuntime::shared()) {}
+      runtime_(options.runtime ? options.runtime : IoRuntime::shared()) {
+  for (const Address& a : config_.servers) in_flight_.emplace(a.text(), std::make_unique<std::atomic<uint32_t>>(0));
+}
+
+uint32_t BusClient::Impl::in_flight(const std::string& server) const {
+  auto it = in_flight_.find(server);
+  return it == in_flight_.end() ? 0 : it->second->load(std::memory_order_relaxed);
+}
 
 Status BusClient::Impl::start() {
   for (const Address& address : config_.embedded) {
@@ -125,13 +132,20 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     done(checked(server, embedded_catalog_->catalog_direct(to_frame(message))));
     return;
   }
+  // Counted until answered (however: reply, error, timeout, stop).
+  std::atomic<uint32_t>* waiting = nullptr;
+  if (auto it = in_flight_.find(server); it != in_flight_.end()) waiting = it->second.get();
+  Direct* direct = nullptr;
   if (auto it = embedded_by_name_.find(server);
       it != embedded_by_name_.end() && (request.isWrite() || request.isTruncate() || request.isDropShare())) {
-    // Counted until answered (however: reply, error, timeout, stop).
-    Direct* direct = it->second.get();
-    ++direct->changing;
-    done = [direct, done = std::move(done)](Result<ReplyPtr> r) {
-      --direct->changing;
+    direct = it->second.get();
+  }
+  if (waiting != nullptr || direct != nullptr) {
+    if (waiting != nullptr) ++*waiting;
+    if (direct != nullptr) ++direct->changing;
+    done = [waiting, direct, done = std::move(done)](Result<ReplyPtr> r) {
+      if (waiting != nullptr) --*waiting;
+      if (direct != nullptr) --direct->changing;
       done(std::move(r));
     };
   }
@@ -333,12 +347,19 @@ Result<std::unique_ptr<BusClient>> BusClient::start(const BusConfig& config, con
   std::vector<std::string> servers;
   for (const auto& a : config.servers) servers.push_back(a.text());
   std::string catalog = servers[config.catalog];
-  return std::unique_ptr<BusClient>(new BusClient(std::move(impl), std::move(catalog), std::move(servers), owner));
+  return std::unique_ptr<BusClient>(
+      new BusClient(std::move(impl), std::move(catalog), std::move(servers), owner, config.replicas));
 }
 
 BusClient::BusClient(std::shared_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
-                     uint64_t owner)
-    : impl_(std::move(impl)), catalog_(std::move(catalog)), servers_(std::move(servers)), owner_(owner) {}
+                     uint64_t owner, uint32_t default_replicas)
+    : impl_(std::move(impl)),
+      catalog_(std::move(catalog)),
+      servers_(std::move(servers)),
+      default_replicas_(default_replicas),
+      owner_(owner) {}
+
+uint32_t BusClient::in_flight(const std::string& server) const { return impl_->in_flight(server); }
 
 BusClient::~BusClient() { impl_->stop(); }
 

@@ -135,6 +135,12 @@ class BusClient {
 
   const std::string& catalog() const { return catalog_; }
   const std::vector<std::string>& servers() const { return servers_; }
+  // The copies of each page a new file keeps unless it asks for a count
+  // (the bus's replicas=, else 1).
+  uint32_t default_replicas() const { return default_replicas_; }
+  // Requests sent to `server` (one of servers()) and not yet answered: how
+  // busy it is, as far as this client knows. 0 for another name.
+  uint32_t in_flight(const std::string& server) const;
   // This client's identity.
   uint64_t owner() const { return owner_; }
 
@@ -160,10 +166,11 @@ class BusClient {
 
  private:
   BusClient(std::shared_ptr<Impl> impl, std::string catalog, std::vector<std::string> servers,
-            uint64_t owner);
+            uint64_t owner, uint32_t default_replicas);
   std::shared_ptr<Impl> impl_;
   std::string catalog_;
   std::vector<std::string> servers_;
+  uint32_t default_replicas_;
   uint64_t owner_;
 };
 

@@ -62,6 +62,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data, uint64_t checksum);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
+  uint32_t in_flight(const std::string& server) const;
   bool all_direct() const {
     // (A pool would give global-sequential files a window, read on the pool.)
     return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0 &&
@@ -145,6 +146,9 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::string catalog_name_;
   // embedded_ by address text; filled by start() and fixed from then on.
   std::map<std::string, std::unique_ptr<Direct>> embedded_by_name_;
+  // Requests sent to each server of the bus and not yet answered; fixed
+  // keys, so read without a lock.
+  std::map<std::string, std::unique_ptr<std::atomic<uint32_t>>> in_flight_;
   std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
 
   std::thread service_;

@@ -54,6 +54,14 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
       config.checksums = *on;
       continue;
     }
+    if (entry.rfind("replicas=", 0) == 0) {
+      std::string_view count = std::string_view(entry).substr(9);
+      if (!all_digits(count) || count.size() > 2) {
+        return Status::invalid_argument("bus", fmt::format("replicas='{}' is not a count", count));
+      }
+      config.replicas = static_cast<uint32_t>(std::atoi(entry.c_str() + 9));
+      continue;
+    }
     if (entry.rfind("catalog=", 0) == 0) {
       if (catalog_named) return Status::invalid_argument("bus", "names two catalogs");
       entry = entry.substr(8);
@@ -80,6 +88,7 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
     config.servers.push_back(*address);
   }
   if (config.servers.empty()) return Status::invalid_argument("bus", "names no servers");
+  if (Status s = check_replicas(config.replicas, config.servers.size()); !s) return s.with_context("bus");
   for (size_t i = 0; i < config.servers.size(); ++i) {
     for (size_t j = i + 1; j < config.servers.size(); ++j) {
       if (config.servers[i] == config.servers[j]) {

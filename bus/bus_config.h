@@ -11,6 +11,8 @@
 //   @/etc/pagefile.bus                        read the list from a file
 //   inproc:4,checksums=off                    embedded servers without page
 //                                             checksums (to measure their cost)
+//   tcp://a:1,tcp://b:1,tcp://c:1,replicas=2  files created without a count of
+//                                             their own keep 2 copies of each page
 // With nothing configured (no string, no PAGEFILE_BUS) the bus is the
 // embedded default: inproc:4, with data under PAGEFILE_HOME.
 #pragma once
@@ -34,10 +36,12 @@ struct BusConfig {
   std::vector<Address> embedded;
   std::filesystem::path home;  // where embedded servers keep their data
   bool checksums = true;        // checksums=off: embedded servers run without them
+  uint32_t replicas = 1;        // replicas=R: copies of each page of a new file (OpenOptions::replicas)
 };
 
 // Parses the string form. kInvalidArgument for an empty list, a bad address,
-// two catalogs, or the same address twice; the file's error for @path.
+// two catalogs, the same address twice, or more replicas than servers; the
+// file's error for @path.
 Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home);
 
 // `spec` when it is non-empty, else $PAGEFILE_BUS, else kDefaultBus; home

@@ -1,5 +1,7 @@
 #include "bus/remote_page_io.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -81,6 +83,9 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
         name, fmt::format("asks for {} servers; the bus has {}", options.servers, bus->servers().size()));
   }
   size_t server_count = options.servers == 0 ? bus->servers().size() : options.servers;
+  if (options.replicas != 0) {
+    if (Status s = check_replicas(options.replicas, server_count); !s) return s.with_context(name);
+  }
   auto reply = bus->call_sync(bus->catalog(), [&](wire::Request::Builder r) {
     auto open = r.initOpen();
     open.setName(std::string(name));
@@ -92,6 +97,8 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
     auto servers = open.initServers(static_cast<unsigned>(server_count));
     for (unsigned i = 0; i < server_count; ++i) servers.set(i, bus->servers()[i]);
     to_wire(options.policy.value_or(BufferPolicy{}), open.initPolicy());
+    open.setReplicas(static_cast<uint8_t>(options.replicas));
+    open.setCreateReplicas(static_cast<uint8_t>(bus->default_replicas()));
   });
   if (!reply) return reply.status();
   if (!(*reply)->root().isFile()) return Status::corruption(name, "catalog answered open without a record");
@@ -137,7 +144,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
     : bus_(std::move(bus)),
       record_(std::move(record)),
       policy_(std::move(policy)),
-      placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers),
+      placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers, record_.replicas),
       read_only_(options.read_only),
       checksums_(options.checksums),
       sector_checksums_(options.sector_checksums),
@@ -148,7 +155,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
 
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
-void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) const {
+void RemotePageIo::set_page_share(wire::Share::Builder share, uint32_t server) const {
   set_share(share, record_, fence_->load());
   share.setPolicy(policy_);
   share.setSectorChecksums(sector_checksums_);
@@ -157,7 +164,8 @@ void RemotePageIo::set_page_share(wire::Share::Builder share, int64_t page) cons
   if (record_.placement == Placement::kStripe) {
     share.setStripePages(record_.stripe_pages);
     share.setServerCount(static_cast<uint32_t>(record_.servers.size()));
-    share.setServerIndex(static_cast<uint32_t>(placement_.server_for(page)));
+    share.setServerIndex(server);
+    share.setReplicas(static_cast<uint8_t>(record_.replicas));
   }
 }
 
@@ -165,16 +173,17 @@ const std::string& RemotePageIo::server_of(int64_t page) const {
   return record_.servers[placement_.server_for(page)];
 }
 
-void RemotePageIo::build_read(wire::Request::Builder r, int64_t page) const {
+void RemotePageIo::build_read(wire::Request::Builder r, int64_t page, uint32_t server) const {
   auto read = r.initRead();
-  set_page_share(read.initShare(), page);
+  set_page_share(read.initShare(), server);
   read.setPage(page);
   read.setCount(1);
 }
 
-Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const {
+Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out,
+                                         uint32_t server_index) const {
   uint32_t page_size = record_.page_size;
-  const std::string& server = server_of(page);
+  const std::string& server = record_.servers[server_index];
   if (!reply) return reply.status().with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server));
   auto root = (*reply)->root();
   if (!root.isPages() || root.getPages().size() != page_size) {
@@ -208,31 +217,109 @@ PageRead RemotePageIo::finish_read(int64_t page, std::span<std::byte> out) const
 }
 
 void RemotePageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
+  if (replicas() > 1) return read_copy(page, out, std::move(done), read_order(page), 0, Status::ok(), 0);
+  uint32_t server = static_cast<uint32_t>(placement_.server_for(page));
   bus_->call(
-      server_of(page), [&](wire::Request::Builder r) { build_read(r, page); },
-      [this, page, out, done = std::move(done)](Result<ReplyPtr> reply) {
-        done(take_read(page, std::move(reply), out));
+      record_.servers[server], [&](wire::Request::Builder r) { build_read(r, page, server); },
+      [this, page, out, server, done = std::move(done)](Result<ReplyPtr> reply) {
+        done(take_read(page, std::move(reply), out, server));
       });
 }
 
+ReplicaSet RemotePageIo::read_order(int64_t page) const {
+  ReplicaSet set = placement_.replicas_for(page);
+  // Equally busy copies: the one the page picks (a multiplicative hash),
+  // so each page is read from, and cached on, one server while load is even.
+  uint32_t start = static_cast<uint32_t>(((static_cast<uint64_t>(page) * 0x9E3779B97F4A7C15ull) >> 32) % set.count);
+  std::rotate(set.index.begin(), set.index.begin() + start, set.index.begin() + set.count);
+  std::array<uint32_t, kMaxReplicas> busy{};
+  for (uint32_t k = 0; k < set.count; ++k) busy[k] = bus_->in_flight(record_.servers[set.index[k]]);
+  // Insertion sort by how busy, stable (R is at most 7).
+  for (uint32_t k = 1; k < set.count; ++k) {
+    for (uint32_t j = k; j > 0 && busy[j] < busy[j - 1]; --j) {
+      std::swap(busy[j], busy[j - 1]);
+      std::swap(set.index[j], set.index[j - 1]);
+    }
+  }
+  return set;
+}
+
+void RemotePageIo::read_copy(int64_t page, std::span<std::byte> out, ReadDone done, ReplicaSet order, uint32_t k,
+                             Status first, uint32_t damaged) {
+  uint32_t server = order.index[k];
+  track(page, server, +1);
+  bus_->call(
+      record_.servers[server], [&](wire::Request::Builder r) { build_read(r, page, server); },
+      [this, page, out, done = std::move(done), order, k, first = std::move(first), damaged,
+       server](Result<ReplyPtr> reply) mutable {
+        track(page, server, -1);
+        auto got = take_read(page, std::move(reply), out, server);
+        if (got) {
+          if (damaged != 0) repair(page, out, order, damaged);
+          return done(std::move(got));
+        }
+        if (got.status().is(Code::kCorruption)) damaged |= 1u << k;
+        if (first.is_ok()) first = got.status();
+        if (k + 1 == order.count) {
+          return done(first.with_context(fmt::format("no copy of {} could be read (of {})", page, order.count)));
+        }
+        read_copy(page, out, std::move(done), order, k + 1, std::move(first), damaged);
+      });
+}
+
+void RemotePageIo::repair(int64_t page, std::span<const std::byte> good, const ReplicaSet& order, uint32_t damaged) {
+  for (uint32_t k = 0; k < order.count; ++k) {
+    if ((damaged & (1u << k)) == 0) continue;
+    uint32_t server = order.index[k];
+    // Nobody waits for it: a repair that fails leaves the copy as it was,
+    // failing its checksum, so the next read repairs it again.
+    bus_->call(
+        record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, good, server, /*repair=*/true); },
+        [](Result<ReplyPtr>) {});
+  }
+}
+
+void RemotePageIo::track(int64_t page, uint32_t server, int delta) {
+  if (replicas() == 1) return;
+  MutexLock lock(flights_mu_);
+  auto& waiting = flights_[page];
+  if (delta > 0) {
+    ++waiting[server];
+  } else if (auto it = waiting.find(server); it != waiting.end() && --it->second == 0) {
+    waiting.erase(it);
+  }
+  if (waiting.empty()) flights_.erase(page);
+}
+
+const std::string& RemotePageIo::awaited_server(int64_t page) const {
+  if (replicas() > 1) {
+    MutexLock lock(flights_mu_);
+    if (auto it = flights_.find(page); it != flights_.end()) return record_.servers[it->second.begin()->first];
+  }
+  return server_of(page);
+}
+
 bool RemotePageIo::wait_for_progress(int64_t page, std::chrono::milliseconds timeout) {
-  bus_->read_as_waiter(server_of(page), timeout);
+  bus_->read_as_waiter(awaited_server(page), timeout);
   return true;
 }
 
 std::optional<Result<PageRead>> RemotePageIo::read_direct(int64_t page, std::span<std::byte> out) {
   // (Nothing to check: the server in this process checked these very
   // bytes, PageServer::read_direct.)
-  std::optional<Status> done = bus_->read_direct(server_of(page), share_ref(), page, out);
+  uint32_t server = replicas() > 1 ? read_order(page).index[0] : static_cast<uint32_t>(placement_.server_for(page));
+  std::optional<Status> done = bus_->read_direct(record_.servers[server], share_ref(), page, out);
   // A failure goes the usual way, which reports it (and may try again).
   if (!done || !*done) return std::nullopt;
   return finish_read(page, out);
 }
 
-void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const {
+void RemotePageIo::build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data,
+                               uint32_t server, bool repair) const {
   auto write = r.initWrite();
-  set_page_share(write.initShare(), page);
+  set_page_share(write.initShare(), server);
   write.setPage(page);
+  write.setRepair(repair);
   write.setData(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
   if (checksums_) write.initChecksums(1).set(0, page_checksum(data, page));
 }
@@ -263,24 +350,53 @@ Status RemotePageIo::announce_fence(uint64_t token) {
 }
 
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
-  size_t server = placement_.server_for(page);
-  bus_->call(
-      record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data); },
-      [this, page, server, done = std::move(done)](Result<ReplyPtr> reply) {
-        if (!reply) return done(reply.status().with_context(fmt::format("{}: write page {}", record_.name, page)));
-        note_written(page, server);
-        done(Status::ok());
-      });
+  // Every copy at once; done when the last answers, with the first failure.
+  struct Join {
+    std::atomic<uint32_t> left;
+    Mutex mu;
+    Status first GUARDED_BY(mu);
+    WriteDone done;
+  };
+  ReplicaSet set = placement_.replicas_for(page);
+  auto join = std::make_shared<Join>();
+  join->left = set.count;
+  join->done = std::move(done);
+  for (uint32_t server : set) {
+    track(page, server, +1);
+    bus_->call(
+        record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data, server); },
+        [this, page, server, join](Result<ReplyPtr> reply) {
+          track(page, server, -1);
+          if (reply) {
+            note_written(page, server);
+          } else {
+            MutexLock lock(join->mu);
+            if (join->first.is_ok()) {
+              join->first = reply.status().with_context(
+                  replicas() == 1 ? fmt::format("{}: write page {}", record_.name, page)
+                                  : fmt::format("{}: write page {} to {}", record_.name, page, record_.servers[server]));
+            }
+          }
+          if (join->left.fetch_sub(1) != 1) return;
+          Status outcome;
+          {
+            MutexLock lock(join->mu);
+            outcome = join->first;
+          }
+          join->done(std::move(outcome));
+        });
+  }
 }
 
 std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
-  size_t server = placement_.server_for(page);
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
-  std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
-  // A failure goes the usual way, which reports it (writing a page twice
-  // is harmless).
-  if (!done || !*done) return std::nullopt;
-  note_written(page, server);
+  for (uint32_t server : placement_.replicas_for(page)) {
+    std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
+    // A failure goes the usual way, which reports it (writing a page twice,
+    // or a copy of it again, is harmless).
+    if (!done || !*done) return std::nullopt;
+    note_written(page, server);
+  }
   return Status::ok();
 }
 

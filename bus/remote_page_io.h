@@ -25,13 +25,24 @@
 // Durability: sync() sends sync to every server that took a write since the
 // last sync and returns when all have flushed; then it records the size.
 //
+// Replicas (FileRecord::replicas = R > 1): a write goes to the R servers of
+// its page at once and is confirmed when every one has it; a read goes to
+// the copy whose server has the fewest of this client's requests waiting
+// (ties: a copy fixed by the page, so that each server's cache holds its
+// own part), and when it fails (an error, no answer, a bad checksum) to
+// the next copy; a copy that failed its checksum is then repaired from the
+// good one (WritePages.repair, which leaves a page rewritten meanwhile
+// alone). Every copy failing is the first copy's error.
+//
 // Thread-safety: as PageIo: the client orders the calls.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/mutex.h"
@@ -88,6 +99,7 @@ class RemotePageIo final : public PageIo {
   // catalog refuses; the level held then is level_held().
   Status set_lock_level(LockLevel level) override;
   uint32_t server_index(int64_t page) const override { return static_cast<uint32_t>(placement_.server_for(page)); }
+  uint32_t replicas() const override { return placement_.replicas(); }
   LockLevel level_held() const;
   // Asks the catalog (renewing nothing it would not renew anyway) whether
   // another owner holds kReserved or above.
@@ -97,14 +109,31 @@ class RemotePageIo final : public PageIo {
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, const OpenOptions& options,
                std::shared_ptr<std::atomic<uint64_t>> fence);
   const std::string& server_of(int64_t page) const;
-  // Fills in a read of `page`, for read_async and read_direct; a write.
-  void build_read(wire::Request::Builder r, int64_t page) const;
-  void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data) const;
+  // Fills in a read of `page` from `server` (an index into the record's
+  // servers); a write, or a repair (WritePages.repair).
+  void build_read(wire::Request::Builder r, int64_t page, uint32_t server) const;
+  void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data, uint32_t server,
+                   bool repair = false) const;
+  // The copies of `page` in the order a read tries them: the least busy
+  // server first (BusClient::in_flight).
+  ReplicaSet read_order(int64_t page) const;
+  // Reads `page` from copy `k` of `order`, then the next ones while they
+  // fail; `first` is the first copy's failure, once there was one, and
+  // `damaged` marks the copies that failed their checksum.
+  void read_copy(int64_t page, std::span<std::byte> out, ReadDone done, ReplicaSet order, uint32_t k,
+                 Status first, uint32_t damaged);
+  // Rewrites `page` on the copies `damaged` marks in `order` from `good`
+  // (read from a sound copy), answered by no one.
+  void repair(int64_t page, std::span<const std::byte> good, const ReplicaSet& order, uint32_t damaged);
+  // The requests of `page` waiting on `server` (with R > 1), for
+  // wait_for_progress to read the right connection.
+  void track(int64_t page, uint32_t server, int delta);
+  const std::string& awaited_server(int64_t page) const;
   // A write of `page` to `server` succeeded: the file reaches at least that
   // far, and sync must reach that server.
   void note_written(int64_t page, size_t server);
   // The outcome of a read of `page` from its reply, into `out`.
-  Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out) const;
+  Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out, uint32_t server) const;
   // The outcome of a read of `page` whose bytes are in `out`: beyond the
   // end as this client knows it, zeros.
   PageRead finish_read(int64_t page, std::span<std::byte> out) const;
@@ -121,7 +150,7 @@ class RemotePageIo final : public PageIo {
   Status announce_fence(uint64_t token);
   // The share of a read or write of `page`, with what the server's pool
   // needs: the policy and where the file's pages are.
-  void set_page_share(wire::Share::Builder share, int64_t page) const;
+  void set_page_share(wire::Share::Builder share, uint32_t server) const;
   // Tells the catalog the size when writes raised it since it last heard.
   Status record_size() REQUIRES(meta_mu_);
   Status set_lock_level_locked(LockLevel level) REQUIRES(meta_mu_);
@@ -158,6 +187,11 @@ class RemotePageIo final : public PageIo {
   // Taken alone or inside meta_mu_ (sync), never the other way round.
   Mutex dirty_mu_ ACQUIRED_AFTER(meta_mu_);
   std::set<size_t> dirty_servers_ GUARDED_BY(dirty_mu_);  // written since the last sync
+
+  // With R > 1: per page with requests in flight, how many wait on each
+  // server (by index), so a waiter reads the connection its answer comes on.
+  mutable Mutex flights_mu_;
+  std::unordered_map<int64_t, std::map<uint32_t, uint32_t>> flights_ GUARDED_BY(flights_mu_);
 };
 
 }  // namespace pagefile::net

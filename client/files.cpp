@@ -266,6 +266,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.concurrency = file->concurrency;
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
     st.read_only = file->io->read_only();
+    st.replicas = file->io->replicas();
     st.always_direct = file->io->always_direct();
     if (cache_) st.cache = cache_->counters(fd.value);
   }

@@ -37,6 +37,7 @@ Status check_file_record(const FileRecord& r) {
                                       fmt::format("server address '{}' contains a newline", server));
     }
   }
+  if (Status s = check_replicas(r.replicas, r.servers.size()); !s) return s.with_context(r.name);
   if (!parse_access_type(access_type_name(r.policy.access))) {
     return Status::invalid_argument(
         r.name, fmt::format("access type {} is not a type", static_cast<unsigned>(r.policy.access)));

@@ -22,6 +22,9 @@ struct FileRecord {
   Placement placement = Placement::kStripe;
   uint32_t stripe_pages = 1;             // stripe: pages per stripe unit
   std::vector<std::string> servers;      // addresses (Address::text), in placement order
+  // Copies of each page, on that many distinct servers (bus/placement.h):
+  // 1 to kMaxReplicas, and at most servers.size().
+  uint32_t replicas = 1;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
   // The cluster the record belongs to: its catalog's id, made when the

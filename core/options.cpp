@@ -29,6 +29,19 @@ Result<Placement> parse_placement(std::string_view name) {
   return Status::invalid_argument(fmt::format("placement '{}'", name), "must be stripe or hash");
 }
 
+Status check_replicas(uint32_t replicas, size_t servers) {
+  if (replicas < 1 || replicas > kMaxReplicas) {
+    return Status::invalid_argument(fmt::format("replicas={}", replicas),
+                                    fmt::format("must be 1 to {}", kMaxReplicas));
+  }
+  if (replicas > servers) {
+    return Status::invalid_argument(
+        fmt::format("replicas={}", replicas),
+        fmt::format("needs {} servers, each copy on its own; the file has {}", replicas, servers));
+  }
+  return Status::ok();
+}
+
 Result<bool> parse_on_off(std::string_view what, std::string_view text) {
   if (text == "on" || text == "true" || text == "1") return true;
   if (text == "off" || text == "false" || text == "0") return false;

@@ -73,6 +73,9 @@ class PageIo {
     return false;
   }
 
+  // Copies kept of each page (OpenOptions::replicas).
+  virtual uint32_t replicas() const { return 1; }
+
   // The index, among the file's servers, of the one holding `page`.
   virtual uint32_t server_index(int64_t page) const {
     (void)page;

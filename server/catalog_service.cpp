@@ -142,6 +142,11 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
           name, fmt::format("has page size {}, opened with page size {}", found->page_size,
                             req.getPageSize()));
     }
+    if (req.getReplicas() != 0 && req.getReplicas() != found->replicas) {
+      return Status::invalid_argument(
+          name, fmt::format("keeps {} copies of each page, opened with replicas={}", found->replicas,
+                            req.getReplicas()));
+    }
     record_to_wire(*found, response.initFile());
     return Status::ok();
   }
@@ -155,6 +160,7 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
   proto.stripe_pages = req.getStripePages();
   for (auto s : req.getServers()) proto.servers.emplace_back(s);
   proto.policy = from_wire(req.getPolicy());
+  proto.replicas = req.getReplicas() != 0 ? req.getReplicas() : req.getCreateReplicas() != 0 ? req.getCreateReplicas() : 1;
   auto created = store_->create(proto);
   if (!created) return created.status();
   record_to_wire(*created, response.initFile());

@@ -22,9 +22,9 @@ namespace {
 // another program's SQLite database is told apart from an empty one: "PGFC".
 constexpr int32_t kApplicationId = 0x50474643;
 // The schema this build reads and writes (PRAGMA user_version).
-// Version 2 added policy_name; a version 1 catalog is brought up to it when
-// opened.
-constexpr int32_t kSchemaVersion = 2;
+// Version 2 added policy_name, version 3 replicas; an older catalog is
+// brought up to date when opened.
+constexpr int32_t kSchemaVersion = 3;
 // Another process (an operator's sqlite3 shell) may hold the database for a
 // moment; waiting this long beats failing a client's open.
 constexpr int kBusyTimeoutMs = 2000;
@@ -42,7 +42,8 @@ CREATE TABLE files(
   min_pages INTEGER NOT NULL,
   max_pages INTEGER NOT NULL,
   created_ns INTEGER NOT NULL,
-  policy_name TEXT NOT NULL DEFAULT ''
+  policy_name TEXT NOT NULL DEFAULT '',
+  replicas INTEGER NOT NULL DEFAULT 1
 );
 -- next_id only grows, so an id is never given to a second file, even after
 -- the first is removed.
@@ -52,13 +53,19 @@ INSERT INTO meta(key, value) VALUES ('next_id', 1);
 
 constexpr const char* kColumns =
     "name, id, page_size, size_pages, placement, stripe_pages, servers, access, min_pages, "
-    "max_pages, created_ns, policy_name";
+    "max_pages, created_ns, policy_name, replicas";
 
 // Version 1 to 2: the policy's name (a custom policy, or global-sequential),
 // empty for the files recorded before it, which meant their access type.
 constexpr const char* kUpgradeFrom1 = R"sql(
 ALTER TABLE files ADD COLUMN policy_name TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 2;
+)sql";
+
+// Version 2 to 3: copies of each page; every file before kept one.
+constexpr const char* kUpgradeFrom2 = R"sql(
+ALTER TABLE files ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;
+PRAGMA user_version = 3;
 )sql";
 
 // The Status for SQLite result `rc`, with the connection's own message.
@@ -243,6 +250,11 @@ Result<FileRecord> read_record(const Statement& row) {
   r.created_unix_ns = row.int64(10);
   r.policy.name = row.text(11);
   if (!r.policy.name.empty() && !check_policy_name(r.policy.name)) return damaged("policy name", r.policy.name);
+  int64_t replicas = row.int64(12);
+  if (!fits<uint32_t>(replicas) || !check_replicas(static_cast<uint32_t>(replicas), r.servers.size())) {
+    return damaged("replicas", replicas);
+  }
+  r.replicas = static_cast<uint32_t>(replicas);
   return r;
 }
 
@@ -323,7 +335,7 @@ Status check_catalog(sqlite3* db, std::string_view what) {
         what, fmt::format("catalog schema version {} is newer than this build's {}",
                           id->user_version, kSchemaVersion));
   }
-  if (id->user_version == 1) {
+  if (id->user_version >= 1 && id->user_version < kSchemaVersion) {
     Transaction tx(db);
     if (Status s = tx.begin(what); !s) return s;
     // Under the write lock: another process may have upgraded it meanwhile.
@@ -331,6 +343,10 @@ Status check_catalog(sqlite3* db, std::string_view what) {
     if (!again) return again.status();
     if (again->user_version == 1) {
       if (Status s = exec(db, kUpgradeFrom1, what, "upgrade schema 1 to 2"); !s) return s;
+      again->user_version = 2;
+    }
+    if (again->user_version == 2) {
+      if (Status s = exec(db, kUpgradeFrom2, what, "upgrade schema 2 to 3"); !s) return s;
     }
     if (Status s = tx.commit(what); !s) return s;
     id->user_version = kSchemaVersion;
@@ -471,7 +487,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
                                .count();
 
   auto insert = Statement::prepare(
-      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                        kColumns),
       what);
   if (!insert) return insert.status();
@@ -487,6 +503,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
   insert->bind(10, int64_t{record.policy.max_pages});
   insert->bind(11, record.created_unix_ns);
   insert->bind(12, record.policy.name);
+  insert->bind(13, int64_t{record.replicas});
   if (Status s = insert->run(what, fmt::format("insert '{}'", record.name)); !s) return s;
 
   if (Status s = set_meta("next_id", **next + 1); !s) return s;

@@ -1,6 +1,7 @@
 #include "core/mutex.h"
 #include "server/page_server.h"
 
+#include <algorithm>
 #include <capnp/serialize.h>
 #include <fmt/format.h>
 #include <kj/exception.h>
@@ -23,7 +24,8 @@ ShareRef share_ref(wire::Share::Reader share) {
 }
 
 ShareLayout layout_of(wire::Share::Reader share) {
-  return {share.getStripePages(), share.getServerCount(), share.getServerIndex()};
+  return {share.getStripePages(), share.getServerCount(), share.getServerIndex(),
+          std::max<uint32_t>(share.getReplicas(), 1)};
 }
 
 // A read of `count` pages of `page_size` bytes from `first` on, as any
@@ -290,7 +292,8 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       sums.reserve(wire_sums.size());
       for (uint64_t sum : wire_sums) sums.push_back(sum);
       s = shares_.write(share_ref(req.getShare()), req.getPage(),
-                        std::span(reinterpret_cast<const std::byte*>(data.begin()), data.size()), sums);
+                        std::span(reinterpret_cast<const std::byte*>(data.begin()), data.size()), sums,
+                        /*in_place=*/false, req.getRepair());
       break;
     }
     case wire::Request::SCRUB: s = scrub(request.getScrub(), response); break;

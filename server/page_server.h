@@ -105,6 +105,7 @@ struct ServerCounters {
   uint64_t cache_pages = 0;
   uint64_t unconfirmed_write_bytes = 0;
   uint64_t peak_unconfirmed_write_bytes = 0;  // the most ever held at once
+  uint64_t repairs = 0;  // pages rewritten from another copy (WritePages.repair)
 };
 
 // The server pool's counters for one file's share, since the file took its

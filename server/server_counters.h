@@ -17,7 +17,8 @@ namespace pagefile::net {
   X(requests, Requests) X(pages_read, PagesRead) X(pages_written, PagesWritten)              \
   X(cache_hits, CacheHits) X(cache_misses, CacheMisses) X(disk_reads, DiskReads)             \
   X(disk_writes, DiskWrites) X(syncs, Syncs) X(bytes_in, BytesIn) X(bytes_out, BytesOut)     \
-  X(connections, Connections) X(errors, Errors) X(unconfirmed_write_bytes, UnconfirmedWriteBytes)
+  X(connections, Connections) X(errors, Errors) X(unconfirmed_write_bytes, UnconfirmedWriteBytes)     \
+  X(repairs, Repairs)
 
 struct ServerTally {
 #define PAGEFILE_TALLY_FIELD(field, wire_name) std::atomic<decltype(ServerCounters::field)> field{0};

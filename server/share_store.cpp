@@ -194,7 +194,9 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
   uint32_t servers = layout.server_count;
   bool known = unit > 0 && servers > 0 && layout.server_index < servers;
   auto mine = [&](int64_t p) {
-    return known && static_cast<uint64_t>(p / unit) % servers == layout.server_index;
+    // Copies: the unit's first server is this one or at most R - 1 before it.
+    return known && (layout.server_index + servers - static_cast<uint64_t>(p / unit) % servers) % servers <
+                        std::max<uint32_t>(layout.replicas, 1);
   };
   auto size = file.size_pages();
   if (!size) return size.status();
@@ -231,7 +233,7 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
 }
 
 Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std::byte> data,
-                         std::span<const uint64_t> checksums, bool in_place) {
+                         std::span<const uint64_t> checksums, bool in_place, bool repair) {
   uint32_t page_size = ref.page_size;
   if (Status s = check_page_size(page_size); !s) return s;
   if (data.empty() || data.size() % page_size != 0) {
@@ -268,9 +270,16 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
       // Under the page's lock: with the pool, so pool and disk agree; with
       // a token, so that no write of a newer lock's holder lands between
       // this one's check and its write.
+      // A repair, too: no write may land between its check and its write.
       std::unique_lock<std::mutex> coherent;
-      if (pool_.enabled() || ref.fence != 0) coherent = std::unique_lock(page_lock(ref.file_id, page));
+      if (pool_.enabled() || ref.fence != 0 || repair) coherent = std::unique_lock(page_lock(ref.file_id, page));
       if (Status s = check_fence(ref.file_id, ref.fence); !s) return s;
+      if (repair) {
+        std::vector<std::byte> stored(page_size);
+        Status check = (*file)->verify_page(page, stored);
+        if (check || !check.is(Code::kCorruption)) continue;  // sound (or unreadable: not ours to judge)
+        tally_.repairs++;
+      }
       if (Status s = (*file)->write_page(page, bytes, sum); !s) return s;
       tally_.disk_writes++;
       if (pool_.enabled()) pool_.pages()->write(ref.file_id, page, bytes, sum);

@@ -45,12 +45,14 @@ namespace pagefile::net {
 
 // Where a share lies in its file, for a global-sequential window to read
 // ahead only this server's pages: with placement stripe, unit s over n
-// servers, page p is on server (p / s) % n. All zero: unknown (hash
-// placement), so no read-ahead.
+// servers, page p's first copy is on server (p / s) % n and its R copies
+// on that one and the R - 1 after it. All zero: unknown (hash placement),
+// so no read-ahead.
 struct ShareLayout {
   uint32_t stripe_pages = 0;
   uint32_t server_count = 0;
   uint32_t server_index = 0;
+  uint32_t replicas = 1;
 };
 
 class ShareStore {
@@ -80,8 +82,10 @@ class ShareStore {
   // `in_place`: `data` is the caller's own buffer in this process (a
   // direct write), whose checksums it computed from these very bytes:
   // nothing travelled, so they are taken as they are.
+  // `repair`: write only the pages whose copy on disk fails its checksum
+  // (WritePages.repair); a page that verifies may be newer than `data`.
   Status write(const ShareRef& share, int64_t first, std::span<const std::byte> data,
-               std::span<const uint64_t> checksums, bool in_place = false);
+               std::span<const uint64_t> checksums, bool in_place = false, bool repair = false);
   // Verifies pages [first, first + count) of the share on disk, bypassing
   // the pool; each bad page goes to `bad` with why. Stops at the share's
   // end, which `share_pages` reports (0 when nothing was ever written).

@@ -38,6 +38,9 @@ struct FileRecord {
   createdUnixNs @8 :Int64;
   # The catalog's cluster id (doc/architecture.md, "Incarnations").
   cluster @9 :UInt64;
+  # Copies of each page (bus/placement.h); 0 from a peer that predates
+  # replicas: 1.
+  replicas @10 :UInt8;
 }
 
 # A file's share on one page server: the pages of the file that live there.
@@ -64,6 +67,10 @@ struct Share {
   # Writes: a server that makes its share of the file for this write makes
   # it with a checksum per 4 KiB sector (OpenOptions::sector_checksums).
   sectorChecksums @8 :Bool;
+  # With stripe placement: copies of each page. A server holds the units
+  # whose first copy is at serverIndex or at most replicas - 1 before it.
+  # 0: 1.
+  replicas @9 :UInt8;
 }
 
 struct ReadPages {
@@ -80,6 +87,10 @@ struct WritePages {
   # stored beside the page. Empty: the sender runs without checksums
   # (checksums=off), and the server computes them.
   checksums @3 :List(UInt64);
+  # A repair: the sender read these pages from another copy after this
+  # server's failed its checksum. Only a page whose stored copy still fails
+  # it is written; one that verifies (written again since) is left alone.
+  repair @4 :Bool;
 }
 
 # Verify pages [first, first + count) of a share on the server's disk,
@@ -115,6 +126,10 @@ struct OpenFile {
   stripePages @5 :UInt32;
   servers @6 :List(Text);  # the server set for a new file
   policy @7 :Policy;
+  # Copies of each page: 0 or the recorded count (another is refused); a
+  # new file gets it, else createReplicas (the bus's default), else 1.
+  replicas @8 :UInt8;
+  createReplicas @9 :UInt8;
 }
 
 struct SetSize {
@@ -172,6 +187,7 @@ struct ServerStats {
   files @15 :List(FileCacheStats);  # the server pool's counters, per file
   cacheCapacity @16 :UInt64;        # --cache-pages
   prefetchPages @17 :UInt32;        # global-sequential window (k)
+  repairs @18 :UInt64;              # pages rewritten from another copy
 }
 
 struct DiskRead {

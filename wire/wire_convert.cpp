@@ -54,6 +54,7 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   to_wire(record.policy, out.initPolicy());
   out.setCreatedUnixNs(record.created_unix_ns);
   out.setCluster(record.cluster);
+  out.setReplicas(static_cast<uint8_t>(record.replicas));
 }
 
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
@@ -68,6 +69,7 @@ Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   out.policy = from_wire(record.getPolicy());
   out.created_unix_ns = record.getCreatedUnixNs();
   out.cluster = record.getCluster();
+  out.replicas = record.getReplicas() == 0 ? 1 : record.getReplicas();
   // The catalog's own check of what it creates.
   if (Status s = check_file_record(out); !s) {
     return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", s.message()));

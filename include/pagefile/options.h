@@ -96,6 +96,13 @@ std::string_view placement_name(Placement placement);
 // The inverse of placement_name; kInvalidArgument for any other word.
 Result<Placement> parse_placement(std::string_view name);
 
+// Copies a remote file may keep of each page.
+inline constexpr uint32_t kMaxReplicas = 7;
+
+// OK when 1 <= replicas <= kMaxReplicas and replicas <= servers, else
+// kInvalidArgument saying which bound it breaks.
+Status check_replicas(uint32_t replicas, size_t servers);
+
 // A switch's value: "on", "true", "1" or "off", "false", "0";
 // kInvalidArgument naming `what` for any other text.
 Result<bool> parse_on_off(std::string_view what, std::string_view text);
@@ -159,6 +166,14 @@ struct OpenOptions {
   Placement placement = Placement::kStripe;
   uint32_t stripe_pages = 1;
   uint32_t servers = 0;
+  // Remote files: copies of each page, each on a different server (1 to
+  // kMaxReplicas, at most the file's servers). 0 means: the recorded count
+  // when the file exists, else the bus's `replicas=` (else 1) when it is
+  // created. A non-zero count that differs from the recorded one makes open
+  // fail with kInvalidArgument. Writes go to every copy and are confirmed
+  // when all have them; a read goes to the copy whose server has the fewest
+  // requests waiting, and to another when that one fails.
+  uint32_t replicas = 0;
 };
 
 class PolicyRegistry;  // pagefile/policy.h

@@ -114,6 +114,7 @@ struct FileStatus {
   uint32_t concurrency = 0;  // this file's level
   uint32_t in_flight = 0;    // its tickets that are still in flight
   bool read_only = false;
+  uint32_t replicas = 1;  // copies of each page (OpenOptions::replicas)
   // Page requests are done directly, before the request call returns (a
   // remote file on servers in this process that emulate no disk): reading ahead then
   // only reads early, into a buffer of its own, what a read would read now.

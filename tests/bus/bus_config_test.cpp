@@ -47,6 +47,20 @@ TEST_CASE("bad lists are refused with the reason") {
   CHECK(twice.status().message().find("twice") != std::string::npos);
 }
 
+TEST_CASE("replicas=R: the copies a new file keeps, at most one per server") {
+  auto bus = parse_bus("inproc:3,replicas=2", "/h");
+  REQUIRE_OK(bus);
+  CHECK(bus->replicas == 2);
+  CHECK(parse_bus("inproc:3", "/h")->replicas == 1);
+  auto too_many = parse_bus("tcp://a:1,tcp://b:1,replicas=3", "/h");
+  CHECK_CODE(too_many, Code::kInvalidArgument);
+  CHECK(too_many.status().message().find("needs 3 servers") != std::string::npos);
+  CHECK_CODE(parse_bus("inproc:8,replicas=8", "/h"), Code::kInvalidArgument);  // at most 7
+  CHECK_CODE(parse_bus("inproc:8,replicas=0", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("inproc:8,replicas=two", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("inproc:8,replicas=", "/h"), Code::kInvalidArgument);
+}
+
 TEST_CASE("@file: one address a line, comments allowed") {
   pagefile::test::TempDir dir;
   std::ofstream(dir / "bus") << "# the cluster\ntcp://127.0.0.1:7001  # first\n\ncatalog=tcp://127.0.0.1:7002\n";

@@ -42,34 +42,13 @@ std::pair<Fd, Fd> two_descriptors(Client& client, const std::string& name) {
   return {*first, *second};
 }
 
-// Writes pages [0, pages) pipelined, syncs.
 void write_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
-  std::vector<Ticket> tickets;
-  for (int64_t p = 0; p < pages; ++p) {
-    auto t = client.write_request(fd, p, page_pattern(page_size, p, seed));
-    REQUIRE_OK(t);
-    tickets.push_back(*t);
-  }
-  for (Ticket t : tickets) REQUIRE_OK(client.write_confirm(t));
-  REQUIRE_OK(client.sync(fd));
+  write_patterns(client, fd, pages, page_size, seed);
 }
 
-// Reads pages [0, pages) pipelined and checks each.
+// Reads pages [0, pages) pipelined and checks each, and the file's size.
 void check_all(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
-  std::vector<std::vector<std::byte>> buffers(static_cast<size_t>(pages), std::vector<std::byte>(page_size));
-  std::vector<Ticket> tickets;
-  for (int64_t p = 0; p < pages; ++p) {
-    auto t = client.read_request(fd, p, buffers[static_cast<size_t>(p)]);
-    REQUIRE_OK(t);
-    tickets.push_back(*t);
-  }
-  int mismatches = 0;
-  for (int64_t p = 0; p < pages; ++p) {
-    auto r = client.read_confirm(tickets[static_cast<size_t>(p)]);
-    REQUIRE_OK(r);
-    if (*r != PageRead::kData || buffers[static_cast<size_t>(p)] != page_pattern(page_size, p, seed)) ++mismatches;
-  }
-  CHECK(mismatches == 0);
+  CHECK(wrong_patterns(client, fd, pages, page_size, seed) == 0);
   auto st = client.status(fd);
   REQUIRE_OK(st);
   CHECK(st->pages == pages);

@@ -345,7 +345,7 @@ TEST_CASE("a catalog from a newer build is not opened") {
   test::TempDir dir;
   auto path = dir / "catalog.db";
   { open_ok(path); }
-  run_sql(path, "PRAGMA user_version = 3;");
+  run_sql(path, "PRAGMA user_version = 4;");
   auto store = CatalogStore::open(path);
   CHECK_CODE(store, Code::kNotSupported);
 }
@@ -354,15 +354,40 @@ TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and
   test::TempDir dir;
   auto path = catalog_holding(dir, "old");
   // Make it what a version 1 build wrote: no policy_name column.
-  run_sql(path, "ALTER TABLE files DROP COLUMN policy_name; PRAGMA user_version = 1;");
+  run_sql(path, "ALTER TABLE files DROP COLUMN policy_name; ALTER TABLE files DROP COLUMN replicas; "
+                "PRAGMA user_version = 1;");
   auto store = open_ok(path);
   auto old = store->lookup("old");
   REQUIRE_OK(old);
   CHECK(old->policy.name.empty());
+  CHECK(old->replicas == 1);
   FileRecord named = sample("named");
   named.policy.name = "global-sequential";
   REQUIRE_OK(store->create(named));
   CHECK(store->lookup("named")->policy.name == "global-sequential");
+}
+
+TEST_CASE("a version 2 catalog is upgraded: its files keep one copy, new ones record theirs") {
+  test::TempDir dir;
+  auto path = catalog_holding(dir, "old");
+  run_sql(path, "ALTER TABLE files DROP COLUMN replicas; PRAGMA user_version = 2;");
+  {
+    auto store = open_ok(path);
+    CHECK(store->lookup("old")->replicas == 1);
+    FileRecord copied = sample("copied");
+    copied.servers = {"tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "tcp://127.0.0.1:3"};
+    copied.replicas = 3;
+    REQUIRE_OK(store->create(copied));
+  }
+  auto again = open_ok(path);  // and read back from disk
+  CHECK(again->lookup("copied")->replicas == 3);
+  // More copies than servers is no record the catalog keeps.
+  FileRecord too_many = sample("too-many");
+  too_many.replicas = static_cast<uint32_t>(too_many.servers.size()) + 1;
+  CHECK_CODE(again->create(too_many), Code::kInvalidArgument);
+  // Nor is a count damaged on disk read as data.
+  run_sql(path, "UPDATE files SET replicas = 9 WHERE name = 'copied';");
+  CHECK_CODE(open_ok(path)->lookup("copied"), Code::kCorruption);
 }
 
 TEST_CASE("a file that is not SQLite is corruption") {

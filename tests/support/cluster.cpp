@@ -25,6 +25,35 @@ std::unique_ptr<Client> start_client(const std::filesystem::path& dir, const std
   return std::move(*client);
 }
 
+void write_patterns(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
+  std::vector<Ticket> tickets;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto t = client.write_request(fd, p, page_pattern(page_size, p, seed));
+    REQUIRE_OK(t);
+    tickets.push_back(*t);
+  }
+  for (Ticket t : tickets) REQUIRE_OK(client.write_confirm(t));
+  REQUIRE_OK(client.sync(fd));
+}
+
+int wrong_patterns(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed) {
+  std::vector<std::vector<std::byte>> buffers(static_cast<size_t>(pages), std::vector<std::byte>(page_size));
+  std::vector<Ticket> tickets;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto t = client.read_request(fd, p, buffers[static_cast<size_t>(p)]);
+    REQUIRE_OK(t);
+    tickets.push_back(*t);
+  }
+  int wrong = 0;
+  for (int64_t p = 0; p < pages; ++p) {
+    auto r = client.read_confirm(tickets[static_cast<size_t>(p)]);
+    INFO("page " << p << ": " << r.status().to_string());
+    REQUIRE(r.is_ok());
+    if (*r != PageRead::kData || buffers[static_cast<size_t>(p)] != page_pattern(page_size, p, seed)) ++wrong;
+  }
+  return wrong;
+}
+
 std::unique_ptr<net::PageServer> start_page_server(const std::filesystem::path& dir, net::ServerOptions options) {
   options.dir = dir;
   auto address = net::parse_address("tcp://127.0.0.1:0");

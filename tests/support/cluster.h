@@ -29,6 +29,14 @@ std::string free_tcp_address();
 std::unique_ptr<Client> start_client(const std::filesystem::path& dir, const std::string& bus,
                                      ClientOptions options = {});
 
+// Writes pages [0, pages) of `fd`, page p holding page_pattern(page_size, p,
+// seed), all requested before the first is confirmed, then syncs.
+// REQUIREs success.
+void write_patterns(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed);
+// Reads pages [0, pages) of `fd` the same way, REQUIREing each read to
+// succeed; returns how many are not the pattern write_patterns wrote.
+int wrong_patterns(Client& client, Fd fd, int64_t pages, uint32_t page_size, uint64_t seed);
+
 // A PageServer in this process on tcp://127.0.0.1 (a port of its own) with
 // its data in `dir` (overriding options.dir). REQUIREs success.
 std::unique_ptr<net::PageServer> start_page_server(const std::filesystem::path& dir,

@@ -1,0 +1,218 @@
+// Replicated remote files (OpenOptions::replicas) on real pagefiled
+// processes: where the copies go, reads that go on when a server is dead,
+// frozen or holds a damaged copy, repairs, and the counts the catalog
+// refuses.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bus/placement.h"
+#include "pagefile/pagefile.h"
+#include "store/local_pagefile.h"
+#include "tests/support/cluster.h"
+#include "tests/support/page_file.h"
+
+using namespace pagefile;
+using namespace pagefile::test;
+
+namespace {
+
+constexpr uint32_t kPageSize = 4096;
+
+OpenOptions replicated(uint32_t replicas, Placement placement = Placement::kStripe) {
+  return {.location = Location::kRemote,
+          .page_size = kPageSize,
+          .create = true,
+          .placement = placement,
+          .replicas = replicas};
+}
+
+void write_all(Client& client, Fd fd, int64_t pages, uint64_t seed) {
+  write_patterns(client, fd, pages, kPageSize, seed);
+}
+int wrong_pages(Client& client, Fd fd, int64_t pages, uint64_t seed) {
+  return wrong_patterns(client, fd, pages, kPageSize, seed);
+}
+
+// Server i's share of file `id` in a PagefiledCluster.
+std::filesystem::path share_path(const PagefiledCluster& cluster, size_t i, uint64_t id) {
+  return cluster.dir() / fmt::format("s{}", i) / "shares" / fmt::format("{}.pf", id);
+}
+
+// Pages of the share at `path` that read back sound, and of those, which
+// hold the pattern of `seed` (the others never came to this server: zeros).
+struct ShareContent {
+  std::vector<int64_t> holding;
+  int damaged = 0;
+};
+ShareContent share_content(const std::filesystem::path& path, int64_t pages, uint64_t seed) {
+  LocalPagefile::OpenSpec spec;
+  spec.read_only = true;
+  auto file = LocalPagefile::open(path, spec);
+  REQUIRE_OK(file);
+  ShareContent out;
+  std::vector<std::byte> buf(kPageSize);
+  for (int64_t p = 0; p < pages; ++p) {
+    Status s = (*file)->verify_page(p, buf);
+    if (!s) {
+      CHECK_CODE(s, Code::kCorruption);
+      ++out.damaged;
+    } else if (buf == page_pattern(kPageSize, p, seed)) {
+      out.holding.push_back(p);
+    } else {
+      CHECK(buf == std::vector<std::byte>(kPageSize));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("replicas=2 over 3 servers: each page on the two its placement names, read on with one killed") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 90;
+  for (Placement placement : {Placement::kStripe, Placement::kHash}) {
+    CAPTURE(placement_name(placement));
+    const std::string name = fmt::format("r2-{}", placement_name(placement));
+    {
+      auto client = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+      auto fd = client->open(name, replicated(2, placement));
+      REQUIRE_OK(fd);
+      CHECK(client->status(*fd)->replicas == 2);
+      write_all(*client, *fd, kPages, 5);
+      CHECK(wrong_pages(*client, *fd, kPages, 5) == 0);
+    }
+    // On disk: server i holds exactly the pages whose copies the placement
+    // puts on it (ids: the catalog's, from 1, in order of creation).
+    uint64_t id = placement == Placement::kStripe ? 1 : 2;
+    std::vector<std::string> addresses;
+    for (size_t i = 0; i < cluster.size(); ++i) addresses.push_back(cluster.server(i).address());
+    net::PagePlacement where(placement, id, 1, addresses, 2);
+    for (size_t i = 0; i < cluster.size(); ++i) {
+      CAPTURE(i);
+      std::vector<int64_t> want;
+      for (int64_t p = 0; p < kPages; ++p) {
+        auto set = where.replicas_for(p);
+        if (set.index[0] == i || set.index[1] == i) want.push_back(p);
+      }
+      ShareContent got = share_content(share_path(cluster, i, id), kPages, 5);
+      CHECK(got.damaged == 0);
+      CHECK(got.holding == want);
+    }
+  }
+  // Server 2 dies (server 0, the catalog, lives): every page still reads,
+  // from the copy that is left, in a client started before and one after.
+  auto before = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto fd = before->open("r2-stripe", {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  cluster.server(2).kill();
+  CHECK(wrong_pages(*before, *fd, kPages, 5) == 0);
+  auto after = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto hashed = after->open("r2-hash", {.location = Location::kRemote});
+  REQUIRE_OK(hashed);
+  CHECK(wrong_pages(*after, *hashed, kPages, 5) == 0);
+  // With one copy only, the pages server 2 held are gone: a clear error.
+  auto single = after->open("single", replicated(1));
+  REQUIRE_OK(single);
+  CHECK_CODE(after->write(*single, 2, page_pattern(kPageSize, 2, 1)), Code::kDisconnected);
+  cluster.start_again(2);
+}
+
+TEST_CASE("replicas=2: a frozen server's reads time out and go to the other copy") {
+  PagefiledCluster cluster(2, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 24;
+  auto client = cluster.client({.concurrency = 8, .request_timeout_ms = 800});
+  auto fd = client->open("frozen", replicated(2));
+  REQUIRE_OK(fd);
+  write_all(*client, *fd, kPages, 9);
+  // Server 1 stops answering (SIGSTOP): its reads wait out their deadline,
+  // then the copy on server 0 answers; nothing fails, nothing hangs.
+  REQUIRE(::kill(cluster.server(1).pid(), SIGSTOP) == 0);
+  auto start = std::chrono::steady_clock::now();
+  int wrong = wrong_pages(*client, *fd, kPages, 9);
+  auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(::kill(cluster.server(1).pid(), SIGCONT) == 0);
+  CHECK(wrong == 0);
+  // Bounded by the deadline (once: the silent server then fails at once).
+  CHECK(took < std::chrono::seconds(10));
+}
+
+TEST_CASE("replicas=2: a copy that fails its checksum is read from the other and repaired") {
+  PagefiledCluster cluster(2, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 20;
+  {
+    auto client = cluster.client();
+    auto fd = client->open("damaged", replicated(2));
+    REQUIRE_OK(fd);
+    write_all(*client, *fd, kPages, 3);
+  }
+  // Every page on server 1 damaged, as a failing disk would.
+  for (int64_t p = 0; p < kPages; ++p) damage_page(share_path(cluster, 1, 1), p, 100 + static_cast<uint32_t>(p));
+  CHECK(share_content(share_path(cluster, 1, 1), kPages, 3).damaged == kPages);
+
+  auto client = cluster.client();
+  auto fd = client->open("damaged", {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  // Every page reads right: from server 0 first, or from server 0 after
+  // server 1's copy failed.
+  CHECK(wrong_pages(*client, *fd, kPages, 3) == 0);
+  // The copies that were tried and failed are now repaired; the others
+  // (read from server 0 first) are still damaged. Which ones is fixed by
+  // the page: some of each among 20.
+  REQUIRE_OK(client->close(*fd));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ShareContent repaired;
+  // (A repair is answered to no one: wait for it to land.)
+  for (;;) {
+    repaired = share_content(share_path(cluster, 1, 1), kPages, 3);
+    if (!repaired.holding.empty() || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(repaired.holding.size() > 0);
+  CHECK(repaired.damaged > 0);
+  CHECK(repaired.damaged + static_cast<int>(repaired.holding.size()) == kPages);
+
+  // Both copies of a page damaged: kCorruption, naming the page; never
+  // other bytes.
+  damage_page(share_path(cluster, 0, 1), 7, 50);
+  damage_page(share_path(cluster, 1, 1), 7, 60);
+  auto again = client->open("damaged", {.location = Location::kRemote});
+  REQUIRE_OK(again);
+  std::vector<std::byte> buf(kPageSize);
+  auto r = client->read(*again, 7, buf);
+  CHECK_CODE(r, Code::kCorruption);
+  CHECK(r.status().message().find("page 7") != std::string::npos);
+  CHECK(r.status().message().find("no copy of 7 could be read") != std::string::npos);
+}
+
+TEST_CASE("replica counts: recorded at creation, refused when they cannot be met or do not match") {
+  PagefiledCluster cluster(2);
+  auto client = cluster.client();
+  auto three = client->open("three", replicated(3));
+  CHECK_CODE(three, Code::kInvalidArgument);
+  CHECK(three.status().message().find("needs 3 servers") != std::string::npos);
+  CHECK_CODE(client->open("eight", replicated(8)), Code::kInvalidArgument);
+  // Nothing was created by the refusals.
+  CHECK_CODE(client->open("three", {.location = Location::kRemote}), Code::kNotFound);
+
+  auto two = client->open("two", replicated(2));
+  REQUIRE_OK(two);
+  auto same = client->open("two", {.location = Location::kRemote});  // 0: as recorded
+  REQUIRE_OK(same);
+  CHECK(client->status(*same)->replicas == 2);
+  auto other = client->open("two", {.location = Location::kRemote, .replicas = 1});
+  CHECK_CODE(other, Code::kInvalidArgument);
+  CHECK(other.status().message().find("keeps 2 copies") != std::string::npos);
+
+  // The bus's default applies to files created without a count of their own.
+  auto defaulted = start_client(cluster.dir().path(), cluster.bus() + ",replicas=2");
+  auto made = defaulted->open("made", {.location = Location::kRemote, .create = true});
+  REQUIRE_OK(made);
+  CHECK(defaulted->status(*made)->replicas == 2);
+  auto one = defaulted->open("one", replicated(1));
+  REQUIRE_OK(one);
+  CHECK(defaulted->status(*one)->replicas == 1);
+}
