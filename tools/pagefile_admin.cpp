@@ -6,7 +6,7 @@
 //   pagefile rm FILE           [--bus BUS]   remove a file and its pages
 //   pagefile locks             [--bus BUS]   locks held, with their leases
 //   pagefile import LOCAL NAME [--bus BUS] [--page-size B] [--placement stripe|hash]
-//                              [--stripe-pages N] [--concurrency N]
+//                              [--stripe-pages N] [--replicas R] [--concurrency N]
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
 //   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
 //
@@ -51,10 +51,11 @@ Result<std::unique_ptr<net::BusClient>> connect_bus(const std::string& bus) {
 }
 
 void print_record(const FileRecord& r) {
-  fmt::print("{}\n  id {}\n  page size {} B\n  size {} pages ({} bytes)\n  placement {}{}\n  servers {}\n  policy {} (min {}, max {})\n",
+  fmt::print("{}\n  id {}\n  page size {} B\n  size {} pages ({} bytes)\n  placement {}{}\n  servers {}\n  replicas {}\n"
+             "  policy {} (min {}, max {})\n",
              r.name, r.id, r.page_size, r.size_pages, r.size_pages * r.page_size, placement_name(r.placement),
              r.placement == Placement::kStripe || r.stripe_pages > 1 ? fmt::format(", {} pages per unit", r.stripe_pages) : "",
-             fmt::join(r.servers, " "), policy_name(r.policy), r.policy.min_pages, r.policy.max_pages);
+             fmt::join(r.servers, " "), r.replicas, policy_name(r.policy), r.policy.min_pages, r.policy.max_pages);
 }
 
 // One line of a server pool's counters for a file.
@@ -99,8 +100,9 @@ int cmd_ls(net::BusClient& bus) {
       continue;
     }
     const FileRecord& r = *checked;
-    fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers  {}\n", r.size_pages, r.page_size,
-               placement_name(r.placement), r.servers.size(), r.name);
+    fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers{}  {}\n", r.size_pages, r.page_size,
+               placement_name(r.placement), r.servers.size(),
+               r.replicas > 1 ? fmt::format(", {} copies", r.replicas) : "", r.name);
   }
   return status;
 }
@@ -232,6 +234,7 @@ struct CopyOptions {
   uint32_t page_size = 0;
   std::string placement = "stripe";
   uint32_t stripe_pages = 1;
+  uint32_t replicas = 0;  // 0: the bus's replicas=, else 1
   uint32_t concurrency = 12;
 };
 
@@ -256,7 +259,8 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
                                    .create = true,
                                    .exclusive = true,
                                    .placement = *placement,
-                                   .stripe_pages = o.stripe_pages});
+                                   .stripe_pages = o.stripe_pages,
+                                   .replicas = o.replicas});
   if (!fd) return fail(fd.status());
   // From here a failure takes the half-imported file away again: an import
   // either lands whole or leaves no record.
@@ -391,6 +395,8 @@ int main(int argc, char** argv) {
   import->add_option("--page-size", copy.page_size, "page size (default: an SQLite database's own, else 4096)");
   import->add_option("--placement", copy.placement, "stripe or hash")->capture_default_str();
   import->add_option("--stripe-pages", copy.stripe_pages, "pages per placement unit")->capture_default_str();
+  import->add_option("--replicas", copy.replicas, "copies of each page, each on its own server (default: the bus's)")
+      ->check(CLI::Range(1u, kMaxReplicas));
   import->add_option("--concurrency", copy.concurrency, "requests in flight")->capture_default_str()->check(CLI::Range(1, 1024));
   auto* export_ = app.add_subcommand("export", "copy a file out of the store, page by page");
   export_->add_option("NAME", name)->required();

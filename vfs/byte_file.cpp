@@ -62,6 +62,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
       new ByteFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
                      std::move(stats)));
   file->read_ahead_pays_ = !st->always_direct;
+  file->replicas_ = st->replicas;
   if (layout == Layout::kPages) {
     file->size_ = st->pages * st->page_size;
   } else if (st->pages > 0) {

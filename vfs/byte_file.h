@@ -85,6 +85,7 @@ class ByteFile {
   Status truncate(int64_t size);
   int64_t size() const { return size_; }
   uint32_t page_size() const { return page_size_; }
+  uint32_t replicas() const { return replicas_; }  // copies of each page (FileStatus::replicas)
 
   // Every write requested and confirmed (partial pages and the length page
   // too), not yet durable.
@@ -157,6 +158,7 @@ class ByteFile {
   bool closed_ = false;
 
   int64_t size_ = 0;
+  uint32_t replicas_ = 1;
   bool length_dirty_ = false;  // kBytes: the length page is behind size_
   bool unsynced_ = false;
   int64_t last_read_page_ = -2;

@@ -85,6 +85,11 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     o.servers = *n;
     o.placement_given = true;
   }
+  if (const char* v = param("replicas")) {
+    auto n = parse_count("replicas", v, 1, kMaxReplicas);
+    if (!n) return n.status();
+    o.replicas = *n;
+  }
   if (const char* v = param("policy")) {
     auto p = parse_policy(v);
     if (!p) return p.status();

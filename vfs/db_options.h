@@ -27,6 +27,7 @@ struct DbOptions {
   Placement placement = Placement::kStripe;  // placement=stripe|hash
   uint32_t stripe_pages = 1;                 // stripe_pages=N
   uint32_t servers = 0;                      // servers=N (0: all of the bus)
+  uint32_t replicas = 0;                     // replicas=N: copies of each page (0: as recorded, or the bus's)
   bool placement_given = false;              // any of the three above was given
   std::optional<BufferPolicy> policy;        // policy=NAME, cache_pages=N (its max_pages)
                                              // (SQLite keeps cache= for shared-cache mode)

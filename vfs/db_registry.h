@@ -33,6 +33,10 @@ struct DbConfig {
   // over them and would pay every create, sync and delete once per server.
   bool bus_in_process = false;
   std::atomic<uint32_t> concurrency{8};  // PRAGMA pagefile_concurrency changes it
+  // Copies the database keeps of each page, as recorded (0 until its file
+  // is opened here): its journal and WAL are created with as many, so a
+  // commit survives what its database survives.
+  std::atomic<uint32_t> replicas{0};
   std::shared_ptr<IoStats> stats = std::make_shared<IoStats>();
   // Times a connection of this database in this process took SHARED from no
   // lock. A journal or WAL descriptor kept open across transactions (SQLite

@@ -598,6 +598,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   open.placement = o.placement;
   open.stripe_pages = o.stripe_pages;
   open.servers = o.servers;
+  open.replicas = o.replicas != 0 || st->main_db ? o.replicas : st->config->replicas.load();
   if (!o.placement_given && st->config->bus_in_process) {
     // Each file whole on one server, chosen by hashing its id, so a
     // database and its journal usually sit on different servers.
@@ -631,6 +632,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   }
   if (!file) return file.status();
   st->file = std::move(*file);
+  if (st->main_db) st->config->replicas = st->file->replicas();
   st->powersafe = st->file->page_size() <= kChecksumSectorSize &&
                   sqlite3_uri_boolean(sqlite_name, "psow", 1) != 0;
   return st;

@@ -96,6 +96,19 @@ TEST_CASE("pagefile: import, ls, stat, locks, status, export, rm against two pag
   sqlite3_finalize(st);
   sqlite3_close(db);
 
+  // Two copies of each page, one on each server: stat and ls say so, and
+  // the copy exports byte for byte.
+  Outcome copied = admin(dir, {"import", "app.db", "copied", "--bus", bus, "--replicas", "2"});
+  INFO(copied.err);
+  REQUIRE(copied.exit_status == 0);
+  check_prints(dir, {"stat", "copied", "--bus", bus}, {"replicas 2\n"});
+  check_prints(dir, {"ls", "--bus", bus}, {"on 2 servers, 2 copies  copied"});
+  REQUIRE(admin(dir, {"export", "copied", "copied.db", "--bus", bus}).exit_status == 0);
+  CHECK(read_file(dir / "copied.db") == read_file(dir / "app.db"));
+  Outcome three = admin(dir, {"import", "app.db", "three", "--bus", bus, "--replicas", "3"});
+  CHECK(three.exit_status == 1);
+  CHECK(three.err.find("needs 3 servers") != std::string::npos);
+
   Outcome rm = admin(dir, {"rm", "app", "--bus", bus});
   CHECK(rm.exit_status == 0);
   Outcome gone = admin(dir, {"stat", "app", "--bus", bus});

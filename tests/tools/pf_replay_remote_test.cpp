@@ -100,6 +100,7 @@ TEST_CASE("pf-replay over an in-process bus: stripe and hash placements pass fil
       {{"--bus", "inproc:3", "--placement", "stripe", "--stripe-pages", "4"}, "stripe:4",
        "placement stripe, 4 pages per unit"},
       {{"--bus", "inproc:3", "--placement", "hash"}, "hash", "placement hash\n"},
+      {{"--bus", "inproc:3", "--placement", "hash", "--replicas", "2"}, "hash+r2", "replicas 2\n"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.csv_placement);

@@ -2,7 +2,8 @@
 // file on disk (a server's share, or a local database) makes the next read
 // of that page fail with SQLITE_CORRUPT naming the page, never return
 // other bytes; `pagefile scrub` finds the page on the server without
-// shipping it, and exits non-zero.
+// shipping it, and exits non-zero. With replicas=2 a damaged or lost copy
+// is read from the other.
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -110,4 +111,40 @@ TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") 
   auto [rc, said] = read_all(uri);
   CHECK(rc == SQLITE_CORRUPT);
   CHECK(said.find("local.db: page 3 fails its checksum on disk") != std::string::npos);
+}
+
+TEST_CASE("replicas=2: a damaged copy, then a killed server, and every row still reads; the journal keeps as many copies") {
+  pagefile::test::register_without_bus();
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  const TempDir& dir = cluster.dir();
+  std::string uri = "file:copied.db?vfs=pagefile&replicas=2&bus=" + cluster.bus();
+  fill(uri);
+  {
+    // (A URI without replicas=: the database's journal follows the
+    // database's recorded count.)
+    SqliteDb db("file:copied.db?vfs=pagefile&bus=" + cluster.bus());
+    db.run("PRAGMA journal_mode=PERSIST; CREATE TABLE u(x); DROP TABLE u;");
+    Outcome ls = pagefile::test::pagefile_admin(dir.path(), {"ls", "--bus", cluster.bus()});
+    std::string mode = db.query("PRAGMA journal_mode");
+    std::string names = db.query("SELECT pagefile_names()");
+    INFO(ls.out, mode, names);
+    for (const char* name : {"copied.db", "copied.db-journal"}) {
+      Outcome stat = pagefile::test::pagefile_admin(dir.path(), {"stat", name, "--bus", cluster.bus()});
+      INFO(name, ": ", stat.err);
+      CHECK(stat.exit_status == 0);
+      CHECK(stat.out.find("replicas 2\n") != std::string::npos);
+    }
+  }
+  // Page 3's copies (stripe over 3: servers 0 and 1); the one on server 1
+  // damaged: read from server 0's.
+  uint64_t id = file_id(dir, cluster.bus(), "copied.db");
+  damage_page(dir / "s1" / "shares" / fmt::format("{}.pf", id), 3, 100);
+  CHECK(read_all(uri).first == SQLITE_OK);
+  // Server 2 dies: its pages are read from their other copies.
+  cluster.server(2).kill();
+  CHECK(read_all(uri).first == SQLITE_OK);
+  // A URI asking for another count than the database keeps is refused.
+  SqliteDb other("file:copied.db?vfs=pagefile&replicas=1&bus=" + cluster.bus());
+  CHECK(other.open_rc() == SQLITE_CANTOPEN);
+  cluster.start_again(2);
 }

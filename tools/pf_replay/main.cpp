@@ -214,6 +214,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 20))
       ->needs(bus_option)
       ->capture_default_str();
+  run_command
+      ->add_option("--replicas", replay.replicas,
+                   "copies of each page of the remote files the replay creates, each on its own server "
+                   "(default: the bus's replicas=, else 1)")
+      ->check(CLI::Range(1u, pagefile::kMaxReplicas))
+      ->needs(bus_option);
   std::string checksums = "on";
   run_command
       ->add_option("--checksums", checksums,

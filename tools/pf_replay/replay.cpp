@@ -150,6 +150,7 @@ class Replayer {
     if (options_.location == pagefile::Location::kRemote) {
       open_options.placement = options_.placement;
       open_options.stripe_pages = options_.stripe_pages;
+      open_options.replicas = options_.replicas;
     }
     if (op.policy) open_options.policy = pagefile::BufferPolicy{.access = *op.policy};
     if (!options_.policy.empty()) {
@@ -477,6 +478,7 @@ Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& option
     stats.bus = options.bus;
     stats.placement = options.placement;
     stats.stripe_pages = options.stripe_pages;
+    stats.replicas = options.replicas;
   }
   stats.started_unix_ns = unix_now_ns();
   stats.version_base = options.version_base != 0 ? options.version_base

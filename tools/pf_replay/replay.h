@@ -65,6 +65,7 @@ struct ReplayOptions {
   // files the replay creates (an existing file keeps its own).
   pagefile::Placement placement = pagefile::Placement::kStripe;
   uint32_t stripe_pages = 1;
+  uint32_t replicas = 0;  // OpenOptions::replicas (0: the bus's)
   // OpenOptions::checksums (--checksums off: to measure their cost).
   bool checksums = true;
   // Tickets the driver keeps outstanding, and the client's concurrency level.
@@ -118,6 +119,7 @@ struct ReplayStats {
   std::string bus;
   pagefile::Placement placement = pagefile::Placement::kStripe;
   uint32_t stripe_pages = 1;
+  uint32_t replicas = 0;
   // The policy the files ran ("mixed" when they differed, empty when none
   // was opened) and what the client's pool did for them, summed over every
   // descriptor at its close (Client::counters).

@@ -56,12 +56,13 @@ std::string bus_text(const ReplayStats& stats) {
   return text;
 }
 
-// "stripe" or "hash", with ":N" when the placement unit is N > 1 pages;
-// empty for local files.
+// "stripe" or "hash", with ":N" when the placement unit is N > 1 pages and
+// "+rR" when --replicas asked for R copies; empty for local files.
 std::string placement_text(const ReplayStats& stats) {
   if (stats.location != pagefile::Location::kRemote) return {};
   std::string text(pagefile::placement_name(stats.placement));
   if (stats.stripe_pages != 1) text += fmt::format(":{}", stats.stripe_pages);
+  if (stats.replicas != 0) text += fmt::format("+r{}", stats.replicas);
   return text;
 }
 
