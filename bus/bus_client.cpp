@@ -41,12 +41,21 @@ BusClient::Impl::Impl(const BusConfig& config, const BusOptions& options, uint64
       request_timeout_ms_(options.request_timeout_ms),
       owner_(owner),
       runtime_(options.runtime ? options.runtime : IoRuntime::shared()) {
-  for (const Address& a : config_.servers) in_flight_.emplace(a.text(), std::make_unique<std::atomic<uint32_t>>(0));
+  for (const Address& a : config_.servers) loads_.emplace(a.text(), std::make_unique<PeerLoad>());
 }
 
-uint32_t BusClient::Impl::in_flight(const std::string& server) const {
-  auto it = in_flight_.find(server);
-  return it == in_flight_.end() ? 0 : it->second->load(std::memory_order_relaxed);
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+BusClient::Load BusClient::Impl::load(const std::string& server) const {
+  auto it = loads_.find(server);
+  if (it == loads_.end()) return {};
+  const PeerLoad& l = *it->second;
+  return {l.in_flight.load(std::memory_order_relaxed),
+          std::max(l.busy_since_ns.load(std::memory_order_relaxed), l.last_answer_ns.load(std::memory_order_relaxed))};
 }
 
 Status BusClient::Impl::start() {
@@ -133,18 +142,21 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
     return;
   }
   // Counted until answered (however: reply, error, timeout, stop).
-  std::atomic<uint32_t>* waiting = nullptr;
-  if (auto it = in_flight_.find(server); it != in_flight_.end()) waiting = it->second.get();
+  PeerLoad* waiting = nullptr;
+  if (auto it = loads_.find(server); it != loads_.end()) waiting = it->second.get();
   Direct* direct = nullptr;
   if (auto it = embedded_by_name_.find(server);
       it != embedded_by_name_.end() && (request.isWrite() || request.isTruncate() || request.isDropShare())) {
     direct = it->second.get();
   }
   if (waiting != nullptr || direct != nullptr) {
-    if (waiting != nullptr) ++*waiting;
+    if (waiting != nullptr && waiting->in_flight.fetch_add(1) == 0) waiting->busy_since_ns = steady_ns();
     if (direct != nullptr) ++direct->changing;
     done = [waiting, direct, done = std::move(done)](Result<ReplyPtr> r) {
-      if (waiting != nullptr) --*waiting;
+      if (waiting != nullptr) {
+        waiting->last_answer_ns = steady_ns();
+        --waiting->in_flight;
+      }
       if (direct != nullptr) --direct->changing;
       done(std::move(r));
     };
@@ -359,7 +371,7 @@ BusClient::BusClient(std::shared_ptr<Impl> impl, std::string catalog, std::vecto
       default_replicas_(default_replicas),
       owner_(owner) {}
 
-uint32_t BusClient::in_flight(const std::string& server) const { return impl_->in_flight(server); }
+BusClient::Load BusClient::load(const std::string& server) const { return impl_->load(server); }
 
 BusClient::~BusClient() { impl_->stop(); }
 

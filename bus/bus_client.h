@@ -138,9 +138,22 @@ class BusClient {
   // The copies of each page a new file keeps unless it asks for a count
   // (the bus's replicas=, else 1).
   uint32_t default_replicas() const { return default_replicas_; }
-  // Requests sent to `server` (one of servers()) and not yet answered: how
-  // busy it is, as far as this client knows. 0 for another name.
-  uint32_t in_flight(const std::string& server) const;
+  // How busy `server` (one of servers()) is, as far as this client knows:
+  // its requests sent and not yet answered, and when the oldest of them
+  // likely began to be served (the later of: when the server last went
+  // from idle to busy, and its last answer). Between two servers with as
+  // many waiting, the one whose current request began earlier finishes
+  // first (least work left). Zeros for another name.
+  struct Load {
+    uint32_t in_flight = 0;
+    int64_t head_start_ns = 0;  // steady clock
+    // Fewer waiting first, then the earlier start; two idle servers are alike.
+    friend bool operator<(const Load& a, const Load& b) {
+      if (a.in_flight != b.in_flight) return a.in_flight < b.in_flight;
+      return a.in_flight != 0 && a.head_start_ns < b.head_start_ns;
+    }
+  };
+  Load load(const std::string& server) const;
   // This client's identity.
   uint64_t owner() const { return owner_; }
 

@@ -62,7 +62,7 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::optional<Status> write_direct(const std::string& server, const ShareRef& share, int64_t page,
                                      std::span<const std::byte> data, uint64_t checksum);
   bool has_embedded() const { return !embedded_by_name_.empty(); }
-  uint32_t in_flight(const std::string& server) const;
+  BusClient::Load load(const std::string& server) const;
   bool all_direct() const {
     // (A pool would give global-sequential files a window, read on the pool.)
     return embedded_.size() == config_.servers.size() && options_.embedded.disk_latency.count() == 0 &&
@@ -146,9 +146,15 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::string catalog_name_;
   // embedded_ by address text; filled by start() and fixed from then on.
   std::map<std::string, std::unique_ptr<Direct>> embedded_by_name_;
-  // Requests sent to each server of the bus and not yet answered; fixed
-  // keys, so read without a lock.
-  std::map<std::string, std::unique_ptr<std::atomic<uint32_t>>> in_flight_;
+  // Each server's load (BusClient::load): requests sent and not yet
+  // answered, when it last went from none to some, and its last answer.
+  struct PeerLoad {
+    std::atomic<uint32_t> in_flight{0};
+    std::atomic<int64_t> busy_since_ns{0};
+    std::atomic<int64_t> last_answer_ns{0};
+  };
+  // Fixed keys, so read without a lock.
+  std::map<std::string, std::unique_ptr<PeerLoad>> loads_;
   std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
 
   std::thread service_;

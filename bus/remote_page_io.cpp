@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -48,6 +49,7 @@ class Barrier {
       if (!r) {
         MutexLock lock(mu_);
         if (first_error_.is_ok()) first_error_ = r.status();
+        failures_.emplace_back(call.server, r.status());
       }
       call.done.store(true, std::memory_order_release);  // the last touch: wait() may return now
     };
@@ -58,6 +60,11 @@ class Barrier {
     }
     MutexLock lock(mu_);
     return first_error_;
+  }
+  // After wait(): each call that failed, with its server.
+  std::vector<std::pair<std::string, Status>> failures() {
+    MutexLock lock(mu_);
+    return failures_;
   }
 
  private:
@@ -70,7 +77,17 @@ class Barrier {
   std::deque<Call> calls_;  // a deque: a callback keeps its Call while more are armed
   Mutex mu_;
   Status first_error_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, Status>> failures_ GUARDED_BY(mu_);
 };
+
+// A request that puts `server`'s copies of `record` in `state`.
+void set_copy_state(wire::Request::Builder r, const FileRecord& record, const std::string& server, CopyState state) {
+  r.setCluster(record.cluster);
+  auto set = r.initSetCopyState();
+  set.setFileId(record.id);
+  set.setServer(server);
+  set.setState(static_cast<uint8_t>(state));
+}
 
 }  // namespace
 
@@ -128,12 +145,18 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
   record.page_size = removed.getPageSize();
   record.cluster = removed.getCluster();
   for (auto address : removed.getServers()) record.servers.emplace_back(address);
-  // A server that is down keeps its share until it is cleaned by hand: say so.
+  // A server that is down keeps its share until it is cleaned by hand: say
+  // so, unless the file kept copies: then service goes on while servers are
+  // down, and a share whose file id is gone is only space (ids are never
+  // given again).
   Barrier barrier(bus);
   for (const auto& server : record.servers) {
     bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm(server));
   }
-  if (Status s = barrier.wait(); !s) {
+  Status s = barrier.wait();
+  auto failures = barrier.failures();
+  bool all_missed = std::all_of(failures.begin(), failures.end(), [](const auto& f) { return missed(f.second); });
+  if (!s && !(removed.getReplicas() > 1 && all_missed)) {
     return s.with_context(fmt::format("{}: removed from the catalog, but a server kept its pages", name));
   }
   return Status::ok();
@@ -151,7 +174,84 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
       fence_(std::move(fence)),
       owner_(bus_->new_owner()),
       size_(record_.size_pages),
-      catalog_size_(record_.size_pages) {}
+      catalog_size_(record_.size_pages),
+      copy_states_(new std::atomic<uint8_t>[record_.servers.size()]) {
+  take_copy_states(record_);
+}
+
+void RemotePageIo::take_copy_states(const FileRecord& record) {
+  for (uint32_t i = 0; i < record_.servers.size(); ++i) {
+    copy_states_[i].store(static_cast<uint8_t>(copy_state(record, record_.servers[i])), std::memory_order_release);
+  }
+  replica_version_ = record.replica_version;
+}
+
+Status RemotePageIo::refresh_copy_states() {
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
+  if (!reply) return reply.status().with_context(fmt::format("{}: which copies are current", record_.name));
+  auto record = from_wire((*reply)->root().getFile());
+  if (!record) return record.status();
+  if (record->id != record_.id) {
+    return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
+  }
+  take_copy_states(*record);
+  return Status::ok();
+}
+
+uint32_t RemotePageIo::index_of(const std::string& server) const {
+  auto it = std::find(record_.servers.begin(), record_.servers.end(), server);
+  return static_cast<uint32_t>(it - record_.servers.begin());
+}
+
+bool RemotePageIo::missed(const Status& s) {
+  return s.is(Code::kDisconnected) || s.is(Code::kIOError) || s.is(Code::kNoSpace);
+}
+
+void RemotePageIo::leave_behind_async(std::vector<uint32_t> servers, Status why, std::function<void(Status)> done) {
+  if (servers.empty()) return done(Status::ok());
+  uint32_t server = servers.back();
+  servers.pop_back();
+  bus_->call(
+      bus_->catalog(),
+      [&](wire::Request::Builder r) { set_copy_state(r, record_, record_.servers[server], CopyState::kStale); },
+      [this, servers = std::move(servers), why = std::move(why), done = std::move(done),
+       server](Result<ReplyPtr> reply) mutable {
+        if (!reply) {
+          return done(why.with_context(fmt::format("{}: {} missed a write and could not be left behind ({})",
+                                                   record_.name, record_.servers[server], reply.status().to_string())));
+        }
+        if (auto record = from_wire((*reply)->root().getFile()); record && record->id == record_.id) {
+          take_copy_states(*record);
+        } else {
+          copy_states_[server].store(static_cast<uint8_t>(CopyState::kStale), std::memory_order_release);
+        }
+        leave_behind_async(std::move(servers), std::move(why), std::move(done));
+      });
+}
+
+Status RemotePageIo::leave_behind(std::vector<uint32_t> servers, const Status& why) {
+  struct Outcome {
+    std::atomic<bool> done{false};
+    Status status;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  leave_behind_async(std::move(servers), why, [outcome](Status s) {
+    outcome->status = std::move(s);
+    outcome->done.store(true, std::memory_order_release);
+  });
+  while (!outcome->done.load(std::memory_order_acquire)) bus_->read_as_waiter(bus_->catalog());
+  return outcome->status;
+}
+
+Status RemotePageIo::settle(const std::vector<std::pair<std::string, Status>>& failures) {
+  if (failures.empty()) return Status::ok();
+  std::vector<uint32_t> behind;
+  for (const auto& [server, why] : failures) {
+    if (record_.replicas == 1 || !missed(why)) return why;
+    behind.push_back(index_of(server));
+  }
+  return leave_behind(std::move(behind), failures.front().second);
+}
 
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
@@ -232,8 +332,14 @@ ReplicaSet RemotePageIo::read_order(int64_t page) const {
   // so each page is read from, and cached on, one server while load is even.
   uint32_t start = static_cast<uint32_t>(((static_cast<uint64_t>(page) * 0x9E3779B97F4A7C15ull) >> 32) % set.count);
   std::rotate(set.index.begin(), set.index.begin() + start, set.index.begin() + set.count);
-  std::array<uint32_t, kMaxReplicas> busy{};
-  for (uint32_t k = 0; k < set.count; ++k) busy[k] = bus_->in_flight(record_.servers[set.index[k]]);
+  std::array<BusClient::Load, kMaxReplicas> busy{};
+  for (uint32_t k = 0; k < set.count; ++k) busy[k] = bus_->load(record_.servers[set.index[k]]);
+  // Copies not current go last, tried only when no current one answers
+  // (which the catalog's rule makes impossible, unless the states here are
+  // old): a stale copy's bytes may be old, never taken while another is there.
+  for (uint32_t k = 0; k < set.count; ++k) {
+    if (state_of(set.index[k]) != CopyState::kCurrent) busy[k].in_flight = std::numeric_limits<uint32_t>::max();
+  }
   // Insertion sort by how busy, stable (R is at most 7).
   for (uint32_t k = 1; k < set.count; ++k) {
     for (uint32_t j = k; j > 0 && busy[j] < busy[j - 1]; --j) {
@@ -260,7 +366,8 @@ void RemotePageIo::read_copy(int64_t page, std::span<std::byte> out, ReadDone do
         }
         if (got.status().is(Code::kCorruption)) damaged |= 1u << k;
         if (first.is_ok()) first = got.status();
-        if (k + 1 == order.count) {
+        bool next_current = k + 1 < order.count && state_of(order.index[k + 1]) == CopyState::kCurrent;
+        if (!next_current) {
           return done(first.with_context(fmt::format("no copy of {} could be read (of {})", page, order.count)));
         }
         read_copy(page, out, std::move(done), order, k + 1, std::move(first), damaged);
@@ -346,18 +453,27 @@ Status RemotePageIo::announce_fence(uint64_t token) {
         },
         barrier.arm(server));
   }
-  return barrier.wait();
+  (void)barrier.wait();
+  return settle(barrier.failures());
 }
 
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
-  // Every copy at once; done when the last answers, with the first failure.
+  // Every copy that is not stale at once; done when the last answers: OK
+  // when all took it, or when those that missed it could be left behind.
   struct Join {
-    std::atomic<uint32_t> left;
+    std::atomic<uint32_t> left{0};
     Mutex mu;
-    Status first GUARDED_BY(mu);
+    Status first GUARDED_BY(mu);         // the first failure
+    bool fatal GUARDED_BY(mu) = false;   // a failure that is not a missed write
+    uint32_t took GUARDED_BY(mu) = 0;
+    std::vector<uint32_t> missed GUARDED_BY(mu);
     WriteDone done;
   };
-  ReplicaSet set = placement_.replicas_for(page);
+  ReplicaSet all = placement_.replicas_for(page);
+  ReplicaSet set;
+  for (uint32_t server : all) {
+    if (state_of(server) != CopyState::kStale) set.index[set.count++] = server;
+  }
   auto join = std::make_shared<Join>();
   join->left = set.count;
   join->done = std::move(done);
@@ -367,23 +483,31 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
         record_.servers[server], [&](wire::Request::Builder r) { build_write(r, page, data, server); },
         [this, page, server, join](Result<ReplyPtr> reply) {
           track(page, server, -1);
-          if (reply) {
-            note_written(page, server);
-          } else {
+          if (reply) note_written(page, server);
+          {
             MutexLock lock(join->mu);
-            if (join->first.is_ok()) {
-              join->first = reply.status().with_context(
-                  replicas() == 1 ? fmt::format("{}: write page {}", record_.name, page)
-                                  : fmt::format("{}: write page {} to {}", record_.name, page, record_.servers[server]));
+            if (reply) {
+              ++join->took;
+            } else {
+              if (join->first.is_ok()) {
+                join->first = reply.status().with_context(
+                    replicas() == 1 ? fmt::format("{}: write page {}", record_.name, page)
+                                    : fmt::format("{}: write page {} to {}", record_.name, page, record_.servers[server]));
+              }
+              join->fatal = join->fatal || !missed(reply.status());
+              join->missed.push_back(server);
             }
           }
           if (join->left.fetch_sub(1) != 1) return;
-          Status outcome;
+          Status first;
+          std::vector<uint32_t> behind;
           {
             MutexLock lock(join->mu);
-            outcome = join->first;
+            first = join->first;
+            if (!join->fatal && join->took > 0) behind = join->missed;
           }
-          join->done(std::move(outcome));
+          if (first.is_ok() || behind.empty()) return join->done(std::move(first));
+          leave_behind_async(std::move(behind), std::move(first), join->done);
         });
   }
 }
@@ -391,6 +515,7 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
 std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   for (uint32_t server : placement_.replicas_for(page)) {
+    if (state_of(server) == CopyState::kStale) continue;
     std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
     // A failure goes the usual way, which reports it (writing a page twice,
     // or a copy of it again, is harmless).
@@ -455,7 +580,10 @@ Status RemotePageIo::sync() {
                [&](wire::Request::Builder r) { set_share(r.initSync(), record_, fence_->load()); },
                barrier.arm(record_.servers[server]));
   }
-  if (Status s = barrier.wait(); !s) {
+  (void)barrier.wait();
+  // A copy whose server cannot sync is left behind when the others can
+  // stand for it: each page written since the last sync went to all of them.
+  if (Status s = settle(barrier.failures()); !s) {
     MutexLock lock(dirty_mu_);
     dirty_servers_.insert(dirty.begin(), dirty.end());  // not durable: the next sync tries again
     return s.with_context(fmt::format("{}: sync", record_.name));
@@ -476,7 +604,8 @@ Status RemotePageIo::truncate(int64_t pages) {
                },
                barrier.arm(server));
   }
-  if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
+  (void)barrier.wait();
+  if (Status s = settle(barrier.failures()); !s) return s.with_context(fmt::format("{}: truncate", record_.name));
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
     set_size(r, record_, pages, /*grow_only=*/false, fence_->load());
   });
@@ -531,6 +660,11 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
           return s.with_context(fmt::format("{}: lock: fencing off the writer whose lease ran out", record_.name));
         }
       }
+    }
+    if (record_.replicas > 1 && state.getReplicaVersion() != replica_version_.load()) {
+      // Copies changed state since this descriptor last heard: what to
+      // read and write under this lock is the catalog's record now.
+      if (Status s = refresh_copy_states(); !s) return s.with_context(fmt::format("{}: lock", record_.name));
     }
     if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
       unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;

@@ -27,12 +27,23 @@
 //
 // Replicas (FileRecord::replicas = R > 1): a write goes to the R servers of
 // its page at once and is confirmed when every one has it; a read goes to
-// the copy whose server has the fewest of this client's requests waiting
-// (ties: a copy fixed by the page, so that each server's cache holds its
-// own part), and when it fails (an error, no answer, a bad checksum) to
+// the copy whose server has the least work left, as this client knows it:
+// the fewest of its requests waiting, then the one whose current request
+// began earliest (BusClient::load; ties: a copy fixed by the page, so that
+// each server's cache holds its own part), and when it fails (an error, no answer, a bad checksum) to
 // the next copy; a copy that failed its checksum is then repaired from the
 // good one (WritePages.repair, which leaves a page rewritten meanwhile
 // alone). Every copy failing is the first copy's error.
+//
+// Degraded service: a copy that cannot take a write (its server is
+// unreachable, its disk failed or is full) is marked stale at the catalog
+// (FileRecord::stale), and the write is confirmed once the other copies
+// have it; from then on stale copies are neither read nor written, by this
+// client at once and by others from their next lock (grants carry the
+// record's replica_version). sync, truncate and fence announcements degrade
+// the same way. The catalog refuses to leave a page with no current copy,
+// and then the write fails with the server's error. A fenced writer's
+// kStale is never taken for a missed write.
 //
 // Thread-safety: as PageIo: the client orders the calls.
 #pragma once
@@ -115,7 +126,7 @@ class RemotePageIo final : public PageIo {
   void build_write(wire::Request::Builder r, int64_t page, std::span<const std::byte> data, uint32_t server,
                    bool repair = false) const;
   // The copies of `page` in the order a read tries them: the least busy
-  // server first (BusClient::in_flight).
+  // server first (BusClient::load).
   ReplicaSet read_order(int64_t page) const;
   // Reads `page` from copy `k` of `order`, then the next ones while they
   // fail; `first` is the first copy's failure, once there was one, and
@@ -129,6 +140,28 @@ class RemotePageIo final : public PageIo {
   // wait_for_progress to read the right connection.
   void track(int64_t page, uint32_t server, int delta);
   const std::string& awaited_server(int64_t page) const;
+  // Whether a call that failed with `s` means its server missed what was
+  // sent (unreachable, disk error, disk full): then it may be left behind.
+  static bool missed(const Status& s);
+  // Takes the copy states of `record` (this file's, as the catalog has it now).
+  void take_copy_states(const FileRecord& record);
+  // Asks the catalog for the record and takes its copy states.
+  Status refresh_copy_states();
+  // Marks `servers` (indices) stale at the catalog, one after another,
+  // without blocking: `done` gets OK once all are, else `why` with the
+  // catalog's refusal.
+  void leave_behind_async(std::vector<uint32_t> servers, Status why, std::function<void(Status)> done);
+  // The same, waiting.
+  Status leave_behind(std::vector<uint32_t> servers, const Status& why);
+  // The outcome of one call to each of several servers of the file, given
+  // the calls that failed: OK when none did, or when each failure was a
+  // missed one and those servers could be left behind; else the first.
+  Status settle(const std::vector<std::pair<std::string, Status>>& failures);
+  // The index of `server` in the record's list.
+  uint32_t index_of(const std::string& server) const;
+  CopyState state_of(uint32_t server) const {
+    return static_cast<CopyState>(copy_states_[server].load(std::memory_order_acquire));
+  }
   // A write of `page` to `server` succeeded: the file reaches at least that
   // far, and sync must reach that server.
   void note_written(int64_t page, size_t server);
@@ -187,6 +220,12 @@ class RemotePageIo final : public PageIo {
   // Taken alone or inside meta_mu_ (sync), never the other way round.
   Mutex dirty_mu_ ACQUIRED_AFTER(meta_mu_);
   std::set<size_t> dirty_servers_ GUARDED_BY(dirty_mu_);  // written since the last sync
+
+  // Each server's copies (CopyState, by index), from the record at open,
+  // the catalog's answers to this descriptor, and lock grants; and the
+  // record's replica_version they came with.
+  std::unique_ptr<std::atomic<uint8_t>[]> copy_states_;
+  std::atomic<uint64_t> replica_version_{0};
 
   // With R > 1: per page with requests in flight, how many wait on each
   // server (by index), so a waiter reads the connection its answer comes on.

@@ -1,6 +1,8 @@
 // The catalog's record of one Pagefile (core/file_record.h).
 #include "core/file_record.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/page_bounds.h"
@@ -14,6 +16,14 @@ bool is_known_placement(Placement kind) {
 }
 
 }  // namespace
+
+CopyState copy_state(const FileRecord& record, std::string_view server) {
+  if (std::find(record.stale.begin(), record.stale.end(), server) != record.stale.end()) return CopyState::kStale;
+  if (std::find(record.resyncing.begin(), record.resyncing.end(), server) != record.resyncing.end()) {
+    return CopyState::kResyncing;
+  }
+  return CopyState::kCurrent;
+}
 
 Status check_file_record(const FileRecord& r) {
   if (r.name.empty()) return Status::invalid_argument("file name", "is empty");
@@ -38,6 +48,18 @@ Status check_file_record(const FileRecord& r) {
     }
   }
   if (Status s = check_replicas(r.replicas, r.servers.size()); !s) return s.with_context(r.name);
+  for (const auto* set : {&r.stale, &r.resyncing}) {
+    for (const auto& server : *set) {
+      if (std::find(r.servers.begin(), r.servers.end(), server) == r.servers.end()) {
+        return Status::invalid_argument(r.name, fmt::format("server {} with copies not current is not one of its servers", server));
+      }
+    }
+  }
+  if (r.stale.size() + r.resyncing.size() >= r.replicas) {
+    return Status::invalid_argument(
+        r.name, fmt::format("{} servers' copies are not current, of {} copies: some pages would have none",
+                            r.stale.size() + r.resyncing.size(), r.replicas));
+  }
   if (!parse_access_type(access_type_name(r.policy.access))) {
     return Status::invalid_argument(
         r.name, fmt::format("access type {} is not a type", static_cast<unsigned>(r.policy.access)));

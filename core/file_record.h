@@ -25,6 +25,15 @@ struct FileRecord {
   // Copies of each page, on that many distinct servers (bus/placement.h):
   // 1 to kMaxReplicas, and at most servers.size().
   uint32_t replicas = 1;
+  // Servers whose copies are not current (never read): `stale` missed
+  // writes while it could not be reached (and is not written either);
+  // `resyncing` is being brought up to date (written, not yet read). At
+  // most replicas - 1 of them together, so every page has a current copy
+  // (GFS's stale replicas). replica_version moves whenever either changes,
+  // and lock grants carry it, so a client learns of a change at its next lock.
+  std::vector<std::string> stale;
+  std::vector<std::string> resyncing;
+  uint64_t replica_version = 0;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
   // The cluster the record belongs to: its catalog's id, made when the
@@ -35,6 +44,16 @@ struct FileRecord {
 
   friend bool operator==(const FileRecord&, const FileRecord&) = default;
 };
+
+// What a server's copies of a file are (FileRecord::stale, resyncing).
+enum class CopyState : uint8_t {
+  kCurrent = 0,
+  kStale = 1,
+  kResyncing = 2,
+};
+
+// The state of `server`'s copies in `record`.
+CopyState copy_state(const FileRecord& record, std::string_view server);
 
 // OK for a record the catalog may hold: a name without NUL, a page size, a
 // size within [0, kMaxPageNumber + 1], a known placement, a stripe unit, a

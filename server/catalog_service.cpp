@@ -17,6 +17,7 @@ bool is_catalog_request(wire::Request::Reader request) {
     case wire::Request::RENEW_LEASE:
     case wire::Request::RELEASE_OWNER:
     case wire::Request::LOCKS:
+    case wire::Request::SET_COPY_STATE:
       return true;
     default:
       return false;
@@ -106,6 +107,16 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       if (!all) return all.status();
       auto files = response.initFiles(static_cast<unsigned>(all->size()));
       for (unsigned i = 0; i < all->size(); ++i) record_to_wire((*all)[i], files[i]);
+      return Status::ok();
+    }
+    case wire::Request::SET_COPY_STATE: {
+      auto req = request.getSetCopyState();
+      if (req.getState() > static_cast<uint8_t>(CopyState::kResyncing)) {
+        return Status::invalid_argument("copy state", fmt::format("unknown state {}", req.getState()));
+      }
+      auto record = store_->set_copy_state(req.getFileId(), req.getServer(), static_cast<CopyState>(req.getState()));
+      if (!record) return record.status();
+      record_to_wire(*record, response.initFile());
       return Status::ok();
     }
     case wire::Request::LOCK: return set_lock(request.getLock(), response);
@@ -228,6 +239,7 @@ Status CatalogService::set_lock(wire::Lock::Reader req, wire::Response::Builder 
     state.setFenceAnnounce(lost);
   }
   state.setSizePages(record->size_pages);
+  state.setReplicaVersion(record->replica_version);
   state.setVersion(leases_->version(req.getFileId()));
   state.setLevel(static_cast<uint8_t>(leases_->level(req.getFileId(), req.getOwner())));
   state.setReservedByOther(leases_->reserved_by_other(req.getFileId(), req.getOwner()));

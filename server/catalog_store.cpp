@@ -43,7 +43,10 @@ CREATE TABLE files(
   max_pages INTEGER NOT NULL,
   created_ns INTEGER NOT NULL,
   policy_name TEXT NOT NULL DEFAULT '',
-  replicas INTEGER NOT NULL DEFAULT 1
+  replicas INTEGER NOT NULL DEFAULT 1,
+  stale TEXT NOT NULL DEFAULT '',
+  resyncing TEXT NOT NULL DEFAULT '',
+  replica_version INTEGER NOT NULL DEFAULT 0
 );
 -- next_id only grows, so an id is never given to a second file, even after
 -- the first is removed.
@@ -53,7 +56,7 @@ INSERT INTO meta(key, value) VALUES ('next_id', 1);
 
 constexpr const char* kColumns =
     "name, id, page_size, size_pages, placement, stripe_pages, servers, access, min_pages, "
-    "max_pages, created_ns, policy_name, replicas";
+    "max_pages, created_ns, policy_name, replicas, stale, resyncing, replica_version";
 
 // Version 1 to 2: the policy's name (a custom policy, or global-sequential),
 // empty for the files recorded before it, which meant their access type.
@@ -62,9 +65,13 @@ ALTER TABLE files ADD COLUMN policy_name TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 2;
 )sql";
 
-// Version 2 to 3: copies of each page; every file before kept one.
+// Version 2 to 3: copies of each page and their states; every file before
+// kept one, current.
 constexpr const char* kUpgradeFrom2 = R"sql(
 ALTER TABLE files ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE files ADD COLUMN stale TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN resyncing TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN replica_version INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version = 3;
 )sql";
 
@@ -255,6 +262,10 @@ Result<FileRecord> read_record(const Statement& row) {
     return damaged("replicas", replicas);
   }
   r.replicas = static_cast<uint32_t>(replicas);
+  if (std::string stale = row.text(13); !stale.empty()) r.stale = split_servers(stale);
+  if (std::string resyncing = row.text(14); !resyncing.empty()) r.resyncing = split_servers(resyncing);
+  r.replica_version = static_cast<uint64_t>(row.int64(15));
+  if (Status s = check_file_record(r); !s) return damaged("copy states", s.message());
   return r;
 }
 
@@ -487,7 +498,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
                                .count();
 
   auto insert = Statement::prepare(
-      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, '', '', 0)",
                        kColumns),
       what);
   if (!insert) return insert.status();
@@ -547,6 +558,42 @@ Result<FileRecord> CatalogStore::lookup_id(uint64_t id) {
   });
   if (!record) return record;
   return remember(std::move(*record));
+}
+
+Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& server, CopyState state) {
+  std::string what = catalog_label(db_);
+  Transaction tx(db_);
+  if (Status s = tx.begin(what); !s) return s;
+  // From the database, not the memory: another process may share the catalog.
+  forget(id);
+  auto record = lookup_id(id);
+  if (!record) return record.status();
+  if (std::find(record->servers.begin(), record->servers.end(), server) == record->servers.end()) {
+    return Status::invalid_argument(record->name, fmt::format("server {} is not one of its servers", server));
+  }
+  if (copy_state(*record, server) == state) return record;
+  FileRecord next = *record;
+  std::erase(next.stale, server);
+  std::erase(next.resyncing, server);
+  if (state == CopyState::kStale) next.stale.push_back(server);
+  if (state == CopyState::kResyncing) next.resyncing.push_back(server);
+  next.replica_version = record->replica_version + 1;
+  if (next.stale.size() + next.resyncing.size() >= next.replicas) {
+    return Status::io_error(record->name, fmt::format("the copies on {} cannot be left behind: with {} of its {} "
+                                                      "copies not current, some pages would have none",
+                                                      server, next.stale.size() + next.resyncing.size(),
+                                                      next.replicas));
+  }
+  auto stmt = Statement::prepare(db_, "UPDATE files SET stale = ?1, resyncing = ?2, replica_version = ?3 WHERE id = ?4",
+                                 what);
+  if (!stmt) return stmt.status();
+  stmt->bind(1, join_servers(next.stale));
+  stmt->bind(2, join_servers(next.resyncing));
+  stmt->bind(3, static_cast<int64_t>(next.replica_version));
+  stmt->bind(4, static_cast<int64_t>(id));
+  if (Status s = stmt->run(what, fmt::format("copy state of '{}' on {}", next.name, server)); !s) return s;
+  if (Status s = tx.commit(what); !s) return s;
+  return remember(std::move(next));
 }
 
 Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {

@@ -74,6 +74,12 @@ class CatalogStore {
   // With `grow_only`, only when larger than the recorded size, so a client
   // with an older view never shrinks the file by reporting its writes.
   Status set_size(uint64_t id, int64_t size_pages, bool grow_only = false);
+  // Puts `server`'s copies of file `id` in `state`, moving its
+  // replica_version when that changes anything, and returns the record.
+  // kNotFound for an unknown id, kInvalidArgument for a server not among
+  // the file's, kIOError when that would leave some page with no current
+  // copy (replicas - 1 servers not current at most).
+  Result<FileRecord> set_copy_state(uint64_t id, const std::string& server, CopyState state);
 
   // Removes the record and returns it. kNotFound when absent.
   Result<FileRecord> remove(std::string_view name);

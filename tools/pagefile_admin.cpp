@@ -50,12 +50,21 @@ Result<std::unique_ptr<net::BusClient>> connect_bus(const std::string& bus) {
   return net::BusClient::start(*config);
 }
 
+// Which servers' copies of `r` are not current, and the record's version.
+std::string degraded_text(const FileRecord& r) {
+  std::string text;
+  if (!r.stale.empty()) text += fmt::format("stale on {}", fmt::join(r.stale, " "));
+  if (!r.resyncing.empty()) text += fmt::format("{}resyncing on {}", text.empty() ? "" : ", ", fmt::join(r.resyncing, " "));
+  return fmt::format("{} (replica version {})", text, r.replica_version);
+}
+
 void print_record(const FileRecord& r) {
   fmt::print("{}\n  id {}\n  page size {} B\n  size {} pages ({} bytes)\n  placement {}{}\n  servers {}\n  replicas {}\n"
              "  policy {} (min {}, max {})\n",
              r.name, r.id, r.page_size, r.size_pages, r.size_pages * r.page_size, placement_name(r.placement),
              r.placement == Placement::kStripe || r.stripe_pages > 1 ? fmt::format(", {} pages per unit", r.stripe_pages) : "",
              fmt::join(r.servers, " "), r.replicas, policy_name(r.policy), r.policy.min_pages, r.policy.max_pages);
+  if (!r.stale.empty() || !r.resyncing.empty()) fmt::print("  DEGRADED: {}\n", degraded_text(r));
 }
 
 // One line of a server pool's counters for a file.
@@ -67,6 +76,15 @@ std::string pool_line(net::wire::FileCacheStats::Reader f) {
 
 int cmd_status(net::BusClient& bus) {
   int down = 0;
+  // Files with copies not current first: what an operator must see.
+  if (auto list = bus.call_sync(bus.catalog(), [](net::wire::Request::Builder r) { r.setList(); }); list) {
+    for (auto f : (*list)->root().getFiles()) {
+      auto r = net::from_wire(f);
+      if (r && (!r->stale.empty() || !r->resyncing.empty())) {
+        fmt::print("DEGRADED {}: {}\n", r->name, degraded_text(*r));
+      }
+    }
+  }
   fmt::print("{:<32} {:>8} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6}\n", "server", "requests", "pages_rd",
              "pages_wr", "hits", "misses", "syncs", "conns");
   for (const auto& server : bus.servers()) {
@@ -100,9 +118,10 @@ int cmd_ls(net::BusClient& bus) {
       continue;
     }
     const FileRecord& r = *checked;
-    fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers{}  {}\n", r.size_pages, r.page_size,
+    fmt::print("{:>10} pages x {:>5} B  {:<6} on {} servers{}  {}{}\n", r.size_pages, r.page_size,
                placement_name(r.placement), r.servers.size(),
-               r.replicas > 1 ? fmt::format(", {} copies", r.replicas) : "", r.name);
+               r.replicas > 1 ? fmt::format(", {} copies", r.replicas) : "", r.name,
+               r.stale.empty() && r.resyncing.empty() ? "" : "  DEGRADED: " + degraded_text(r));
   }
   return status;
 }

@@ -41,6 +41,20 @@ struct FileRecord {
   # Copies of each page (bus/placement.h); 0 from a peer that predates
   # replicas: 1.
   replicas @10 :UInt8;
+  # Servers whose copies are not current (FileRecord::stale, resyncing),
+  # and the version that moves when they change.
+  stale @11 :List(Text);
+  resyncing @12 :List(Text);
+  replicaVersion @13 :UInt64;
+}
+
+# A server's copies of a file change state (core/file_record.h CopyState):
+# a writer that could not reach it marks it stale; resync marks it
+# resyncing, then current.
+struct SetCopyState {
+  fileId @0 :UInt64;
+  server @1 :Text;
+  state @2 :UInt8;
 }
 
 # A file's share on one page server: the pages of the file that live there.
@@ -159,6 +173,9 @@ struct LockState {
   # fenceToken (Request.fence) to every server of the file before reading
   # or writing it, so that whatever that writer still sends is refused.
   fenceAnnounce @6 :Bool;
+  # The file's FileRecord.replicaVersion: a client whose record has another
+  # asks for the record again before reading or writing under this lock.
+  replicaVersion @7 :UInt64;
 }
 
 struct LockInfo {
@@ -237,6 +254,8 @@ struct Request {
     # every server of a file before the first write under a new token, so
     # that servers the writer never writes to refuse an older one too.
     fence @20 :Share;
+    # The catalog: answers with the file's record as it now is.
+    setCopyState @23 :SetCopyState;
   }
   # Catalog requests that change a file (setSize, unlink) made under a
   # write lock: its fencing token, refused (Stale) once the lock has passed

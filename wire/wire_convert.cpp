@@ -55,6 +55,11 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   out.setCreatedUnixNs(record.created_unix_ns);
   out.setCluster(record.cluster);
   out.setReplicas(static_cast<uint8_t>(record.replicas));
+  auto stale = out.initStale(static_cast<unsigned>(record.stale.size()));
+  for (unsigned i = 0; i < record.stale.size(); ++i) stale.set(i, record.stale[i]);
+  auto resyncing = out.initResyncing(static_cast<unsigned>(record.resyncing.size()));
+  for (unsigned i = 0; i < record.resyncing.size(); ++i) resyncing.set(i, record.resyncing[i]);
+  out.setReplicaVersion(record.replica_version);
 }
 
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
@@ -70,6 +75,9 @@ Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   out.created_unix_ns = record.getCreatedUnixNs();
   out.cluster = record.getCluster();
   out.replicas = record.getReplicas() == 0 ? 1 : record.getReplicas();
+  for (auto s : record.getStale()) out.stale.emplace_back(s);
+  for (auto s : record.getResyncing()) out.resyncing.emplace_back(s);
+  out.replica_version = record.getReplicaVersion();
   // The catalog's own check of what it creates.
   if (Status s = check_file_record(out); !s) {
     return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", s.message()));

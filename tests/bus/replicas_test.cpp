@@ -1,7 +1,8 @@
 // Replicated remote files (OpenOptions::replicas) on real pagefiled
 // processes: where the copies go, reads that go on when a server is dead,
-// frozen or holds a damaged copy, repairs, and the counts the catalog
-// refuses.
+// frozen or holds a damaged copy, repairs, writes that go on while one copy
+// of each page can take them (the others marked stale, never read again),
+// and the counts the catalog refuses.
 #include <signal.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "store/local_pagefile.h"
 #include "tests/support/cluster.h"
 #include "tests/support/page_file.h"
+#include "tests/tools/run_program.h"
 
 using namespace pagefile;
 using namespace pagefile::test;
@@ -215,4 +217,62 @@ TEST_CASE("replica counts: recorded at creation, refused when they cannot be met
   auto one = defaulted->open("one", replicated(1));
   REQUIRE_OK(one);
   CHECK(defaulted->status(*one)->replicas == 1);
+}
+
+TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, never read, even once it is back") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 60;
+  auto writer = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto fd = writer->open("degraded", replicated(2));
+  REQUIRE_OK(fd);
+  write_all(*writer, *fd, kPages, 1);
+  // Another client that opened the file while every copy was current.
+  auto other = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto other_fd = other->open("degraded", {.location = Location::kRemote});
+  REQUIRE_OK(other_fd);
+
+  const std::string dead = cluster.server(2).address();
+  cluster.server(2).kill();
+  // Every write is confirmed: its other copy took it, and the catalog
+  // marked server 2's copies stale.
+  write_all(*writer, *fd, kPages, 2);
+  CHECK(wrong_pages(*writer, *fd, kPages, 2) == 0);
+  Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "degraded", "--bus", cluster.bus()});
+  INFO(stat.out, stat.err);
+  CHECK(stat.out.find("DEGRADED: stale on " + dead) != std::string::npos);
+  Outcome status = pagefile_admin(cluster.dir().path(), {"status", "--bus", cluster.bus()});
+  CHECK(status.out.find("DEGRADED degraded: stale on " + dead) != std::string::npos);
+
+  // Back, with the pages of seed 1: never read. About half the pages with
+  // a copy there would go to it if it were current.
+  cluster.start_again(2);
+  CHECK(wrong_pages(*writer, *fd, kPages, 2) == 0);
+  // The other client learns of it from its next lock's grant.
+  REQUIRE_OK(other->lock(*other_fd, LockMode::kShared, LockWait::kBlock));
+  CHECK(wrong_pages(*other, *other_fd, kPages, 2) == 0);
+  REQUIRE_OK(other->unlock(*other_fd));
+  // A client that opens it now reads the record's states.
+  auto late = cluster.client();
+  auto late_fd = late->open("degraded", {.location = Location::kRemote});
+  REQUIRE_OK(late_fd);
+  CHECK(wrong_pages(*late, *late_fd, kPages, 2) == 0);
+  // Writes skip the stale copies (nothing fails while server 2 is up or down).
+  write_all(*writer, *fd, kPages, 3);
+  CHECK(wrong_pages(*late, *late_fd, kPages, 3) == 0);
+
+  // Server 1 dies too: a page with copies on 1 and 2 has no current copy
+  // left to write; the write fails, clearly, and a read of it too. Pages
+  // whose current copy lives on server 0 alone... do not exist: every page
+  // has one copy on server 1 or 2 besides server 0's, so server 1's pages
+  // cannot be left behind either (the catalog keeps one current copy).
+  cluster.server(1).kill();
+  auto refused = writer->write(*fd, 1, page_pattern(kPageSize, 1, 4));  // copies on servers 1 and 2
+  CHECK_CODE(refused, Code::kDisconnected);
+  std::vector<std::byte> buf(kPageSize);
+  CHECK_CODE(writer->read(*fd, 1, buf), Code::kDisconnected);
+  // Page 0 (servers 0 and 1): its copy on server 0 is current and answers.
+  auto page0 = writer->read(*fd, 0, buf);
+  REQUIRE_OK(page0);
+  CHECK(buf == page_pattern(kPageSize, 0, 3));
+  cluster.start_again(1);
 }

@@ -350,12 +350,16 @@ TEST_CASE("a catalog from a newer build is not opened") {
   CHECK_CODE(store, Code::kNotSupported);
 }
 
+// What version 3 added.
+constexpr const char* kDropVersion3 =
+    "ALTER TABLE files DROP COLUMN replicas; ALTER TABLE files DROP COLUMN stale; "
+    "ALTER TABLE files DROP COLUMN resyncing; ALTER TABLE files DROP COLUMN replica_version; ";
+
 TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and gain a policy name") {
   test::TempDir dir;
   auto path = catalog_holding(dir, "old");
   // Make it what a version 1 build wrote: no policy_name column.
-  run_sql(path, "ALTER TABLE files DROP COLUMN policy_name; ALTER TABLE files DROP COLUMN replicas; "
-                "PRAGMA user_version = 1;");
+  run_sql(path, (std::string("ALTER TABLE files DROP COLUMN policy_name; ") + kDropVersion3 + "PRAGMA user_version = 1;").c_str());
   auto store = open_ok(path);
   auto old = store->lookup("old");
   REQUIRE_OK(old);
@@ -370,7 +374,7 @@ TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and
 TEST_CASE("a version 2 catalog is upgraded: its files keep one copy, new ones record theirs") {
   test::TempDir dir;
   auto path = catalog_holding(dir, "old");
-  run_sql(path, "ALTER TABLE files DROP COLUMN replicas; PRAGMA user_version = 2;");
+  run_sql(path, (std::string(kDropVersion3) + "PRAGMA user_version = 2;").c_str());
   {
     auto store = open_ok(path);
     CHECK(store->lookup("old")->replicas == 1);
@@ -432,4 +436,50 @@ TEST_CASE("fencing tokens set aside only grow, across close and reopen") {
       last = *first + count - 1;  // the block's last
     }
   }
+}
+
+TEST_CASE("copy states: a server marked stale, resyncing, current again; never the last current copy; kept on disk") {
+  test::TempDir dir;
+  auto path = dir / "catalog.db";
+  FileRecord proto = sample("copied");  // three servers
+  proto.replicas = 2;
+  uint64_t id = 0;
+  {
+    auto store = open_ok(path);
+    auto made = store->create(proto);
+    REQUIRE_OK(made);
+    id = made->id;
+    CHECK(made->replica_version == 0);
+    auto stale = store->set_copy_state(id, proto.servers[2], CopyState::kStale);
+    REQUIRE_OK(stale);
+    CHECK(stale->stale == std::vector<std::string>{proto.servers[2]});
+    CHECK(stale->replica_version == 1);
+    // Again: nothing changes, not even the version.
+    CHECK(store->set_copy_state(id, proto.servers[2], CopyState::kStale)->replica_version == 1);
+    // A second server behind would leave pages with no current copy (R = 2).
+    auto refused = store->set_copy_state(id, proto.servers[0], CopyState::kStale);
+    CHECK_CODE(refused, Code::kIOError);
+    CHECK(refused.status().message().find("cannot be left behind") != std::string::npos);
+    CHECK_CODE(store->set_copy_state(id, "tcp://10.9.9.9:1", CopyState::kStale), Code::kInvalidArgument);
+    CHECK_CODE(store->set_copy_state(id + 100, proto.servers[0], CopyState::kStale), Code::kNotFound);
+    auto resyncing = store->set_copy_state(id, proto.servers[2], CopyState::kResyncing);
+    REQUIRE_OK(resyncing);
+    CHECK(resyncing->stale.empty());
+    CHECK(resyncing->resyncing == std::vector<std::string>{proto.servers[2]});
+    CHECK(resyncing->replica_version == 2);
+  }
+  auto again = open_ok(path);  // from disk
+  auto record = again->lookup("copied");
+  REQUIRE_OK(record);
+  CHECK(record->resyncing == std::vector<std::string>{proto.servers[2]});
+  CHECK(record->replica_version == 2);
+  auto current = again->set_copy_state(id, proto.servers[2], CopyState::kCurrent);
+  REQUIRE_OK(current);
+  CHECK(current->resyncing.empty());
+  CHECK(current->replica_version == 3);
+  // One copy only: no server can be left behind.
+  FileRecord single = sample("single");
+  auto made = again->create(single);
+  REQUIRE_OK(made);
+  CHECK_CODE(again->set_copy_state(made->id, single.servers[0], CopyState::kStale), Code::kIOError);
 }
