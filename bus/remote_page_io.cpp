@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "bus/barrier.h"
 #include "core/page_bounds.h"
 #include "core/page_checksum.h"
 #include "wire/wire_convert.h"
@@ -36,49 +37,6 @@ void set_size(wire::Request::Builder r, const FileRecord& record, int64_t pages,
   r.setLockToken(fence);
   r.setCluster(record.cluster);
 }
-
-// Waits for one call per server, reading their answers on this thread
-// (BusClient::read_as_waiter); returns the first error.
-class Barrier {
- public:
-  explicit Barrier(BusClient& bus) : bus_(bus) {}
-  // The callback of the call to `server`.
-  BusClient::Callback arm(const std::string& server) {
-    Call& call = calls_.emplace_back(server);
-    return [this, &call](Result<ReplyPtr> r) {
-      if (!r) {
-        MutexLock lock(mu_);
-        if (first_error_.is_ok()) first_error_ = r.status();
-        failures_.emplace_back(call.server, r.status());
-      }
-      call.done.store(true, std::memory_order_release);  // the last touch: wait() may return now
-    };
-  }
-  Status wait() {
-    for (Call& call : calls_) {
-      while (!call.done.load(std::memory_order_acquire)) bus_.read_as_waiter(call.server);
-    }
-    MutexLock lock(mu_);
-    return first_error_;
-  }
-  // After wait(): each call that failed, with its server.
-  std::vector<std::pair<std::string, Status>> failures() {
-    MutexLock lock(mu_);
-    return failures_;
-  }
-
- private:
-  struct Call {
-    explicit Call(std::string s) : server(std::move(s)) {}
-    const std::string server;
-    std::atomic<bool> done{false};
-  };
-  BusClient& bus_;
-  std::deque<Call> calls_;  // a deque: a callback keeps its Call while more are armed
-  Mutex mu_;
-  Status first_error_ GUARDED_BY(mu_);
-  std::vector<std::pair<std::string, Status>> failures_ GUARDED_BY(mu_);
-};
 
 // A request that puts `server`'s copies of `record` in `state`.
 void set_copy_state(wire::Request::Builder r, const FileRecord& record, const std::string& server, CopyState state) {

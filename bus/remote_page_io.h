@@ -49,6 +49,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -115,6 +116,27 @@ class RemotePageIo final : public PageIo {
   // Asks the catalog (renewing nothing it would not renew anyway) whether
   // another owner holds kReserved or above.
   Result<bool> reserved_elsewhere() override;
+
+  // Resync: brings `server`'s copies of this file (stale, or resyncing
+  // after a resync that stopped) up to date from current copies and marks
+  // them current; the file stays in use meanwhile. Under the file's write
+  // lock the copies become resyncing, so every writer from then on writes
+  // them too (it learns so from its lock's grant); then, a batch of pages
+  // at a time under the write lock, each page whose copy there differs
+  // from a current copy's (or fails its checksum, or was never written
+  // there) is copied; then the server's share is cut to the file's size,
+  // synced, and marked current. Only changed pages are written: a server
+  // that kept its directory gets what it missed, a new empty one gets all.
+  // A server that fails meanwhile is marked stale again and the error
+  // returned. `progress` gets (pages done, pages in the file) after each
+  // batch. Writers that do not lock (the Pagefile API without Client::lock)
+  // are not kept apart from the batches.
+  struct ResyncReport {
+    int64_t compared = 0;  // pages with a copy on the server
+    int64_t copied = 0;    // of them, those written to it
+  };
+  using ResyncProgress = std::function<void(int64_t done, int64_t total)>;
+  Result<ResyncReport> resync(const std::string& server, const ResyncProgress& progress = nullptr);
 
  private:
   RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, std::string policy, const OpenOptions& options,
@@ -187,6 +209,14 @@ class RemotePageIo final : public PageIo {
   // Tells the catalog the size when writes raised it since it last heard.
   Status record_size() REQUIRES(meta_mu_);
   Status set_lock_level_locked(LockLevel level) REQUIRES(meta_mu_);
+  // Takes kReserved (from kNone, through kShared), waiting while another
+  // holds it, up to a bound (resync).
+  Status hold_write_lock() REQUIRES(meta_mu_);
+  // Puts `server`'s copies in `state` at the catalog and takes the record's
+  // states; waits.
+  Status set_copy_state_sync(uint32_t server, CopyState state);
+  // One batch of resync: pages [first, end) with a copy on `server`.
+  Status resync_batch(uint32_t server, int64_t first, int64_t end, ResyncReport& report) REQUIRES(meta_mu_);
   // Takes `recorded`, the catalog's size, unless this descriptor's own
   // writes went further and are not yet recorded there.
   int64_t adopt_catalog_size(int64_t recorded) REQUIRES(meta_mu_);

@@ -9,6 +9,8 @@
 //                              [--stripe-pages N] [--replicas R] [--concurrency N]
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
 //   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
+//   pagefile resync [FILE] [--wait [--timeout-s N]] [--bus BUS]
+//                                            stale copies brought up to date
 //
 // BUS as in bus/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
 // default. Exit status 0 on success, 1 on an error (printed) or a bad page
@@ -24,11 +26,13 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "bus/bus_client.h"
+#include "bus/remote_page_io.h"
 #include "core/page_bounds.h"
 #include "server/lease_table.h"
 #include "wire/wire_convert.h"
@@ -203,7 +207,8 @@ int64_t scrub_file(net::BusClient& bus, const FileRecord& record, tools::Progres
   return problems;
 }
 
-int cmd_scrub(net::BusClient& bus, const std::string& name) {
+// The record of `name`, or of every file when it is empty.
+Result<std::vector<FileRecord>> records_of(net::BusClient& bus, const std::string& name) {
   std::vector<FileRecord> files;
   auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) {
     if (name.empty()) {
@@ -212,7 +217,7 @@ int cmd_scrub(net::BusClient& bus, const std::string& name) {
       r.setStat(name);
     }
   });
-  if (!reply) return fail(reply.status());
+  if (!reply) return reply.status();
   auto take = [&](net::wire::FileRecord::Reader f) {
     auto checked = net::from_wire(f);
     if (checked) files.push_back(std::move(*checked));
@@ -220,11 +225,66 @@ int cmd_scrub(net::BusClient& bus, const std::string& name) {
   };
   if (name.empty()) {
     for (auto f : (*reply)->root().getFiles()) {
-      if (Status s = take(f); !s) return fail(s);
+      if (Status s = take(f); !s) return s;
     }
   } else if (Status s = take((*reply)->root().getFile()); !s) {
-    return fail(s);
+    return s;
   }
+  return files;
+}
+
+// Brings every copy not current of FILE (or of every file) up to date
+// whose server answers; with `wait`, waits up to `timeout_s` for the
+// others to come back. 0 when every copy is current at the end.
+int cmd_resync(std::shared_ptr<net::BusClient> bus, const std::string& name, bool wait, int timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (bool first_pass = true;; first_pass = false) {
+    auto files = records_of(*bus, name);
+    if (!files) return fail(files.status());
+    int behind = 0;
+    bool down = false;
+    for (const FileRecord& f : *files) {
+      std::vector<std::string> servers = f.stale;
+      servers.insert(servers.end(), f.resyncing.begin(), f.resyncing.end());
+      for (const auto& server : servers) {
+        ++behind;
+        if (!bus->call_sync(server, [](net::wire::Request::Builder r) { r.setPing(); })) {
+          if (first_pass || !wait) fmt::print("{}: {} is down; its copies stay stale\n", f.name, server);
+          down = true;
+          continue;
+        }
+        auto io = net::RemotePageIo::open(bus, f.name, {.location = Location::kRemote});
+        if (!io) return fail(io.status());
+        tools::ProgressLine progress(stderr, fmt::format("resync {} on {}", f.name, server),
+                                     isatty(fileno(stderr)) == 1, f.size_pages, "pages");
+        auto report = (*io)->resync(server, [&](int64_t done, int64_t) { progress.update(done); });
+        progress.clear();
+        if (!report) {
+          fmt::print("{}: {} could not be brought up to date: {}\n", f.name, server, report.status().to_string());
+          down = true;
+          continue;
+        }
+        --behind;
+        fmt::print("{}: {} is up to date: {} of its {} pages copied\n", f.name, server, report->copied,
+                   report->compared);
+      }
+    }
+    if (behind == 0) {
+      fmt::print("every copy is current\n");
+      return 0;
+    }
+    if (!wait || !down || std::chrono::steady_clock::now() > deadline) {
+      fmt::print("{} copies not current\n", behind);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+int cmd_scrub(net::BusClient& bus, const std::string& name) {
+  auto records = records_of(bus, name);
+  if (!records) return fail(records.status());
+  std::vector<FileRecord>& files = *records;
   // Each server reads its share up to the share's own end: about the
   // file's size, once per server.
   int64_t total = 0;
@@ -423,6 +483,12 @@ int main(int argc, char** argv) {
   export_->add_option("--concurrency", copy.concurrency, "requests in flight")->capture_default_str()->check(CLI::Range(1, 1024));
   auto* scrub = app.add_subcommand("scrub", "every server verifies every page it holds of FILE (or of all files)");
   scrub->add_option("FILE", name);
+  bool wait = false;
+  int timeout_s = 60;
+  auto* resync = app.add_subcommand("resync", "bring the stale copies of FILE (or of all files) up to date");
+  resync->add_option("FILE", name);
+  resync->add_flag("--wait", wait, "wait for servers that are down to come back (up to --timeout-s)");
+  resync->add_option("--timeout-s", timeout_s, "how long --wait waits")->capture_default_str()->check(CLI::Range(1, 86400));
   CLI11_PARSE(app, argc, argv);
   copy.bus = bus;
 
@@ -442,5 +508,6 @@ int main(int argc, char** argv) {
   if (stat->parsed()) return cmd_stat(**client, name);
   if (locks->parsed()) return cmd_locks(**client);
   if (scrub->parsed()) return cmd_scrub(**client, name);
+  if (resync->parsed()) return cmd_resync(std::shared_ptr<net::BusClient>(std::move(*client)), name, wait, timeout_s);
   return 2;
 }

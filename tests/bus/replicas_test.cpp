@@ -5,6 +5,7 @@
 // and the counts the catalog refuses.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -19,6 +20,7 @@
 
 using namespace pagefile;
 using namespace pagefile::test;
+using pagefile::test::Outcome;
 
 namespace {
 
@@ -275,4 +277,111 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   REQUIRE_OK(page0);
   CHECK(buf == page_pattern(kPageSize, 0, 3));
   cluster.start_again(1);
+}
+
+TEST_CASE("resync: a server back from the dead gets what it missed, while a writer goes on; then another may die") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 1500;
+  auto client = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto fd = client->open("resynced", replicated(2));
+  REQUIRE_OK(fd);
+  write_all(*client, *fd, kPages, 1);
+  std::vector<uint64_t> seed_of(kPages, 1);  // what each page holds now
+
+  cluster.server(2).kill();
+  // Pages 0..299 change while server 2 is away: its copies of them go stale.
+  for (int64_t p = 0; p < 300; ++p) {
+    REQUIRE_OK(client->write(*fd, p, page_pattern(kPageSize, p, 2)));
+    seed_of[static_cast<size_t>(p)] = 2;
+  }
+  REQUIRE_OK(client->sync(*fd));
+  cluster.start_again(2);
+  const std::string back = cluster.server(2).address();
+
+  // A writer goes on under the file's write lock (as SQLite does) while
+  // resync runs: each round rewrites a few pages spread over the file.
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0};
+  Status writer_status;
+  std::vector<uint64_t> written = seed_of;
+  std::thread writer([&] {
+    auto own = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+    auto wfd = own->open("resynced", {.location = Location::kRemote});
+    if (!wfd) {
+      writer_status = wfd.status();
+      return;
+    }
+    for (uint64_t round = 10; !stop.load() && round < 10 + 2000; ++round) {
+      if (Status s = own->lock(*wfd, LockMode::kExclusive, LockWait::kBlock); !s) {
+        writer_status = s;
+        return;
+      }
+      for (int64_t p = static_cast<int64_t>(round * 7) % 50; p < kPages; p += 97) {
+        if (Status s = own->write(*wfd, p, page_pattern(kPageSize, p, round)); !s) {
+          writer_status = s;
+          return;
+        }
+        written[static_cast<size_t>(p)] = round;
+      }
+      if (Status s = own->sync(*wfd); !s) {
+        writer_status = s;
+        return;
+      }
+      (void)own->unlock(*wfd);
+      ++rounds;
+    }
+  });
+  Outcome resync = pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
+  stop = true;
+  writer.join();
+  INFO(resync.out, resync.err);
+  CHECK(resync.exit_status == 0);
+  CHECK_OK(writer_status);
+  CHECK(rounds.load() > 0);
+  CHECK(resync.out.find("resynced: " + back + " is up to date") != std::string::npos);
+  CHECK(resync.out.find("every copy is current") != std::string::npos);
+  Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "resynced", "--bus", cluster.bus()});
+  CHECK(stat.out.find("DEGRADED") == std::string::npos);
+
+  // Another server dies: every page is read from its copies on the other
+  // two, server 2's among them, and holds what was last written to it.
+  cluster.server(1).kill();
+  auto reader = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
+  auto rfd = reader->open("resynced", {.location = Location::kRemote});
+  REQUIRE_OK(rfd);
+  int wrong = 0;
+  std::vector<std::byte> buf(kPageSize);
+  for (int64_t p = 0; p < kPages; ++p) {
+    auto r = reader->read(*rfd, p, buf);
+    REQUIRE_OK(r);
+    if (buf != page_pattern(kPageSize, p, written[static_cast<size_t>(p)])) ++wrong;
+  }
+  CHECK(wrong == 0);
+  cluster.start_again(1);
+}
+
+TEST_CASE("resync: only what changed is copied; a server still down is said so, and --wait waits for it") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 90;  // 60 of them with a copy on each server
+  auto client = cluster.client();
+  auto fd = client->open("partly", replicated(2));
+  REQUIRE_OK(fd);
+  write_all(*client, *fd, kPages, 1);
+  cluster.server(2).kill();
+  for (int64_t p = 0; p < 30; ++p) REQUIRE_OK(client->write(*fd, p, page_pattern(kPageSize, p, 2)));
+  REQUIRE_OK(client->sync(*fd));
+  // Down: nothing to do but say so.
+  Outcome early = pagefile_admin(cluster.dir().path(), {"resync", "partly", "--bus", cluster.bus()});
+  CHECK(early.exit_status == 1);
+  CHECK(early.out.find("is down; its copies stay stale") != std::string::npos);
+  // Back: of its 60 pages, the 20 among 0..29 with a copy there changed.
+  cluster.start_again(2);
+  Outcome done = pagefile_admin(cluster.dir().path(), {"resync", "partly", "--wait", "--bus", cluster.bus()});
+  INFO(done.out, done.err);
+  CHECK(done.exit_status == 0);
+  CHECK(done.out.find("is up to date: 20 of its 60 pages copied") != std::string::npos);
+  // Nothing is left to do.
+  Outcome again = pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
+  CHECK(again.exit_status == 0);
+  CHECK(again.out == "every copy is current\n");
 }

@@ -1,0 +1,153 @@
+// RemotePageIo::resync (bus/remote_page_io.h): a stale copy brought up to
+// date while its file stays in use.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bus/barrier.h"
+#include "bus/remote_page_io.h"
+#include "core/page_checksum.h"
+#include "wire/wire_convert.h"
+
+namespace pagefile::net {
+
+namespace {
+
+// Pages compared (and copied) under one hold of the write lock: writers
+// wait at most one batch.
+constexpr int64_t kResyncBatch = 256;
+// How long resync waits for the write lock each time before giving up.
+constexpr auto kLockPatience = std::chrono::seconds(30);
+
+}  // namespace
+
+Status RemotePageIo::hold_write_lock() {
+  auto deadline = std::chrono::steady_clock::now() + kLockPatience;
+  for (;;) {
+    Status s = level_ < LockLevel::kShared ? set_lock_level_locked(LockLevel::kShared) : Status::ok();
+    if (s) s = set_lock_level_locked(LockLevel::kReserved);
+    if (s) return s;
+    (void)set_lock_level_locked(LockLevel::kNone);
+    if (!s.is(Code::kBusy) || std::chrono::steady_clock::now() > deadline) {
+      return s.with_context(fmt::format("{}: resync: the write lock", record_.name));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    r.setCluster(record_.cluster);
+    auto set = r.initSetCopyState();
+    set.setFileId(record_.id);
+    set.setServer(record_.servers[server]);
+    set.setState(static_cast<uint8_t>(state));
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: copy state of {}", record_.name, record_.servers[server]));
+  auto record = from_wire((*reply)->root().getFile());
+  if (!record) return record.status();
+  take_copy_states(*record);
+  return Status::ok();
+}
+
+Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& server_name, const ResyncProgress& progress) {
+  uint32_t server = index_of(server_name);
+  if (server == record_.servers.size()) {
+    return Status::invalid_argument(record_.name, fmt::format("{} is not one of its servers", server_name));
+  }
+  if (read_only_) return Status::read_only(record_.name, "resync: file was opened read-only");
+  MutexLock meta(meta_mu_);
+  // Whatever happens, the lock goes and a copy half done is stale again.
+  ResyncReport report;
+  auto fail = [&](Status why) {
+    if (missed(why) || why.is(Code::kCorruption)) (void)set_copy_state_sync(server, CopyState::kStale);
+    (void)set_lock_level_locked(LockLevel::kNone);
+    return why;
+  };
+  if (Status s = hold_write_lock(); !s) return fail(s);
+  if (Status s = refresh_copy_states(); !s) return fail(s);
+  if (state_of(server) == CopyState::kCurrent) {
+    (void)set_lock_level_locked(LockLevel::kNone);
+    return report;  // nothing to do
+  }
+  // From here every writer writes the server's copies too.
+  if (Status s = set_copy_state_sync(server, CopyState::kResyncing); !s) return fail(s);
+  if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
+
+  for (int64_t first = 0;; first += kResyncBatch) {
+    if (Status s = hold_write_lock(); !s) return fail(s);
+    int64_t size = size_.load();  // as the grant brought it
+    if (first >= size) break;     // (the lock stays for the end)
+    if (Status s = resync_batch(server, first, std::min(size, first + kResyncBatch), report); !s) return fail(s);
+    if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
+    if (progress) progress(std::min(size, first + kResyncBatch), size);
+  }
+  // Under the lock still: the share cut to the file's size, made durable,
+  // and the copies current.
+  Barrier barrier(*bus_);
+  const std::string& address = record_.servers[server];
+  bus_->call(address,
+             [&](wire::Request::Builder r) {
+               auto t = r.initTruncate();
+               set_page_share(t.initShare(), server);
+               t.setPages(size_.load());
+             },
+             barrier.arm(address));
+  if (Status s = barrier.wait(); !s) return fail(s.with_context(fmt::format("{}: resync: truncate", record_.name)));
+  Barrier synced(*bus_);
+  bus_->call(address, [&](wire::Request::Builder r) { set_page_share(r.initSync(), server); }, synced.arm(address));
+  if (Status s = synced.wait(); !s) return fail(s.with_context(fmt::format("{}: resync: sync", record_.name)));
+  if (Status s = set_copy_state_sync(server, CopyState::kCurrent); !s) return fail(s);
+  (void)set_lock_level_locked(LockLevel::kNone);
+  return report;
+}
+
+Status RemotePageIo::resync_batch(uint32_t server, int64_t first, int64_t end, ResyncReport& report) {
+  // Each page on the server: its copy there and a current one, read at once.
+  struct Pair {
+    int64_t page;
+    uint32_t source;
+    Result<ReplyPtr> good = Status::disconnected("resync", "no answer");
+    Result<ReplyPtr> there = Status::disconnected("resync", "no answer");
+  };
+  std::deque<Pair> pairs;
+  Barrier reads(*bus_);
+  for (int64_t page = first; page < end; ++page) {
+    ReplicaSet set = placement_.replicas_for(page);
+    if (std::find(set.begin(), set.end(), server) == set.end()) continue;
+    uint32_t source = server;
+    for (uint32_t s : set) {
+      if (s != server && state_of(s) == CopyState::kCurrent) {
+        source = s;
+        break;
+      }
+    }
+    if (source == server) return Status::io_error(record_.name, fmt::format("page {} has no current copy", page));
+    Pair& pair = pairs.emplace_back(Pair{page, source});
+    bus_->call(record_.servers[source], [&](wire::Request::Builder r) { build_read(r, page, source); },
+               reads.arm(record_.servers[source], [&pair](Result<ReplyPtr> r) { pair.good = std::move(r); }));
+    bus_->call(record_.servers[server], [&](wire::Request::Builder r) { build_read(r, page, server); },
+               reads.arm(record_.servers[server], [&pair](Result<ReplyPtr> r) { pair.there = std::move(r); }));
+  }
+  (void)reads.wait();
+  Barrier writes(*bus_);
+  std::vector<std::byte> good(record_.page_size);
+  std::vector<std::byte> there(record_.page_size);
+  for (Pair& pair : pairs) {
+    ++report.compared;
+    auto from = take_read(pair.page, std::move(pair.good), good, pair.source);
+    if (!from) return from.status().with_context(fmt::format("{}: resync: the current copy", record_.name));
+    auto here = take_read(pair.page, std::move(pair.there), there, server);
+    // A damaged copy is rewritten; an unreachable server ends the resync.
+    if (!here && !here.status().is(Code::kCorruption)) return here.status();
+    if (here && good == there) continue;
+    ++report.copied;
+    bus_->call(record_.servers[server], [&](wire::Request::Builder r) { build_write(r, pair.page, good, server); },
+               writes.arm(record_.servers[server]));
+  }
+  return writes.wait();
+}
+
+}  // namespace pagefile::net
