@@ -125,7 +125,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
     : bus_(std::move(bus)),
       record_(std::move(record)),
       policy_(std::move(policy)),
-      placement_(record_.placement, record_.id, record_.stripe_pages, record_.servers, record_.replicas),
+      placement_(record_.placement, record_.id, record_.stripe_pages, placement_keys_of(record_), record_.replicas),
       read_only_(options.read_only),
       checksums_(options.checksums),
       sector_checksums_(options.sector_checksums),

@@ -55,6 +55,10 @@ Status check_file_record(const FileRecord& r) {
       }
     }
   }
+  if (!r.placement_keys.empty() && r.placement_keys.size() != r.servers.size()) {
+    return Status::invalid_argument(r.name, fmt::format("{} placement keys for {} servers", r.placement_keys.size(),
+                                                        r.servers.size()));
+  }
   if (r.stale.size() + r.resyncing.size() >= r.replicas) {
     return Status::invalid_argument(
         r.name, fmt::format("{} servers' copies are not current, of {} copies: some pages would have none",

@@ -34,6 +34,10 @@ struct FileRecord {
   std::vector<std::string> stale;
   std::vector<std::string> resyncing;
   uint64_t replica_version = 0;
+  // What hash placement hashes for each server (bus/placement.h): the
+  // addresses the file was created with, kept when a server is replaced
+  // (pagefile replace-server), so that no page moves. Empty: `servers`.
+  std::vector<std::string> placement_keys;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
   // The cluster the record belongs to: its catalog's id, made when the
@@ -54,6 +58,11 @@ enum class CopyState : uint8_t {
 
 // The state of `server`'s copies in `record`.
 CopyState copy_state(const FileRecord& record, std::string_view server);
+
+// record.placement_keys, or its servers when there are none.
+inline const std::vector<std::string>& placement_keys_of(const FileRecord& record) {
+  return record.placement_keys.empty() ? record.servers : record.placement_keys;
+}
 
 // OK for a record the catalog may hold: a name without NUL, a page size, a
 // size within [0, kMaxPageNumber + 1], a known placement, a stripe unit, a

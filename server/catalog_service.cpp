@@ -18,6 +18,7 @@ bool is_catalog_request(wire::Request::Reader request) {
     case wire::Request::RELEASE_OWNER:
     case wire::Request::LOCKS:
     case wire::Request::SET_COPY_STATE:
+    case wire::Request::REPLACE_SERVER:
       return true;
     default:
       return false;
@@ -117,6 +118,14 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       auto record = store_->set_copy_state(req.getFileId(), req.getServer(), static_cast<CopyState>(req.getState()));
       if (!record) return record.status();
       record_to_wire(*record, response.initFile());
+      return Status::ok();
+    }
+    case wire::Request::REPLACE_SERVER: {
+      auto req = request.getReplaceServer();
+      auto changed = store_->replace_server(req.getOld(), req.getNew());
+      if (!changed) return changed.status();
+      auto files = response.initFiles(static_cast<unsigned>(changed->size()));
+      for (unsigned i = 0; i < changed->size(); ++i) record_to_wire((*changed)[i], files[i]);
       return Status::ok();
     }
     case wire::Request::LOCK: return set_lock(request.getLock(), response);

@@ -46,7 +46,8 @@ CREATE TABLE files(
   replicas INTEGER NOT NULL DEFAULT 1,
   stale TEXT NOT NULL DEFAULT '',
   resyncing TEXT NOT NULL DEFAULT '',
-  replica_version INTEGER NOT NULL DEFAULT 0
+  replica_version INTEGER NOT NULL DEFAULT 0,
+  placement_keys TEXT NOT NULL DEFAULT ''
 );
 -- next_id only grows, so an id is never given to a second file, even after
 -- the first is removed.
@@ -56,7 +57,7 @@ INSERT INTO meta(key, value) VALUES ('next_id', 1);
 
 constexpr const char* kColumns =
     "name, id, page_size, size_pages, placement, stripe_pages, servers, access, min_pages, "
-    "max_pages, created_ns, policy_name, replicas, stale, resyncing, replica_version";
+    "max_pages, created_ns, policy_name, replicas, stale, resyncing, replica_version, placement_keys";
 
 // Version 1 to 2: the policy's name (a custom policy, or global-sequential),
 // empty for the files recorded before it, which meant their access type.
@@ -72,6 +73,7 @@ ALTER TABLE files ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE files ADD COLUMN stale TEXT NOT NULL DEFAULT '';
 ALTER TABLE files ADD COLUMN resyncing TEXT NOT NULL DEFAULT '';
 ALTER TABLE files ADD COLUMN replica_version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN placement_keys TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 3;
 )sql";
 
@@ -265,6 +267,7 @@ Result<FileRecord> read_record(const Statement& row) {
   if (std::string stale = row.text(13); !stale.empty()) r.stale = split_servers(stale);
   if (std::string resyncing = row.text(14); !resyncing.empty()) r.resyncing = split_servers(resyncing);
   r.replica_version = static_cast<uint64_t>(row.int64(15));
+  if (std::string keys = row.text(16); !keys.empty()) r.placement_keys = split_servers(keys);
   if (Status s = check_file_record(r); !s) return damaged("copy states", s.message());
   return r;
 }
@@ -498,7 +501,7 @@ Result<FileRecord> CatalogStore::create(const FileRecord& proto) {
                                .count();
 
   auto insert = Statement::prepare(
-      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, '', '', 0)",
+      db_, fmt::format("INSERT INTO files({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, '', '', 0, '')",
                        kColumns),
       what);
   if (!insert) return insert.status();
@@ -594,6 +597,58 @@ Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& 
   if (Status s = stmt->run(what, fmt::format("copy state of '{}' on {}", next.name, server)); !s) return s;
   if (Status s = tx.commit(what); !s) return s;
   return remember(std::move(next));
+}
+
+Result<std::vector<FileRecord>> CatalogStore::replace_server(const std::string& old_server,
+                                                            const std::string& new_server) {
+  std::string what = catalog_label(db_);
+  if (old_server == new_server || new_server.empty() || new_server.find('\n') != std::string::npos) {
+    return Status::invalid_argument(fmt::format("server {}", new_server), "cannot replace " + old_server);
+  }
+  Transaction tx(db_);
+  if (Status s = tx.begin(what); !s) return s;
+  by_id_.clear();  // (read from the database, below, under its write lock)
+  by_name_.clear();
+  auto all = list();
+  if (!all) return all.status();
+  std::vector<FileRecord> changed;
+  for (FileRecord r : *all) {
+    auto at = std::find(r.servers.begin(), r.servers.end(), old_server);
+    if (at == r.servers.end()) continue;
+    if (r.replicas == 1) {
+      return Status::invalid_argument(r.name, fmt::format("keeps one copy of each page: replacing {} would lose "
+                                                          "its pages (export and import the file instead)",
+                                                          old_server));
+    }
+    if (std::find(r.servers.begin(), r.servers.end(), new_server) != r.servers.end()) {
+      return Status::invalid_argument(r.name, fmt::format("{} is one of its servers already", new_server));
+    }
+    if (r.placement_keys.empty()) r.placement_keys = r.servers;
+    *at = new_server;
+    std::erase(r.stale, old_server);
+    std::erase(r.resyncing, old_server);
+    r.stale.push_back(new_server);
+    r.replica_version++;
+    if (r.stale.size() + r.resyncing.size() >= r.replicas) {
+      return Status::io_error(r.name, fmt::format("its copies on {} are the only current ones of some pages", old_server));
+    }
+    auto stmt = Statement::prepare(
+        db_, "UPDATE files SET servers = ?1, stale = ?2, resyncing = ?3, replica_version = ?4, placement_keys = ?5 "
+             "WHERE id = ?6",
+        what);
+    if (!stmt) return stmt.status();
+    stmt->bind(1, join_servers(r.servers));
+    stmt->bind(2, join_servers(r.stale));
+    stmt->bind(3, join_servers(r.resyncing));
+    stmt->bind(4, static_cast<int64_t>(r.replica_version));
+    stmt->bind(5, join_servers(r.placement_keys));
+    stmt->bind(6, static_cast<int64_t>(r.id));
+    if (Status s = stmt->run(what, fmt::format("replace {} in '{}'", old_server, r.name)); !s) return s;
+    changed.push_back(std::move(r));
+  }
+  if (Status s = tx.commit(what); !s) return s;
+  for (const FileRecord& r : changed) remember(r);
+  return changed;
 }
 
 Status CatalogStore::set_size(uint64_t id, int64_t size_pages, bool grow_only) {

@@ -80,6 +80,13 @@ class CatalogStore {
   // the file's, kIOError when that would leave some page with no current
   // copy (replicas - 1 servers not current at most).
   Result<FileRecord> set_copy_state(uint64_t id, const std::string& server, CopyState state);
+  // Puts `new_server` in `old_server`'s place in every file that has it:
+  // its copies there stale (to be resynced), its placement keys kept (no
+  // page moves). All files or none: kInvalidArgument naming the first file
+  // that cannot (one copy only: its pages would be lost; the new server
+  // among its servers already), kIOError for one that would be left
+  // with no current copy of some pages. Returns the records changed.
+  Result<std::vector<FileRecord>> replace_server(const std::string& old_server, const std::string& new_server);
 
   // Removes the record and returns it. kNotFound when absent.
   Result<FileRecord> remove(std::string_view name);

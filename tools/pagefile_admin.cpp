@@ -11,6 +11,8 @@
 //   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
 //   pagefile resync [FILE] [--wait [--timeout-s N]] [--bus BUS]
 //                                            stale copies brought up to date
+//   pagefile replace-server OLD NEW [--bus BUS]
+//                                            NEW takes OLD's copies (stale until resync)
 //
 // BUS as in bus/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
 // default. Exit status 0 on success, 1 on an error (printed) or a bad page
@@ -35,6 +37,7 @@
 #include "bus/remote_page_io.h"
 #include "core/page_bounds.h"
 #include "server/lease_table.h"
+#include "wire/address.h"
 #include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
@@ -281,6 +284,24 @@ int cmd_resync(std::shared_ptr<net::BusClient> bus, const std::string& name, boo
   }
 }
 
+// Puts NEW in OLD's place in every file that has it (copies stale there
+// until resync).
+int cmd_replace_server(net::BusClient& bus, const std::string& old_server, const std::string& new_server) {
+  auto address = net::parse_address(new_server);
+  if (!address) return fail(address.status());
+  auto reply = bus.call_sync(bus.catalog(), [&](net::wire::Request::Builder r) {
+    auto replace = r.initReplaceServer();
+    replace.setOld(old_server);
+    replace.setNew(address->text());
+  });
+  if (!reply) return fail(reply.status());
+  auto files = (*reply)->root().getFiles();
+  for (auto f : files) fmt::print("{}: its copies on {} go to {}\n", f.getName().cStr(), old_server, address->text());
+  fmt::print("{} file(s) changed; their copies on {} are stale until `pagefile resync`\n", files.size(),
+             address->text());
+  return 0;
+}
+
 int cmd_scrub(net::BusClient& bus, const std::string& name) {
   auto records = records_of(bus, name);
   if (!records) return fail(records.status());
@@ -489,6 +510,10 @@ int main(int argc, char** argv) {
   resync->add_option("FILE", name);
   resync->add_flag("--wait", wait, "wait for servers that are down to come back (up to --timeout-s)");
   resync->add_option("--timeout-s", timeout_s, "how long --wait waits")->capture_default_str()->check(CLI::Range(1, 86400));
+  std::string old_server, new_server;
+  auto* replace = app.add_subcommand("replace-server", "put server NEW in OLD's place in every file (then resync)");
+  replace->add_option("OLD", old_server)->required();
+  replace->add_option("NEW", new_server)->required();
   CLI11_PARSE(app, argc, argv);
   copy.bus = bus;
 
@@ -508,6 +533,7 @@ int main(int argc, char** argv) {
   if (stat->parsed()) return cmd_stat(**client, name);
   if (locks->parsed()) return cmd_locks(**client);
   if (scrub->parsed()) return cmd_scrub(**client, name);
+  if (replace->parsed()) return cmd_replace_server(**client, old_server, new_server);
   if (resync->parsed()) return cmd_resync(std::shared_ptr<net::BusClient>(std::move(*client)), name, wait, timeout_s);
   return 2;
 }

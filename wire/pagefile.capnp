@@ -46,6 +46,15 @@ struct FileRecord {
   stale @11 :List(Text);
   resyncing @12 :List(Text);
   replicaVersion @13 :UInt64;
+  # FileRecord::placement_keys (empty: the servers).
+  placementKeys @14 :List(Text);
+}
+
+# Every file's copies on `old` move to `new` (a server put in place of a
+# dead one): new's copies are stale until resynced. All files or none.
+struct ReplaceServer {
+  old @0 :Text;
+  new @1 :Text;
 }
 
 # A server's copies of a file change state (core/file_record.h CopyState):
@@ -256,6 +265,8 @@ struct Request {
     fence @20 :Share;
     # The catalog: answers with the file's record as it now is.
     setCopyState @23 :SetCopyState;
+    # The catalog: answers with the records it changed.
+    replaceServer @24 :ReplaceServer;
   }
   # Catalog requests that change a file (setSize, unlink) made under a
   # write lock: its fencing token, refused (Stale) once the lock has passed

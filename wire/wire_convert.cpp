@@ -60,6 +60,8 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   auto resyncing = out.initResyncing(static_cast<unsigned>(record.resyncing.size()));
   for (unsigned i = 0; i < record.resyncing.size(); ++i) resyncing.set(i, record.resyncing[i]);
   out.setReplicaVersion(record.replica_version);
+  auto keys = out.initPlacementKeys(static_cast<unsigned>(record.placement_keys.size()));
+  for (unsigned i = 0; i < record.placement_keys.size(); ++i) keys.set(i, record.placement_keys[i]);
 }
 
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
@@ -78,6 +80,7 @@ Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   for (auto s : record.getStale()) out.stale.emplace_back(s);
   for (auto s : record.getResyncing()) out.resyncing.emplace_back(s);
   out.replica_version = record.getReplicaVersion();
+  for (auto s : record.getPlacementKeys()) out.placement_keys.emplace_back(s);
   // The catalog's own check of what it creates.
   if (Status s = check_file_record(out); !s) {
     return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", s.message()));

@@ -385,3 +385,55 @@ TEST_CASE("resync: only what changed is copied; a server still down is said so, 
   CHECK(again.exit_status == 0);
   CHECK(again.out == "every copy is current\n");
 }
+
+TEST_CASE("replace-server: an empty server takes a dead one's place, resync fills it, and no page moves") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 120;
+  {
+    auto client = cluster.client();
+    for (Placement placement : {Placement::kStripe, Placement::kHash}) {
+      auto fd = client->open(std::string(placement_name(placement)), replicated(2, placement));
+      REQUIRE_OK(fd);
+      write_all(*client, *fd, kPages, 6);
+    }
+  }
+  const std::string dead = cluster.server(2).address();
+  cluster.server(2).kill();
+  ServerProcess fresh(free_tcp_address(), cluster.dir() / "fresh", {"--cache-pages", "0"});
+
+  Outcome same = pagefile_admin(cluster.dir().path(), {"replace-server", dead, cluster.server(0).address(),
+                                                       "--bus", cluster.bus()});
+  CHECK(same.exit_status == 1);
+  CHECK(same.err.find("is one of its servers already") != std::string::npos);
+  Outcome replaced = pagefile_admin(cluster.dir().path(), {"replace-server", dead, fresh.address(), "--bus",
+                                                           cluster.bus()});
+  INFO(replaced.out, replaced.err);
+  REQUIRE(replaced.exit_status == 0);
+  CHECK(replaced.out.find("2 file(s) changed") != std::string::npos);
+  Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "hash", "--bus", cluster.bus()});
+  CHECK(stat.out.find("DEGRADED: stale on " + fresh.address()) != std::string::npos);
+  // Readable meanwhile, from the copies on servers 0 and 1.
+  {
+    auto client = cluster.client();
+    for (const char* name : {"stripe", "hash"}) {
+      auto fd = client->open(name, {.location = Location::kRemote});
+      REQUIRE_OK(fd);
+      CHECK(wrong_pages(*client, *fd, kPages, 6) == 0);
+    }
+  }
+  Outcome resync = pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
+  INFO(resync.out, resync.err);
+  CHECK(resync.exit_status == 0);
+  CHECK(resync.out.find("stripe: " + fresh.address() + " is up to date: 80 of its 80 pages copied") !=
+        std::string::npos);
+  // Server 1 dies too: every page comes from server 0 or the new one.
+  cluster.server(1).kill();
+  auto client = cluster.client();
+  for (const char* name : {"stripe", "hash"}) {
+    CAPTURE(name);
+    auto fd = client->open(name, {.location = Location::kRemote});
+    REQUIRE_OK(fd);
+    CHECK(wrong_pages(*client, *fd, kPages, 6) == 0);
+  }
+  cluster.start_again(1);
+}

@@ -353,7 +353,8 @@ TEST_CASE("a catalog from a newer build is not opened") {
 // What version 3 added.
 constexpr const char* kDropVersion3 =
     "ALTER TABLE files DROP COLUMN replicas; ALTER TABLE files DROP COLUMN stale; "
-    "ALTER TABLE files DROP COLUMN resyncing; ALTER TABLE files DROP COLUMN replica_version; ";
+    "ALTER TABLE files DROP COLUMN resyncing; ALTER TABLE files DROP COLUMN replica_version; "
+    "ALTER TABLE files DROP COLUMN placement_keys; ";
 
 TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and gain a policy name") {
   test::TempDir dir;
@@ -482,4 +483,29 @@ TEST_CASE("copy states: a server marked stale, resyncing, current again; never t
   auto made = again->create(single);
   REQUIRE_OK(made);
   CHECK_CODE(again->set_copy_state(made->id, single.servers[0], CopyState::kStale), Code::kIOError);
+}
+
+TEST_CASE("replace_server: every file or none; placement keys keep the old address") {
+  test::TempDir dir;
+  auto store = open_ok(dir / "catalog.db");
+  FileRecord copied = sample("copied");
+  copied.replicas = 2;
+  REQUIRE_OK(store->create(copied));
+  FileRecord single = sample("single");  // one copy: cannot move
+  REQUIRE_OK(store->create(single));
+  const std::string old_server = copied.servers[1];
+  auto refused = store->replace_server(old_server, "tcp://10.0.0.9:7000");
+  CHECK_CODE(refused, Code::kInvalidArgument);
+  CHECK(refused.status().message().find("would lose its pages") != std::string::npos);
+  CHECK(store->lookup("copied")->servers == copied.servers);  // untouched
+  REQUIRE_OK(store->remove("single"));
+  auto changed = store->replace_server(old_server, "tcp://10.0.0.9:7000");
+  REQUIRE_OK(changed);
+  REQUIRE(changed->size() == 1);
+  auto record = store->lookup("copied");
+  REQUIRE_OK(record);
+  CHECK(record->servers[1] == "tcp://10.0.0.9:7000");
+  CHECK(record->placement_keys == copied.servers);
+  CHECK(record->stale == std::vector<std::string>{"tcp://10.0.0.9:7000"});
+  CHECK(record->replica_version == 1);
 }
