@@ -215,6 +215,8 @@ class RemotePageIo final : public PageIo {
   // Puts `server`'s copies in `state` at the catalog and takes the record's
   // states; waits.
   Status set_copy_state_sync(uint32_t server, CopyState state);
+  // A resync of `server` stops for `why`: returns it.
+  Status resync_failed(uint32_t server, Status why) REQUIRES(meta_mu_);
   // One batch of resync: pages [first, end) with a copy on `server`.
   Status resync_batch(uint32_t server, int64_t first, int64_t end, ResyncReport& report) REQUIRES(meta_mu_);
   // Takes `recorded`, the catalog's size, unless this descriptor's own

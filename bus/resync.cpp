@@ -52,6 +52,13 @@ Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
   return Status::ok();
 }
 
+Status RemotePageIo::resync_failed(uint32_t server, Status why) {
+  // Whatever happened, the lock goes, and a copy half done is stale again.
+  if (missed(why) || why.is(Code::kCorruption)) (void)set_copy_state_sync(server, CopyState::kStale);
+  (void)set_lock_level_locked(LockLevel::kNone);
+  return why;
+}
+
 Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& server_name, const ResyncProgress& progress) {
   uint32_t server = index_of(server_name);
   if (server == record_.servers.size()) {
@@ -59,13 +66,8 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
   }
   if (read_only_) return Status::read_only(record_.name, "resync: file was opened read-only");
   MutexLock meta(meta_mu_);
-  // Whatever happens, the lock goes and a copy half done is stale again.
   ResyncReport report;
-  auto fail = [&](Status why) {
-    if (missed(why) || why.is(Code::kCorruption)) (void)set_copy_state_sync(server, CopyState::kStale);
-    (void)set_lock_level_locked(LockLevel::kNone);
-    return why;
-  };
+  auto fail = [&](Status why) REQUIRES(meta_mu_) { return resync_failed(server, std::move(why)); };
   if (Status s = hold_write_lock(); !s) return fail(s);
   if (Status s = refresh_copy_states(); !s) return fail(s);
   if (state_of(server) == CopyState::kCurrent) {
