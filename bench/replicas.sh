@@ -11,6 +11,10 @@
 #           per server per 10 ms (600 pages/s with 6 servers).
 #   writes  random writes at each level, confirmed when every copy has the
 #           page: each costs R disk accesses, so the ideal is 600 / R.
+#   sqlite  bench/sqlite_vfs_workload.py through the VFS at concurrency 12
+#           (bulk insert, point reads, a full scan, transactions of random
+#           rows) on a database with replicas=R, on the same servers: what
+#           copies cost a transaction, and give a reader.
 #
 # A benchmark, not a test: it asserts nothing about speed. Every pf-replay
 # run verifies every page it reads; any error or mismatch stops it. See
@@ -18,13 +22,14 @@
 #
 # usage: bench/replicas.sh [--pf-replay PATH] [--pagefiled PATH] [--replicas "1 2 3"]
 #            [--levels "1 6 12 24"] [--servers 6] [--latency-ms 10] [--cache-pages 256]
-#            [--file-pages 30000] [--page-size 8192] [--seconds 4] [--csv OUT] [--tmp DIR]
+#            [--file-pages 30000] [--page-size 8192] [--seconds 4] [--sqlite-rows 400]
+#            [--csv OUT] [--tmp DIR]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
 parse_options pf_replay="$here/../build/tools/pf-replay" pagefiled="$here/../build/tools/pagefiled" \
   replicas="1 2 3" levels="1 6 12 24" servers=6 latency_ms=10 cache_pages=256 file_pages=30000 \
-  page_size=8192 seconds=4 csv="$PWD/replicas.csv" tmp="${TMPDIR:-/tmp}" -- "$@"
+  page_size=8192 seconds=4 sqlite_rows=400 csv="$PWD/replicas.csv" tmp="${TMPDIR:-/tmp}" -- "$@"
 
 need_tools pf_replay pagefiled
 csv=$(rooted "$csv")
@@ -85,5 +90,37 @@ for kind in read write; do
     done
   done
 done
+
+# SQLite through the VFS, one database per R, on the same (cold-cached) servers.
+extension="$(dirname "$pf_replay")/../vfs/pagefile.so"
+python=/usr/bin/python3
+if [[ $sqlite_rows -gt 0 && -f "$extension" ]]; then
+  echo
+  echo "== SQLite: bench/sqlite_vfs_workload.py --rows $sqlite_rows at concurrency 12, replicas=R =="
+  declare -A took
+  for r in $replicas; do
+    uri="file:/replicas-r$r.db?vfs=pagefile&concurrency=12&replicas=$r&bus=$bus"
+    "$python" "$here/sqlite_vfs_workload.py" --db "$uri" --extension "$extension" --rows "$sqlite_rows" \
+      --reads "$sqlite_rows" --txns 2 --txn-rows $((sqlite_rows / 4)) > sqlite.out 2>&1 ||
+      fail "the SQLite workloads failed on replicas=$r" sqlite.out
+    while read -r name secs ops; do
+      took[$r/$name]=$secs
+      echo "$r,sqlite-$name,12,$ops,$secs,,," >> replicas.csv
+    done < sqlite.out
+  done
+  printf "%-10s" workload
+  for r in $replicas; do printf " %10s" "R=$r s"; done
+  for r in $replicas; do [[ $r == 1 ]] || printf " %9s" "R=$r/R=1"; done
+  echo
+  for name in insert reads scan txn txn-cold; do
+    [[ -n "${took[1/$name]:-}" ]] || continue
+    printf "%-10s" "$name"
+    for r in $replicas; do printf " %10.3f" "${took[$r/$name]}"; done
+    for r in $replicas; do
+      [[ $r == 1 ]] || printf " %8.2fx" "$(awk -v a="${took[$r/$name]}" -v b="${took[1/$name]}" 'BEGIN { print a / b }')"
+    done
+    echo
+  done
+fi
 stop_cluster
 append_csv replicas.csv "$csv" && echo && echo "csv: $csv"
