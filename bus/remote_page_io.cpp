@@ -134,14 +134,28 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
       size_(record_.size_pages),
       catalog_size_(record_.size_pages),
       copy_states_(new std::atomic<uint8_t>[record_.servers.size()]) {
-  take_copy_states(record_);
+  (void)take_copy_states(record_);
 }
 
-void RemotePageIo::take_copy_states(const FileRecord& record) {
+Status RemotePageIo::take_copy_states(const FileRecord& record) {
+  MutexLock lock(copies_mu_);
+  if (record.servers != record_.servers) {
+    // A server was replaced (pagefile replace-server): this descriptor
+    // neither reads nor writes the one that left, and knows nothing of the
+    // one that came.
+    for (uint32_t i = 0; i < record_.servers.size(); ++i) {
+      if (std::find(record.servers.begin(), record.servers.end(), record_.servers[i]) == record.servers.end()) {
+        copy_states_[i].store(static_cast<uint8_t>(CopyState::kStale), std::memory_order_release);
+      }
+    }
+    return Status::stale(record_.name, "its servers changed (pagefile replace-server) since it was opened: open it again");
+  }
+  if (record.replica_version < replica_version_.load()) return Status::ok();  // older news
   for (uint32_t i = 0; i < record_.servers.size(); ++i) {
     copy_states_[i].store(static_cast<uint8_t>(copy_state(record, record_.servers[i])), std::memory_order_release);
   }
   replica_version_ = record.replica_version;
+  return Status::ok();
 }
 
 Status RemotePageIo::refresh_copy_states() {
@@ -152,8 +166,7 @@ Status RemotePageIo::refresh_copy_states() {
   if (record->id != record_.id) {
     return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
   }
-  take_copy_states(*record);
-  return Status::ok();
+  return take_copy_states(*record);
 }
 
 uint32_t RemotePageIo::index_of(const std::string& server) const {
@@ -179,7 +192,7 @@ void RemotePageIo::leave_behind_async(std::vector<uint32_t> servers, Status why,
                                                    record_.name, record_.servers[server], reply.status().to_string())));
         }
         if (auto record = from_wire((*reply)->root().getFile()); record && record->id == record_.id) {
-          take_copy_states(*record);
+          if (Status s = take_copy_states(*record); !s) return done(s);
         } else {
           copy_states_[server].store(static_cast<uint8_t>(CopyState::kStale), std::memory_order_release);
         }
@@ -240,6 +253,12 @@ void RemotePageIo::build_read(wire::Request::Builder r, int64_t page, uint32_t s
 
 Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out,
                                          uint32_t server_index) const {
+  if (Status s = take_bytes(page, std::move(reply), out, server_index); !s) return s;
+  return finish_read(page, out);
+}
+
+Status RemotePageIo::take_bytes(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out,
+                                uint32_t server_index) const {
   uint32_t page_size = record_.page_size;
   const std::string& server = record_.servers[server_index];
   if (!reply) return reply.status().with_context(fmt::format("{}: read page {} from server {}", record_.name, page, server));
@@ -256,8 +275,7 @@ Result<PageRead> RemotePageIo::take_read(int64_t page, Result<ReplyPtr> reply, s
     return Status::corruption(record_.name, fmt::format("read page {}: server {} sent no checksum with it "
                                                         "(does it run --no-checksums?)", page, server));
   }
-  if (Status s = check_received(page, out, checksums_ ? sums[0] : kNoChecksum, server); !s) return s;
-  return finish_read(page, out);
+  return check_received(page, out, checksums_ ? sums[0] : kNoChecksum, server);
 }
 
 Status RemotePageIo::check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
@@ -319,7 +337,8 @@ void RemotePageIo::read_copy(int64_t page, std::span<std::byte> out, ReadDone do
         track(page, server, -1);
         auto got = take_read(page, std::move(reply), out, server);
         if (got) {
-          if (damaged != 0) repair(page, out, order, damaged);
+          // (Not from zeros put in for a page past this client's end.)
+          if (damaged != 0 && *got == PageRead::kData) repair(page, out, order, damaged);
           return done(std::move(got));
         }
         if (got.status().is(Code::kCorruption)) damaged |= 1u << k;
@@ -431,6 +450,10 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
   ReplicaSet set;
   for (uint32_t server : all) {
     if (state_of(server) != CopyState::kStale) set.index[set.count++] = server;
+  }
+  if (set.count == 0) {
+    return done(Status::io_error(record_.name, fmt::format("write page {}: every copy of it is stale here; open the "
+                                                           "file again", page)));
   }
   auto join = std::make_shared<Join>();
   join->left = set.count;
@@ -600,6 +623,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     lock.setLevel(static_cast<uint8_t>(level));
   });
   LockLevel before = level_;
+  bool refresh = false;
   if (reply && (*reply)->root().isLockState()) {
     auto state = (*reply)->root().getLockState();
     if (state.getLevel() > static_cast<uint8_t>(LockLevel::kExclusive)) {
@@ -619,11 +643,7 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
         }
       }
     }
-    if (record_.replicas > 1 && state.getReplicaVersion() != replica_version_.load()) {
-      // Copies changed state since this descriptor last heard: what to
-      // read and write under this lock is the catalog's record now.
-      if (Status s = refresh_copy_states(); !s) return s.with_context(fmt::format("{}: lock", record_.name));
-    }
+    refresh = record_.replicas > 1 && state.getReplicaVersion() != replica_version_.load();
     if (before == LockLevel::kNone && level_ != LockLevel::kNone) {
       unchanged_ = version_at_unlock_ != 0 && state.getVersion() == version_at_unlock_;
       // (An older catalog sends neither version nor size: 0. A size no
@@ -644,6 +664,11 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
     bus_->set_holds_locks(owner_, level_ != LockLevel::kNone);
   }
   if (!reply) return reply.status();
+  if (refresh) {
+    // Copies changed state since this descriptor last heard: what to read
+    // and write under this lock is the catalog's record now.
+    if (Status s = refresh_copy_states(); !s) return s.with_context(fmt::format("{}: lock", record_.name));
+  }
   return Status::ok();
 }
 

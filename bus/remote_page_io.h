@@ -165,8 +165,11 @@ class RemotePageIo final : public PageIo {
   // Whether a call that failed with `s` means its server missed what was
   // sent (unreachable, disk error, disk full): then it may be left behind.
   static bool missed(const Status& s);
-  // Takes the copy states of `record` (this file's, as the catalog has it now).
-  void take_copy_states(const FileRecord& record);
+  // Takes the copy states of `record` (this file's, as the catalog had it),
+  // unless an answer with a newer replica_version came first. kStale when
+  // its servers are not this descriptor's (a server was replaced): those
+  // that left are stale here from then on.
+  Status take_copy_states(const FileRecord& record);
   // Asks the catalog for the record and takes its copy states.
   Status refresh_copy_states();
   // Marks `servers` (indices) stale at the catalog, one after another,
@@ -189,6 +192,9 @@ class RemotePageIo final : public PageIo {
   void note_written(int64_t page, size_t server);
   // The outcome of a read of `page` from its reply, into `out`.
   Result<PageRead> take_read(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out, uint32_t server) const;
+  // take_read without the cut at this client's size: the page's bytes as
+  // the server holds them, checked (resync).
+  Status take_bytes(int64_t page, Result<ReplyPtr> reply, std::span<std::byte> out, uint32_t server) const;
   // The outcome of a read of `page` whose bytes are in `out`: beyond the
   // end as this client knows it, zeros.
   PageRead finish_read(int64_t page, std::span<std::byte> out) const;
@@ -215,6 +221,9 @@ class RemotePageIo final : public PageIo {
   // Puts `server`'s copies in `state` at the catalog and takes the record's
   // states; waits.
   Status set_copy_state_sync(uint32_t server, CopyState state);
+  // How far the file reaches: its size, or further where a current copy's
+  // share does (writes not yet recorded by a sync).
+  Result<int64_t> current_extent() REQUIRES(meta_mu_);
   // A resync of `server` stops for `why`: returns it.
   Status resync_failed(uint32_t server, Status why) REQUIRES(meta_mu_);
   // One batch of resync: pages [first, end) with a copy on `server`.
@@ -257,6 +266,7 @@ class RemotePageIo final : public PageIo {
   // the catalog's answers to this descriptor, and lock grants; and the
   // record's replica_version they came with.
   std::unique_ptr<std::atomic<uint8_t>[]> copy_states_;
+  Mutex copies_mu_;  // one record's states taken at a time
   std::atomic<uint64_t> replica_version_{0};
 
   // With R > 1: per page with requests in flight, how many wait on each

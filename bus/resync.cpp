@@ -40,6 +40,7 @@ Status RemotePageIo::hold_write_lock() {
 Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
   auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
     r.setCluster(record_.cluster);
+    r.setLockToken(fence_->load());  // resync's write lock: refused once it has passed on
     auto set = r.initSetCopyState();
     set.setFileId(record_.id);
     set.setServer(record_.servers[server]);
@@ -48,8 +49,32 @@ Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
   if (!reply) return reply.status().with_context(fmt::format("{}: copy state of {}", record_.name, record_.servers[server]));
   auto record = from_wire((*reply)->root().getFile());
   if (!record) return record.status();
-  take_copy_states(*record);
-  return Status::ok();
+  return take_copy_states(*record);
+}
+
+Result<int64_t> RemotePageIo::current_extent() {
+  // Writes go before the size that records them (a writer that unlocks
+  // without sync): a current copy's share may reach further.
+  int64_t extent = size_.load();
+  Barrier barrier(*bus_);
+  std::deque<Result<ReplyPtr>> replies;
+  for (uint32_t s = 0; s < record_.servers.size(); ++s) {
+    if (state_of(s) != CopyState::kCurrent) continue;
+    auto& reply = replies.emplace_back(Status::disconnected("resync", "no answer"));
+    bus_->call(record_.servers[s],
+               [&](wire::Request::Builder r) {
+                 auto scrub = r.initScrub();  // of no page: how far the share reaches
+                 set_page_share(scrub.initShare(), s);
+                 scrub.setFirst(0);
+                 scrub.setCount(0);
+               },
+               barrier.arm(record_.servers[s], [&reply](Result<ReplyPtr> r) { reply = std::move(r); }));
+  }
+  if (Status s = barrier.wait(); !s) return s.with_context(fmt::format("{}: resync: how far the copies reach", record_.name));
+  for (auto& reply : replies) {
+    if ((*reply)->root().isScrub()) extent = std::max(extent, (*reply)->root().getScrub().getSharePages());
+  }
+  return extent;
 }
 
 Status RemotePageIo::resync_failed(uint32_t server, Status why) {
@@ -65,6 +90,18 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
     return Status::invalid_argument(record_.name, fmt::format("{} is not one of its servers", server_name));
   }
   if (read_only_) return Status::read_only(record_.name, "resync: file was opened read-only");
+  const std::string& name = record_.name;
+  auto ends_with = [&](std::string_view tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with("-journal") || ends_with("-wal") || name.find("-mj") != std::string::npos) {
+    // Their writers take no lock of their own (the database's covers
+    // them), so none would learn that the copies are being resynced. They
+    // do not live long: a new one, made by the database's next writer, is
+    // written to every copy.
+    return Status::not_supported(name, "is an SQLite journal or WAL: its stale copies go when its database's "
+                                       "writer replaces it");
+  }
   MutexLock meta(meta_mu_);
   ResyncReport report;
   auto fail = [&](Status why) REQUIRES(meta_mu_) { return resync_failed(server, std::move(why)); };
@@ -78,13 +115,20 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
   if (Status s = set_copy_state_sync(server, CopyState::kResyncing); !s) return fail(s);
   if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
 
+  int64_t extent = 0;
   for (int64_t first = 0;; first += kResyncBatch) {
     if (Status s = hold_write_lock(); !s) return fail(s);
-    int64_t size = size_.load();  // as the grant brought it
-    if (first >= size) break;     // (the lock stays for the end)
-    if (Status s = resync_batch(server, first, std::min(size, first + kResyncBatch), report); !s) return fail(s);
+    if (state_of(server) != CopyState::kResyncing) {
+      // A writer could not reach it meanwhile and left it behind again.
+      return fail(Status::stale(record_.name, fmt::format("resync of {}: it was left behind again", server_name)));
+    }
+    auto reach = current_extent();
+    if (!reach) return fail(reach.status());
+    extent = *reach;
+    if (first >= extent) break;  // (the lock stays for the end)
+    if (Status s = resync_batch(server, first, std::min(extent, first + kResyncBatch), report); !s) return fail(s);
     if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
-    if (progress) progress(std::min(size, first + kResyncBatch), size);
+    if (progress) progress(std::min(extent, first + kResyncBatch), extent);
   }
   // Under the lock still: the share cut to the file's size, made durable,
   // and the copies current.
@@ -94,7 +138,7 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
              [&](wire::Request::Builder r) {
                auto t = r.initTruncate();
                set_page_share(t.initShare(), server);
-               t.setPages(size_.load());
+               t.setPages(extent);
              },
              barrier.arm(address));
   if (Status s = barrier.wait(); !s) return fail(s.with_context(fmt::format("{}: resync: truncate", record_.name)));
@@ -126,7 +170,10 @@ Status RemotePageIo::resync_batch(uint32_t server, int64_t first, int64_t end, R
         break;
       }
     }
-    if (source == server) return Status::io_error(record_.name, fmt::format("page {} has no current copy", page));
+    if (source == server) {
+      (void)reads.wait();  // (what was sent answers into `pairs`)
+      return Status::io_error(record_.name, fmt::format("page {} has no current copy", page));
+    }
     Pair& pair = pairs.emplace_back(Pair{page, source});
     bus_->call(record_.servers[source], [&](wire::Request::Builder r) { build_read(r, page, source); },
                reads.arm(record_.servers[source], [&pair](Result<ReplyPtr> r) { pair.good = std::move(r); }));
@@ -137,19 +184,28 @@ Status RemotePageIo::resync_batch(uint32_t server, int64_t first, int64_t end, R
   Barrier writes(*bus_);
   std::vector<std::byte> good(record_.page_size);
   std::vector<std::byte> there(record_.page_size);
+  Status first_failure;
   for (Pair& pair : pairs) {
     ++report.compared;
-    auto from = take_read(pair.page, std::move(pair.good), good, pair.source);
-    if (!from) return from.status().with_context(fmt::format("{}: resync: the current copy", record_.name));
-    auto here = take_read(pair.page, std::move(pair.there), there, server);
+    // The bytes as each server holds them (not cut at this client's size).
+    Status from = take_bytes(pair.page, std::move(pair.good), good, pair.source);
+    if (!from) {
+      first_failure = from.with_context(fmt::format("{}: resync: the current copy", record_.name));
+      break;
+    }
+    Status here = take_bytes(pair.page, std::move(pair.there), there, server);
     // A damaged copy is rewritten; an unreachable server ends the resync.
-    if (!here && !here.status().is(Code::kCorruption)) return here.status();
+    if (!here && !here.is(Code::kCorruption)) {
+      first_failure = here;
+      break;
+    }
     if (here && good == there) continue;
     ++report.copied;
     bus_->call(record_.servers[server], [&](wire::Request::Builder r) { build_write(r, pair.page, good, server); },
                writes.arm(record_.servers[server]));
   }
-  return writes.wait();
+  Status written = writes.wait();  // (every write sent answers before `writes` goes)
+  return first_failure.is_ok() ? written : first_failure;
 }
 
 }  // namespace pagefile::net

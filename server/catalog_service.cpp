@@ -111,6 +111,9 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       return Status::ok();
     }
     case wire::Request::SET_COPY_STATE: {
+      // (Resync's steps carry the token of its write lock: one whose lease
+      // ran out changes nothing.)
+      if (Status s = check_token(request.getLockToken()); !s) return s;
       auto req = request.getSetCopyState();
       if (req.getState() > static_cast<uint8_t>(CopyState::kResyncing)) {
         return Status::invalid_argument("copy state", fmt::format("unknown state {}", req.getState()));

@@ -575,6 +575,11 @@ Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& 
     return Status::invalid_argument(record->name, fmt::format("server {} is not one of its servers", server));
   }
   if (copy_state(*record, server) == state) return record;
+  if (state == CopyState::kCurrent && copy_state(*record, server) != CopyState::kResyncing) {
+    // Only resync makes a copy current, from resyncing: a copy left behind
+    // again meanwhile (a writer could not reach it) stays stale.
+    return Status::stale(record->name, fmt::format("the copies on {} were left behind again during resync", server));
+  }
   FileRecord next = *record;
   std::erase(next.stale, server);
   std::erase(next.resyncing, server);

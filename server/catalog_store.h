@@ -78,7 +78,8 @@ class CatalogStore {
   // replica_version when that changes anything, and returns the record.
   // kNotFound for an unknown id, kInvalidArgument for a server not among
   // the file's, kIOError when that would leave some page with no current
-  // copy (replicas - 1 servers not current at most).
+  // copy (replicas - 1 servers not current at most), kStale for kCurrent
+  // from anything but kResyncing (left behind again during a resync).
   Result<FileRecord> set_copy_state(uint64_t id, const std::string& server, CopyState state);
   // Puts `new_server` in `old_server`'s place in every file that has it:
   // its copies there stale (to be resynced), its placement keys kept (no

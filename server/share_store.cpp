@@ -270,9 +270,9 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
       // Under the page's lock: with the pool, so pool and disk agree; with
       // a token, so that no write of a newer lock's holder lands between
       // this one's check and its write.
-      // A repair, too: no write may land between its check and its write.
-      std::unique_lock<std::mutex> coherent;
-      if (pool_.enabled() || ref.fence != 0 || repair) coherent = std::unique_lock(page_lock(ref.file_id, page));
+      // Always: a repair (WritePages.repair) checks the page and then
+      // writes it, and no write may land between the two.
+      std::unique_lock<std::mutex> coherent(page_lock(ref.file_id, page));
       if (Status s = check_fence(ref.file_id, ref.fence); !s) return s;
       if (repair) {
         std::vector<std::byte> stored(page_size);

@@ -262,6 +262,11 @@ int cmd_resync(std::shared_ptr<net::BusClient> bus, const std::string& name, boo
                                      isatty(fileno(stderr)) == 1, f.size_pages, "pages");
         auto report = (*io)->resync(server, [&](int64_t done, int64_t) { progress.update(done); });
         progress.clear();
+        if (report.status().is(Code::kNotSupported)) {
+          --behind;  // not resynced, and not to be: said why
+          fmt::print("{}: {} left as it is: {}\n", f.name, server, report.status().message());
+          continue;
+        }
         if (!report) {
           fmt::print("{}: {} could not be brought up to date: {}\n", f.name, server, report.status().to_string());
           down = true;
@@ -273,7 +278,7 @@ int cmd_resync(std::shared_ptr<net::BusClient> bus, const std::string& name, boo
       }
     }
     if (behind == 0) {
-      fmt::print("every copy is current\n");
+      fmt::print("every copy is current, or goes with its file\n");
       return 0;
     }
     if (!wait || !down || std::chrono::steady_clock::now() > deadline) {

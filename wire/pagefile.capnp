@@ -10,7 +10,10 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("pagefile::net::wire");
 
-const protocolVersion :UInt16 = 1;
+# 2: replicas (FileRecord.replicas and copy states, WritePages.repair,
+# SetCopyState, ReplaceServer): a peer of version 1 would take a repair for
+# a plain write and write one copy of a replicated file.
+const protocolVersion :UInt16 = 2;
 
 # pagefile::Code, by number (include/pagefile/status.h).
 struct Error {

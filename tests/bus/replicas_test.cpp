@@ -339,7 +339,7 @@ TEST_CASE("resync: a server back from the dead gets what it missed, while a writ
   CHECK_OK(writer_status);
   CHECK(rounds.load() > 0);
   CHECK(resync.out.find("resynced: " + back + " is up to date") != std::string::npos);
-  CHECK(resync.out.find("every copy is current") != std::string::npos);
+  CHECK(resync.out.find("every copy is current, or goes with its file") != std::string::npos);
   Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "resynced", "--bus", cluster.bus()});
   CHECK(stat.out.find("DEGRADED") == std::string::npos);
 
@@ -383,7 +383,7 @@ TEST_CASE("resync: only what changed is copied; a server still down is said so, 
   // Nothing is left to do.
   Outcome again = pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
   CHECK(again.exit_status == 0);
-  CHECK(again.out == "every copy is current\n");
+  CHECK(again.out == "every copy is current, or goes with its file\n");
 }
 
 TEST_CASE("replace-server: an empty server takes a dead one's place, resync fills it, and no page moves") {
@@ -397,6 +397,10 @@ TEST_CASE("replace-server: an empty server takes a dead one's place, resync fill
       write_all(*client, *fd, kPages, 6);
     }
   }
+  // A client with the file open from before the replacement.
+  auto before = cluster.client();
+  auto before_fd = before->open("stripe", {.location = Location::kRemote});
+  REQUIRE_OK(before_fd);
   const std::string dead = cluster.server(2).address();
   cluster.server(2).kill();
   ServerProcess fresh(free_tcp_address(), cluster.dir() / "fresh", {"--cache-pages", "0"});
@@ -412,6 +416,11 @@ TEST_CASE("replace-server: an empty server takes a dead one's place, resync fill
   CHECK(replaced.out.find("2 file(s) changed") != std::string::npos);
   Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "hash", "--bus", cluster.bus()});
   CHECK(stat.out.find("DEGRADED: stale on " + fresh.address()) != std::string::npos);
+  // That client learns of it at its next lock, and is told to open the
+  // file again (it knows nothing of the new server).
+  auto told = before->lock(*before_fd, LockMode::kShared, LockWait::kTry);
+  CHECK_CODE(told, Code::kStale);
+  CHECK(told.message().find("open it again") != std::string::npos);
   // Readable meanwhile, from the copies on servers 0 and 1.
   {
     auto client = cluster.client();

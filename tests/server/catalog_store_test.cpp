@@ -455,6 +455,8 @@ TEST_CASE("copy states: a server marked stale, resyncing, current again; never t
     REQUIRE_OK(stale);
     CHECK(stale->stale == std::vector<std::string>{proto.servers[2]});
     CHECK(stale->replica_version == 1);
+    // Only resync makes a copy current, from resyncing.
+    CHECK_CODE(store->set_copy_state(id, proto.servers[2], CopyState::kCurrent), Code::kStale);
     // Again: nothing changes, not even the version.
     CHECK(store->set_copy_state(id, proto.servers[2], CopyState::kStale)->replica_version == 1);
     // A second server behind would leave pages with no current copy (R = 2).
