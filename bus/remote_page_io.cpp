@@ -38,9 +38,12 @@ void set_size(wire::Request::Builder r, const FileRecord& record, int64_t pages,
   r.setCluster(record.cluster);
 }
 
-// A request that puts `server`'s copies of `record` in `state`.
-void set_copy_state(wire::Request::Builder r, const FileRecord& record, const std::string& server, CopyState state) {
+// A request that puts `server`'s copies of `record` in `state`, made under
+// the write lock of token `lock_token` (0: none).
+void set_copy_state(wire::Request::Builder r, const FileRecord& record, const std::string& server, CopyState state,
+                    uint64_t lock_token = 0) {
   r.setCluster(record.cluster);
+  r.setLockToken(lock_token);
   auto set = r.initSetCopyState();
   set.setFileId(record.id);
   set.setServer(server);
@@ -158,15 +161,37 @@ Status RemotePageIo::take_copy_states(const FileRecord& record) {
   return Status::ok();
 }
 
-Status RemotePageIo::refresh_copy_states() {
-  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
-  if (!reply) return reply.status().with_context(fmt::format("{}: which copies are current", record_.name));
-  auto record = from_wire((*reply)->root().getFile());
+Status RemotePageIo::take_answered_states(const Reply& reply) {
+  auto record = from_wire(reply.root().getFile());
   if (!record) return record.status();
-  if (record->id != record_.id) {
-    return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
-  }
+  if (record->id != record_.id) return gone();
   return take_copy_states(*record);
+}
+
+Status RemotePageIo::gone() const {
+  return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
+}
+
+Result<ReplyPtr> RemotePageIo::stat_again(std::string_view what) {
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
+  if (!reply) return reply.status().with_context(fmt::format("{}: {}", record_.name, what));
+  if ((*reply)->root().getFile().getId() != record_.id) return gone();
+  return reply;
+}
+
+Status RemotePageIo::refresh_copy_states() {
+  auto reply = stat_again("which copies are current");
+  if (!reply) return reply.status();
+  return take_answered_states(**reply);
+}
+
+Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
+  // (Resync's steps, under its write lock: refused once the lock has passed on.)
+  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
+    set_copy_state(r, record_, record_.servers[server], state, fence_->load());
+  });
+  if (!reply) return reply.status().with_context(fmt::format("{}: copy state of {}", record_.name, record_.servers[server]));
+  return take_answered_states(**reply);
 }
 
 uint32_t RemotePageIo::index_of(const std::string& server) const {
@@ -191,9 +216,9 @@ void RemotePageIo::leave_behind_async(std::vector<uint32_t> servers, Status why,
           return done(why.with_context(fmt::format("{}: {} missed a write and could not be left behind ({})",
                                                    record_.name, record_.servers[server], reply.status().to_string())));
         }
-        if (auto record = from_wire((*reply)->root().getFile()); record && record->id == record_.id) {
-          if (Status s = take_copy_states(*record); !s) return done(s);
-        } else {
+        if (Status s = take_answered_states(**reply); s.is(Code::kStale)) {
+          return done(s);
+        } else if (!s) {
           copy_states_[server].store(static_cast<uint8_t>(CopyState::kStale), std::memory_order_release);
         }
         leave_behind_async(std::move(servers), std::move(why), std::move(done));
@@ -531,12 +556,9 @@ Result<int64_t> RemotePageIo::size_pages() {
   // the lock is held (writers need kReserved and more, which a lock held
   // here keeps them from, or they ended before the grant).
   if (level_ != LockLevel::kNone && size_from_grant_) return size_.load();
-  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) { r.setStat(record_.name); });
-  if (!reply) return reply.status().with_context(fmt::format("{}: size", record_.name));
+  auto reply = stat_again("size");
+  if (!reply) return reply.status();
   auto record = (*reply)->root().getFile();
-  if (record.getId() != record_.id) {
-    return Status::not_found(record_.name, "was removed (and perhaps created again) since it was opened");
-  }
   if (Status s = check_size_pages(record.getSizePages(), record_.name); !s) {
     return Status::corruption(record_.name, fmt::format("the catalog's size: {}", s.message()));
   }

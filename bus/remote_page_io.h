@@ -170,8 +170,16 @@ class RemotePageIo final : public PageIo {
   // its servers are not this descriptor's (a server was replaced): those
   // that left are stale here from then on.
   Status take_copy_states(const FileRecord& record);
+  // Takes the copy states of the record in a catalog's answer (this file's:
+  // else gone()).
+  Status take_answered_states(const Reply& reply);
   // Asks the catalog for the record and takes its copy states.
   Status refresh_copy_states();
+  // The catalog's record of this file now (stat), saying `what` it was
+  // asked for when that fails; gone() when the name is another file's now.
+  Result<ReplyPtr> stat_again(std::string_view what);
+  // kNotFound: the name was removed since this descriptor opened it.
+  Status gone() const;
   // Marks `servers` (indices) stale at the catalog, one after another,
   // without blocking: `done` gets OK once all are, else `why` with the
   // catalog's refusal.

@@ -37,21 +37,6 @@ Status RemotePageIo::hold_write_lock() {
   }
 }
 
-Status RemotePageIo::set_copy_state_sync(uint32_t server, CopyState state) {
-  auto reply = bus_->call_sync(bus_->catalog(), [&](wire::Request::Builder r) {
-    r.setCluster(record_.cluster);
-    r.setLockToken(fence_->load());  // resync's write lock: refused once it has passed on
-    auto set = r.initSetCopyState();
-    set.setFileId(record_.id);
-    set.setServer(record_.servers[server]);
-    set.setState(static_cast<uint8_t>(state));
-  });
-  if (!reply) return reply.status().with_context(fmt::format("{}: copy state of {}", record_.name, record_.servers[server]));
-  auto record = from_wire((*reply)->root().getFile());
-  if (!record) return record.status();
-  return take_copy_states(*record);
-}
-
 Result<int64_t> RemotePageIo::current_extent() {
   // Writes go before the size that records them (a writer that unlocks
   // without sync): a current copy's share may reach further.

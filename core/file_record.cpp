@@ -59,10 +59,10 @@ Status check_file_record(const FileRecord& r) {
     return Status::invalid_argument(r.name, fmt::format("{} placement keys for {} servers", r.placement_keys.size(),
                                                         r.servers.size()));
   }
-  if (r.stale.size() + r.resyncing.size() >= r.replicas) {
+  if (copies_not_current(r) >= r.replicas) {
     return Status::invalid_argument(
         r.name, fmt::format("{} servers' copies are not current, of {} copies: some pages would have none",
-                            r.stale.size() + r.resyncing.size(), r.replicas));
+                            copies_not_current(r), r.replicas));
   }
   if (!parse_access_type(access_type_name(r.policy.access))) {
     return Status::invalid_argument(

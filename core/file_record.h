@@ -59,6 +59,10 @@ enum class CopyState : uint8_t {
 // The state of `server`'s copies in `record`.
 CopyState copy_state(const FileRecord& record, std::string_view server);
 
+// Servers whose copies of `record` are not current (stale or resyncing).
+// A record keeps fewer than its replicas, so every page has a current copy.
+inline size_t copies_not_current(const FileRecord& record) { return record.stale.size() + record.resyncing.size(); }
+
 // record.placement_keys, or its servers when there are none.
 inline const std::vector<std::string>& placement_keys_of(const FileRecord& record) {
   return record.placement_keys.empty() ? record.servers : record.placement_keys;

@@ -563,6 +563,22 @@ Result<FileRecord> CatalogStore::lookup_id(uint64_t id) {
   return remember(std::move(*record));
 }
 
+Status CatalogStore::write_copies(const FileRecord& r, std::string_view operation) {
+  std::string what = catalog_label(db_);
+  auto stmt = Statement::prepare(
+      db_, "UPDATE files SET servers = ?1, stale = ?2, resyncing = ?3, replica_version = ?4, placement_keys = ?5 "
+           "WHERE id = ?6",
+      what);
+  if (!stmt) return stmt.status();
+  stmt->bind(1, join_servers(r.servers));
+  stmt->bind(2, join_servers(r.stale));
+  stmt->bind(3, join_servers(r.resyncing));
+  stmt->bind(4, static_cast<int64_t>(r.replica_version));
+  stmt->bind(5, join_servers(r.placement_keys));
+  stmt->bind(6, static_cast<int64_t>(r.id));
+  return stmt->run(what, operation);
+}
+
 Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& server, CopyState state) {
   std::string what = catalog_label(db_);
   Transaction tx(db_);
@@ -586,20 +602,12 @@ Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& 
   if (state == CopyState::kStale) next.stale.push_back(server);
   if (state == CopyState::kResyncing) next.resyncing.push_back(server);
   next.replica_version = record->replica_version + 1;
-  if (next.stale.size() + next.resyncing.size() >= next.replicas) {
+  if (copies_not_current(next) >= next.replicas) {
     return Status::io_error(record->name, fmt::format("the copies on {} cannot be left behind: with {} of its {} "
                                                       "copies not current, some pages would have none",
-                                                      server, next.stale.size() + next.resyncing.size(),
-                                                      next.replicas));
+                                                      server, copies_not_current(next), next.replicas));
   }
-  auto stmt = Statement::prepare(db_, "UPDATE files SET stale = ?1, resyncing = ?2, replica_version = ?3 WHERE id = ?4",
-                                 what);
-  if (!stmt) return stmt.status();
-  stmt->bind(1, join_servers(next.stale));
-  stmt->bind(2, join_servers(next.resyncing));
-  stmt->bind(3, static_cast<int64_t>(next.replica_version));
-  stmt->bind(4, static_cast<int64_t>(id));
-  if (Status s = stmt->run(what, fmt::format("copy state of '{}' on {}", next.name, server)); !s) return s;
+  if (Status s = write_copies(next, fmt::format("copy state of '{}' on {}", next.name, server)); !s) return s;
   if (Status s = tx.commit(what); !s) return s;
   return remember(std::move(next));
 }
@@ -634,21 +642,10 @@ Result<std::vector<FileRecord>> CatalogStore::replace_server(const std::string& 
     std::erase(r.resyncing, old_server);
     r.stale.push_back(new_server);
     r.replica_version++;
-    if (r.stale.size() + r.resyncing.size() >= r.replicas) {
+    if (copies_not_current(r) >= r.replicas) {
       return Status::io_error(r.name, fmt::format("its copies on {} are the only current ones of some pages", old_server));
     }
-    auto stmt = Statement::prepare(
-        db_, "UPDATE files SET servers = ?1, stale = ?2, resyncing = ?3, replica_version = ?4, placement_keys = ?5 "
-             "WHERE id = ?6",
-        what);
-    if (!stmt) return stmt.status();
-    stmt->bind(1, join_servers(r.servers));
-    stmt->bind(2, join_servers(r.stale));
-    stmt->bind(3, join_servers(r.resyncing));
-    stmt->bind(4, static_cast<int64_t>(r.replica_version));
-    stmt->bind(5, join_servers(r.placement_keys));
-    stmt->bind(6, static_cast<int64_t>(r.id));
-    if (Status s = stmt->run(what, fmt::format("replace {} in '{}'", old_server, r.name)); !s) return s;
+    if (Status s = write_copies(r, fmt::format("replace {} in '{}'", old_server, r.name)); !s) return s;
     changed.push_back(std::move(r));
   }
   if (Status s = tx.commit(what); !s) return s;

@@ -108,6 +108,10 @@ class CatalogStore {
 
  private:
   explicit CatalogStore(sqlite3* db);
+  // Writes `r`'s servers, copy states, replica_version and placement keys
+  // to its row (inside the caller's transaction); `operation` names it in
+  // an error.
+  Status write_copies(const FileRecord& r, std::string_view operation);
   // Keeps `record` (as stored) in memory and returns it.
   const FileRecord& remember(FileRecord record);
   void forget(uint64_t id);
