@@ -72,4 +72,59 @@ Status check_file_record(const FileRecord& r) {
   return Status::ok();
 }
 
+Result<std::optional<FileRecord>> with_copy_state(const FileRecord& record, const std::string& server,
+                                                  CopyState state) {
+  if (std::find(record.servers.begin(), record.servers.end(), server) == record.servers.end()) {
+    return Status::invalid_argument(record.name, fmt::format("server {} is not one of its servers", server));
+  }
+  if (copy_state(record, server) == state) return std::optional<FileRecord>();
+  if (state == CopyState::kCurrent && copy_state(record, server) != CopyState::kResyncing) {
+    return Status::stale(record.name, fmt::format("the copies on {} were left behind again during resync", server));
+  }
+  FileRecord next = record;
+  std::erase(next.stale, server);
+  std::erase(next.resyncing, server);
+  if (state == CopyState::kStale) next.stale.push_back(server);
+  if (state == CopyState::kResyncing) next.resyncing.push_back(server);
+  next.replica_version = record.replica_version + 1;
+  if (copies_not_current(next) >= next.replicas) {
+    return Status::io_error(record.name, fmt::format("the copies on {} cannot be left behind: with {} of its {} "
+                                                     "copies not current, some pages would have none",
+                                                     server, copies_not_current(next), next.replicas));
+  }
+  return std::optional<FileRecord>(std::move(next));
+}
+
+Status check_replacement(const std::string& old_server, const std::string& new_server) {
+  if (old_server == new_server || new_server.empty() || new_server.find('\n') != std::string::npos) {
+    return Status::invalid_argument(fmt::format("server {}", new_server), "cannot replace " + old_server);
+  }
+  return Status::ok();
+}
+
+Result<std::optional<FileRecord>> with_server_replaced(const FileRecord& record, const std::string& old_server,
+                                                       const std::string& new_server) {
+  FileRecord r = record;
+  auto at = std::find(r.servers.begin(), r.servers.end(), old_server);
+  if (at == r.servers.end()) return std::optional<FileRecord>();
+  if (r.replicas == 1) {
+    return Status::invalid_argument(r.name, fmt::format("keeps one copy of each page: replacing {} would lose "
+                                                        "its pages (export and import the file instead)",
+                                                        old_server));
+  }
+  if (std::find(r.servers.begin(), r.servers.end(), new_server) != r.servers.end()) {
+    return Status::invalid_argument(r.name, fmt::format("{} is one of its servers already", new_server));
+  }
+  if (r.placement_keys.empty()) r.placement_keys = r.servers;
+  *at = new_server;
+  std::erase(r.stale, old_server);
+  std::erase(r.resyncing, old_server);
+  r.stale.push_back(new_server);
+  r.replica_version++;
+  if (copies_not_current(r) >= r.replicas) {
+    return Status::io_error(r.name, fmt::format("its copies on {} are the only current ones of some pages", old_server));
+  }
+  return std::optional<FileRecord>(std::move(r));
+}
+
 }  // namespace pagefile

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,24 @@ inline const std::vector<std::string>& placement_keys_of(const FileRecord& recor
 // naming what is wrong otherwise. The catalog checks every record it
 // creates with it, and a client every record it receives (wire_convert.h).
 Status check_file_record(const FileRecord& record);
+
+// `record` with `server`'s copies in `state` and its replica_version moved;
+// nullopt when they are in that state already. kInvalidArgument for a
+// server not among the file's, kIOError when some page would be left with
+// no current copy, kStale for kCurrent from anything but kResyncing (only
+// resync makes a copy current; one left behind again meanwhile stays
+// stale). Both catalogs change copy states by it.
+Result<std::optional<FileRecord>> with_copy_state(const FileRecord& record, const std::string& server,
+                                                  CopyState state);
+
+// `record` with `new_server` in `old_server`'s place, its copies there
+// stale (to be resynced) and its placement keys kept (no page moves);
+// nullopt when `old_server` is not among its servers. kInvalidArgument for
+// a file with one copy (its pages would be lost) or one that has the new
+// server already, kIOError when the old server holds the only current
+// copies of some pages. check_replacement checks the two addresses first.
+Status check_replacement(const std::string& old_server, const std::string& new_server);
+Result<std::optional<FileRecord>> with_server_replaced(const FileRecord& record, const std::string& old_server,
+                                                       const std::string& new_server);
 
 }  // namespace pagefile

@@ -9,6 +9,9 @@ packages=(
   libboost-dev
   capnproto libcapnp-dev
   libfmt-dev libcli11-dev libxxhash-dev
+  # the catalog on etcd: its JSON gateway's answers, and etcd itself for the
+  # tests, benchmarks and scripts/cluster.sh
+  nlohmann-json3-dev etcd-server etcd-client
   doctest-dev
   nbdkit libnbd-dev
   # SQLite's own TCL tests and speedtest1 (tests/sqlite/build-harness fetches

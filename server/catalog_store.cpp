@@ -587,26 +587,10 @@ Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& 
   forget(id);
   auto record = lookup_id(id);
   if (!record) return record.status();
-  if (std::find(record->servers.begin(), record->servers.end(), server) == record->servers.end()) {
-    return Status::invalid_argument(record->name, fmt::format("server {} is not one of its servers", server));
-  }
-  if (copy_state(*record, server) == state) return record;
-  if (state == CopyState::kCurrent && copy_state(*record, server) != CopyState::kResyncing) {
-    // Only resync makes a copy current, from resyncing: a copy left behind
-    // again meanwhile (a writer could not reach it) stays stale.
-    return Status::stale(record->name, fmt::format("the copies on {} were left behind again during resync", server));
-  }
-  FileRecord next = *record;
-  std::erase(next.stale, server);
-  std::erase(next.resyncing, server);
-  if (state == CopyState::kStale) next.stale.push_back(server);
-  if (state == CopyState::kResyncing) next.resyncing.push_back(server);
-  next.replica_version = record->replica_version + 1;
-  if (copies_not_current(next) >= next.replicas) {
-    return Status::io_error(record->name, fmt::format("the copies on {} cannot be left behind: with {} of its {} "
-                                                      "copies not current, some pages would have none",
-                                                      server, copies_not_current(next), next.replicas));
-  }
+  auto changed = with_copy_state(*record, server, state);
+  if (!changed) return changed.status();
+  if (!*changed) return record;
+  FileRecord next = std::move(**changed);
   if (Status s = write_copies(next, fmt::format("copy state of '{}' on {}", next.name, server)); !s) return s;
   if (Status s = tx.commit(what); !s) return s;
   return remember(std::move(next));
@@ -615,9 +599,7 @@ Result<FileRecord> CatalogStore::set_copy_state(uint64_t id, const std::string& 
 Result<std::vector<FileRecord>> CatalogStore::replace_server(const std::string& old_server,
                                                             const std::string& new_server) {
   std::string what = catalog_label(db_);
-  if (old_server == new_server || new_server.empty() || new_server.find('\n') != std::string::npos) {
-    return Status::invalid_argument(fmt::format("server {}", new_server), "cannot replace " + old_server);
-  }
+  if (Status s = check_replacement(old_server, new_server); !s) return s;
   Transaction tx(db_);
   if (Status s = tx.begin(what); !s) return s;
   by_id_.clear();  // (read from the database, below, under its write lock)
@@ -625,26 +607,11 @@ Result<std::vector<FileRecord>> CatalogStore::replace_server(const std::string& 
   auto all = list();
   if (!all) return all.status();
   std::vector<FileRecord> changed;
-  for (FileRecord r : *all) {
-    auto at = std::find(r.servers.begin(), r.servers.end(), old_server);
-    if (at == r.servers.end()) continue;
-    if (r.replicas == 1) {
-      return Status::invalid_argument(r.name, fmt::format("keeps one copy of each page: replacing {} would lose "
-                                                          "its pages (export and import the file instead)",
-                                                          old_server));
-    }
-    if (std::find(r.servers.begin(), r.servers.end(), new_server) != r.servers.end()) {
-      return Status::invalid_argument(r.name, fmt::format("{} is one of its servers already", new_server));
-    }
-    if (r.placement_keys.empty()) r.placement_keys = r.servers;
-    *at = new_server;
-    std::erase(r.stale, old_server);
-    std::erase(r.resyncing, old_server);
-    r.stale.push_back(new_server);
-    r.replica_version++;
-    if (copies_not_current(r) >= r.replicas) {
-      return Status::io_error(r.name, fmt::format("its copies on {} are the only current ones of some pages", old_server));
-    }
+  for (const FileRecord& old : *all) {
+    auto next = with_server_replaced(old, old_server, new_server);
+    if (!next) return next.status();
+    if (!*next) continue;
+    FileRecord r = std::move(**next);
     if (Status s = write_copies(r, fmt::format("replace {} in '{}'", old_server, r.name)); !s) return s;
     changed.push_back(std::move(r));
   }

@@ -5,30 +5,8 @@
 #include <random>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace pagefile::net {
-
-namespace {
-
-bool is_known_level(LockLevel level) {
-  return static_cast<uint8_t>(level) <= static_cast<uint8_t>(LockLevel::kExclusive);
-}
-
-std::string file_label(uint64_t file_id) { return fmt::format("file {}", file_id); }
-
-}  // namespace
-
-std::string_view lock_level_name(LockLevel level) {
-  switch (level) {
-    case LockLevel::kNone: return "NONE";
-    case LockLevel::kShared: return "SHARED";
-    case LockLevel::kReserved: return "RESERVED";
-    case LockLevel::kPending: return "PENDING";
-    case LockLevel::kExclusive: return "EXCLUSIVE";
-  }
-  return "UNKNOWN";
-}
 
 LeaseTable::LeaseTable(std::chrono::milliseconds lease, Clock clock)
     : lease_(lease), clock_(std::move(clock)) {
@@ -76,115 +54,19 @@ void LeaseTable::expire() {
 
 Status LeaseTable::set_level(uint64_t file_id, uint64_t owner, LockLevel level) {
   expire();
-  std::string what = file_label(file_id);
-  if (!is_known_level(level)) {
-    return Status::invalid_argument(
-        what, fmt::format("lock level {} for owner {} is not a level",
-                          static_cast<unsigned>(level), owner));
-  }
-
   auto& owners = locks_[file_id];  // erased again below when left empty
-  auto mine = owners.find(owner);
-  LockLevel held = mine == owners.end() ? LockLevel::kNone : mine->second;
-
-  // Refuses before anything changes; `owners` may have just been created
-  // empty, so forget it again.
-  auto refuse = [&](Status s) {
-    if (owners.empty()) locks_.erase(file_id);
-    return s;
-  };
-  // "EXCLUSIVE for owner 2: owner 1 holds SHARED"
-  auto blocked = [&](std::string_view why) {
-    return Status::busy(what, fmt::format("{} for owner {}: {}", lock_level_name(level), owner, why));
-  };
-  auto invalid = [&](std::string_view why) {
-    return Status::invalid_argument(
-        what, fmt::format("{} for owner {} holding {}: {}", lock_level_name(level), owner,
-                          lock_level_name(held), why));
-  };
-
-  // Asking for what is held changes nothing, as in SQLite's unixLock.
-  if (level != held) {
-    if (level < held) {
-      // SQLite's xUnlock only ever goes to SHARED or NONE; stepping down to
-      // RESERVED or PENDING would be a state SQLite never reaches.
-      if (level != LockLevel::kShared && level != LockLevel::kNone) {
-        return refuse(invalid("lowering goes to SHARED or NONE only"));
-      }
-    } else {
-      // The order SQLite's pager follows (asserts in unixLock).
-      if (level == LockLevel::kPending) {
-        return refuse(invalid("PENDING is never asked for; it is a step on the way to EXCLUSIVE"));
-      }
-      if (held == LockLevel::kNone && level != LockLevel::kShared) {
-        return refuse(invalid("SHARED must be held first"));
-      }
-      if (level == LockLevel::kReserved && held != LockLevel::kShared) {
-        return refuse(invalid("SHARED must be held first"));
-      }
-
-      // What the other owners hold decides. `writer` is the one owner that
-      // may hold RESERVED or above; `readers` those at SHARED.
-      const std::pair<const uint64_t, LockLevel>* writer = nullptr;
-      std::vector<uint64_t> readers;
-      for (const auto& entry : owners) {
-        if (entry.first == owner) continue;
-        if (entry.second >= LockLevel::kReserved) {
-          writer = &entry;
-        } else {
-          readers.push_back(entry.first);
-        }
-      }
-      auto held_by_writer = [&] {
-        return fmt::format("owner {} holds {}", writer->first, lock_level_name(writer->second));
-      };
-
-      switch (level) {
-        case LockLevel::kShared:
-          // A PENDING writer is waiting for the readers to leave; letting
-          // new ones in would starve it.
-          if (writer && writer->second >= LockLevel::kPending) {
-            return refuse(blocked(held_by_writer()));
-          }
-          break;
-        case LockLevel::kReserved:
-          if (writer) return refuse(blocked(held_by_writer()));
-          break;
-        case LockLevel::kExclusive:
-          // Another writer (at most one, at RESERVED) wins: taking PENDING
-          // beside it would give the file two writers, so the asker keeps
-          // what it had.
-          if (writer) return refuse(blocked(held_by_writer()));
-          if (!readers.empty()) {
-            // SQLite's pending step: stop new readers and tell the asker to
-            // come back once the current ones are gone.
-            std::string who = readers.size() == 1
-                                  ? fmt::format("owner {} holds SHARED", readers.front())
-                                  : fmt::format("owners {} hold SHARED", fmt::join(readers, ", "));
-            owners[owner] = LockLevel::kPending;
-            if (held < LockLevel::kReserved) note_change(file_id);  // a writer has begun
-            return blocked(fmt::format("{}; owner {} left at PENDING", who, owner));
-          }
-          break;
-        case LockLevel::kNone:
-        case LockLevel::kPending:
-          assert(false && "handled above");
-          break;
-      }
-    }
-  }
-
-  // A writer begins or ends: readers must not trust what they kept.
-  if ((held >= LockLevel::kReserved) != (level >= LockLevel::kReserved)) note_change(file_id);
-  if (level == LockLevel::kNone) {
+  LockDecision d = decide_lock(file_id, owners, owner, level);
+  if (d.version_moves) note_change(file_id);
+  if (d.level == LockLevel::kNone) {
     owners.erase(owner);
     if (owners.empty()) locks_.erase(file_id);
   } else {
-    owners[owner] = level;
+    owners[owner] = d.level;
   }
+  if (!d.status) return d.status;  // (a refused request renews nothing)
 
   // An owner's lease lives as long as it holds something anywhere.
-  bool holds_any = level != LockLevel::kNone;
+  bool holds_any = d.level != LockLevel::kNone;
   for (auto file = locks_.begin(); !holds_any && file != locks_.end(); ++file) {
     holds_any = file->second.contains(owner);
   }
@@ -193,7 +75,7 @@ Status LeaseTable::set_level(uint64_t file_id, uint64_t owner, LockLevel level) 
   } else {
     leases_.erase(owner);
   }
-  return Status::ok();
+  return d.status;
 }
 
 LockLevel LeaseTable::level(uint64_t file_id, uint64_t owner) {

@@ -55,14 +55,9 @@
 
 #include "pagefile/pagefile.h"
 #include "pagefile/status.h"
+#include "server/lock_rules.h"
 
 namespace pagefile::net {
-
-// The public levels (pagefile.h), so what the catalog keeps is what
-// Client::set_lock_level asks for.
-using LockLevel = pagefile::LockLevel;
-
-std::string_view lock_level_name(LockLevel level);
 
 struct LockRecord {
   uint64_t file_id = 0;

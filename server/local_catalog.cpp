@@ -1,0 +1,111 @@
+#include "server/local_catalog.h"
+
+#include <fmt/format.h>
+
+namespace pagefile::net {
+
+Result<std::unique_ptr<LocalCatalog>> LocalCatalog::open(const std::filesystem::path& path,
+                                                         std::chrono::milliseconds lease) {
+  auto store = CatalogStore::open(path);
+  if (!store) return store.status();
+  return std::unique_ptr<LocalCatalog>(new LocalCatalog(std::move(*store), lease));
+}
+
+LocalCatalog::LocalCatalog(std::unique_ptr<CatalogStore> store, std::chrono::milliseconds lease)
+    : store_(std::move(store)), leases_(lease) {}
+
+Status LocalCatalog::set_size(uint64_t token, uint64_t id, int64_t size_pages, bool grow_only) {
+  if (Status s = check_token(token); !s) return s;
+  Status s = store_->set_size(id, size_pages, grow_only);
+  if (s) leases_.note_change(id);
+  return s;
+}
+
+Result<FileRecord> LocalCatalog::remove(uint64_t token, std::string_view name) {
+  if (Status s = check_token(token); !s) return s;
+  auto removed = store_->remove(name);
+  if (!removed) return removed.status();
+  leases_.release_file(removed->id);
+  if (auto grant = grants_.find(removed->id); grant != grants_.end()) {
+    live_tokens_.erase(grant->second.token);
+    grants_.erase(grant);
+  }
+  return removed;
+}
+
+Result<FileRecord> LocalCatalog::set_copy_state(uint64_t token, uint64_t id, const std::string& server,
+                                                CopyState state) {
+  // (Resync's steps carry the token of its write lock: one whose lease ran
+  // out changes nothing.)
+  if (Status s = check_token(token); !s) return s;
+  return store_->set_copy_state(id, server, state);
+}
+
+Status LocalCatalog::release_owner(uint64_t owner) {
+  leases_.release_owner(owner);
+  return Status::ok();
+}
+
+Result<uint64_t> LocalCatalog::next_token() {
+  // A block a time, so a token costs no disk write; a restart skips what
+  // was left of the block, and tokens still only grow.
+  constexpr uint64_t kBlock = 1024;
+  if (next_token_ == token_limit_) {
+    auto first = store_->reserve_tokens(kBlock);
+    if (!first) return first.status();
+    next_token_ = *first;
+    if (first_token_ == 0) first_token_ = *first;
+    token_limit_ = *first + kBlock;
+  }
+  return next_token_++;
+}
+
+Status LocalCatalog::check_token(uint64_t token) const {
+  // Tokens from before this catalog's start are not known here; their
+  // locks went with the restart, and the page servers still check them.
+  if (token == 0 || first_token_ == 0 || token < first_token_ || live_tokens_.count(token)) return Status::ok();
+  return Status::stale("catalog", fmt::format("lock token {} was superseded: the write lock passed to another "
+                                              "client (its lease ran out)", token));
+}
+
+Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel level) {
+  auto record = store_->lookup_id(id);
+  if (!record) return Status::not_found(fmt::format("file {}", id), "is not in the catalog");
+  LockLevel before = leases_.level(id, owner);
+  if (Status s = leases_.set_level(id, owner, level); !s) return s;
+  LockLevel after = leases_.level(id, owner);
+  LockGrant out;
+  // A lock that lets its owner write carries the file's fencing token
+  // (Chubby's sequencers, Kleppmann's fencing tokens), new and higher
+  // whenever the write lock passes to another owner; the same owner taking
+  // it again with no one between keeps its own. A writer that let go had
+  // finished its writes; one whose lease ran out may still be writing,
+  // unaware: then the next grant of any lock on the file brings a new token
+  // and asks its owner to announce it to the file's servers before it reads
+  // (remote_page_io.h), so they refuse the old one from then on.
+  bool lost = leases_.take_writer_lost(id);
+  if (after >= LockLevel::kReserved || lost) {
+    Grant& grant = grants_[id];
+    if (lost || grant.token == 0 || grant.owner != owner) {
+      auto token = next_token();
+      if (!token) {
+        (void)leases_.set_level(id, owner, before < LockLevel::kReserved ? before : LockLevel::kShared);
+        return token.status().with_context("lock: no fencing token");
+      }
+      live_tokens_.erase(grant.token);
+      grant = {*token, owner};
+      live_tokens_[*token] = id;
+    }
+    out.fence_token = grant.token;
+    out.fence_announce = lost;
+  }
+  out.size_pages = record->size_pages;
+  out.replica_version = record->replica_version;
+  out.version = leases_.version(id);
+  out.level = after;
+  out.reserved_by_other = leases_.reserved_by_other(id, owner);
+  out.lease = leases_.lease();
+  return out;
+}
+
+}  // namespace pagefile::net
