@@ -1,5 +1,6 @@
 #include "server/etcd_client.h"
 
+#include <charconv>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -191,7 +192,8 @@ std::string EtcdClient::base64(std::string_view bytes) {
 Result<std::string> EtcdClient::unbase64(std::string_view text) {
   std::string out(beast::detail::base64::decoded_size(text.size()), '\0');
   auto [wrote, read] = beast::detail::base64::decode(out.data(), text.data(), text.size());
-  if (read != text.size()) return Status::corruption("etcd", "an answer's key or value is not base64");
+  // (It stops at the padding.)
+  if (text.find_first_not_of('=', read) != std::string_view::npos) return Status::corruption("etcd", "an answer's key or value is not base64");
   out.resize(wrote);
   return out;
 }
@@ -200,11 +202,19 @@ int64_t EtcdClient::number(const nlohmann::json& object, const char* key) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return 0;
   if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_number_unsigned()) return static_cast<int64_t>(it->get<uint64_t>());
   if (it->is_string()) {
-    try {
-      return std::stoll(it->get<std::string>());
-    } catch (const std::exception&) {
-      return 0;
+    // Member ids use all 64 bits: read those as unsigned, kept bit for bit.
+    const std::string& text = it->get_ref<const std::string&>();
+    int64_t value = 0;
+    if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        ec == std::errc() && end == text.data() + text.size()) {
+      return value;
+    }
+    uint64_t big = 0;
+    if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), big);
+        ec == std::errc() && end == text.data() + text.size()) {
+      return static_cast<int64_t>(big);
     }
   }
   return 0;
