@@ -70,7 +70,21 @@ Status BusClient::Impl::start() {
     direct->server = server->get();
     embedded_.push_back(std::move(*server));
   }
-  catalog_name_ = config_.servers[config_.catalog].text();
+  catalog_name_ = config_.catalog_name();
+  if (!config_.etcd.empty()) {
+    etcd_catalog_ = std::make_unique<CatalogService>(std::filesystem::path(), options_.embedded.lease, nullptr,
+                                                     config_.etcd);
+    renewer_ = std::thread([this] {
+      MutexLock lock(mu_);
+      while (!stopping_) {
+        cv_.wait_for(mu_, std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1));
+        if (stopping_) return;
+        lock.unlock();
+        renew_leases();
+        lock.lock();
+      }
+    });
+  }
   service_ = std::thread([this] { service_loop(); });
   return Status::ok();
 }
@@ -90,8 +104,7 @@ void BusClient::Impl::stop() {
   }
   for (uint64_t owner : owners) {
     auto said = std::make_shared<std::promise<void>>();
-    call(config_.servers[config_.catalog].text(),
-         [owner](wire::Request::Builder r) { r.setReleaseOwner(owner); },
+    call(catalog_name_, [owner](wire::Request::Builder r) { r.setReleaseOwner(owner); },
          [said](Result<ReplyPtr>) { said->set_value(); });
     said->get_future().wait_for(std::chrono::milliseconds(options_.connect_timeout_ms));
   }
@@ -107,6 +120,7 @@ void BusClient::Impl::stop() {
   }
   cv_.notify_all();
   if (service_.joinable()) service_.join();
+  if (renewer_.joinable()) renewer_.join();
   {
     // A connect in flight ends within its timeout; it then sees stopping_.
     MutexLock lock(mu_);
@@ -139,6 +153,19 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
       return;
     }
     done(checked(server, embedded_catalog_->catalog_direct(to_frame(message))));
+    return;
+  }
+  if (etcd_catalog_ != nullptr && server == catalog_name_) {
+    // This client's own front of the catalog on etcd: answered here.
+    if (stopping_now_) {
+      done(Status::disconnected("bus", "client is stopping"));
+      return;
+    }
+    if (!is_catalog_request(request)) {
+      done(Status::invalid_argument(server, "is the catalog on etcd; it serves no pages"));
+      return;
+    }
+    done(checked(server, etcd_catalog_->respond(request.asReader())));
     return;
   }
   // Counted until answered (however: reply, error, timeout, stop).
@@ -251,7 +278,7 @@ void BusClient::Impl::service_loop() {
       next_expiry = now + std::chrono::milliseconds(50);
       expire();
     }
-    if (now >= next_renew) {
+    if (now >= next_renew && !etcd_catalog_) {
       next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
       lock.unlock();
       renew_leases();
@@ -358,7 +385,7 @@ Result<std::unique_ptr<BusClient>> BusClient::start(const BusConfig& config, con
   }
   std::vector<std::string> servers;
   for (const auto& a : config.servers) servers.push_back(a.text());
-  std::string catalog = servers[config.catalog];
+  std::string catalog = config.catalog_name();
   return std::unique_ptr<BusClient>(
       new BusClient(std::move(impl), std::move(catalog), std::move(servers), owner, config.replicas));
 }

@@ -29,6 +29,7 @@
 #include "bus/bus_client.h"
 #include "core/io_runtime.h"
 #include "core/mutex.h"
+#include "server/catalog_service.h"
 #include "wire/transport.h"
 
 namespace pagefile::net {
@@ -143,6 +144,10 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // The catalog when it is one of embedded_: catalog requests go to it by
   // a direct call (PageServer::catalog_direct). Null otherwise.
   PageServer* embedded_catalog_ = nullptr;
+  // The catalog when it is on etcd (BusConfig::etcd): this client's own
+  // front of it, answering catalog requests in this process, on the
+  // calling thread. Null otherwise.
+  std::unique_ptr<CatalogService> etcd_catalog_;
   std::string catalog_name_;
   // embedded_ by address text; filled by start() and fixed from then on.
   std::map<std::string, std::unique_ptr<Direct>> embedded_by_name_;
@@ -158,6 +163,10 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::atomic<bool> stopping_now_{false};  // stopping_, for direct work to read without mu_
 
   std::thread service_;
+  // Renews leases at a catalog on etcd: each renewal is a call to etcd
+  // that may take up to its deadline, which the service thread must not
+  // wait for (its sweep and expiry keep time for every other request).
+  std::thread renewer_;
   std::atomic<uint64_t> next_owner_{1};
   // Lock owners (one per descriptor that holds a lock) whose leases we renew,
   // and those whose renewal the catalog refused: their locks are gone.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pagefile/options.h"
 
@@ -62,6 +63,12 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
       config.replicas = static_cast<uint32_t>(std::atoi(entry.c_str() + 9));
       continue;
     }
+    if (entry.rfind("catalog=etcd://", 0) == 0) {
+      auto members = parse_etcd_members(std::string_view(entry).substr(8));
+      if (!members) return members.status().with_context("bus");
+      config.etcd.insert(config.etcd.end(), members->begin(), members->end());
+      continue;
+    }
     if (entry.rfind("catalog=", 0) == 0) {
       if (catalog_named) return Status::invalid_argument("bus", "names two catalogs");
       entry = entry.substr(8);
@@ -88,6 +95,9 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
     config.servers.push_back(*address);
   }
   if (config.servers.empty()) return Status::invalid_argument("bus", "names no servers");
+  if (catalog_named && !config.etcd.empty()) {
+    return Status::invalid_argument("bus", "names two catalogs (a server and one on etcd)");
+  }
   if (Status s = check_replicas(config.replicas, config.servers.size()); !s) return s.with_context("bus");
   for (size_t i = 0; i < config.servers.size(); ++i) {
     for (size_t j = i + 1; j < config.servers.size(); ++j) {
@@ -112,6 +122,32 @@ Result<BusConfig> resolve_bus(std::string_view spec, const std::filesystem::path
     return config;
   }
   return parse_bus(kDefaultBus, root);
+}
+
+std::string BusConfig::catalog_name() const {
+  if (etcd.empty()) return servers.at(catalog).text();
+  return fmt::format("etcd://{}", fmt::join(etcd, ","));
+}
+
+Result<std::vector<std::string>> parse_etcd_members(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.rfind("etcd://", 0) != 0) {
+    return Status::invalid_argument(fmt::format("catalog '{}'", text), "is not etcd://HOST:PORT[,HOST:PORT...]");
+  }
+  for (std::string entry : split_entries(std::string(text))) {
+    if (entry.rfind("etcd://", 0) == 0) entry = entry.substr(7);
+    auto colon = entry.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == entry.size() ||
+        !all_digits(std::string_view(entry).substr(colon + 1)) || entry.find('/') != std::string::npos) {
+      return Status::invalid_argument(fmt::format("etcd member '{}'", entry), "is not HOST:PORT");
+    }
+    if (std::find(out.begin(), out.end(), entry) != out.end()) {
+      return Status::invalid_argument(fmt::format("etcd member {}", entry), "is named twice");
+    }
+    out.push_back(std::move(entry));
+  }
+  if (out.empty()) return Status::invalid_argument(fmt::format("catalog '{}'", text), "names no etcd member");
+  return out;
 }
 
 }  // namespace pagefile::net

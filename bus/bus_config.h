@@ -13,6 +13,11 @@
 //                                             checksums (to measure their cost)
 //   tcp://a:1,tcp://b:1,tcp://c:1,replicas=2  files created without a count of
 //                                             their own keep 2 copies of each page
+//   tcp://a:1,tcp://b:1,catalog=etcd://e1:2379,catalog=etcd://e2:2379,catalog=etcd://e3:2379
+//                                             the catalog is on etcd, named once
+//                                             per member (server/etcd_catalog.h):
+//                                             this client keeps its records and
+//                                             locks there itself
 // With nothing configured (no string, no PAGEFILE_BUS) the bus is the
 // embedded default: inproc:4, with data under PAGEFILE_HOME.
 #pragma once
@@ -37,7 +42,18 @@ struct BusConfig {
   std::filesystem::path home;  // where embedded servers keep their data
   bool checksums = true;        // checksums=off: embedded servers run without them
   uint32_t replicas = 1;        // replicas=R: copies of each page of a new file (OpenOptions::replicas)
+  // catalog=etcd://HOST:PORT, once per member: the catalog is on etcd, and
+  // `catalog` above means nothing. Empty: the catalog is servers[catalog].
+  std::vector<std::string> etcd;
+
+  // The name catalog requests are addressed to: servers[catalog]'s
+  // address, or etcd://H:P,H:P,... for a catalog on etcd.
+  std::string catalog_name() const;
 };
+
+// The members of "etcd://H:P,H:P" (or "etcd://H:P,etcd://H:P"), as
+// HOST:PORT each. kInvalidArgument for anything else.
+Result<std::vector<std::string>> parse_etcd_members(std::string_view text);
 
 // Parses the string form. kInvalidArgument for an empty list, a bad address,
 // two catalogs, the same address twice, or more replicas than servers; the

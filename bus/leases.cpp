@@ -26,7 +26,7 @@ void BusClient::Impl::renew_leases() {
   }
   std::weak_ptr<Impl> weak = shared_from_this();
   for (uint64_t owner : owners) {
-    call(config_.servers[config_.catalog].text(), [owner](wire::Request::Builder r) { r.setRenewLease(owner); },
+    call(catalog_name_, [owner](wire::Request::Builder r) { r.setRenewLease(owner); },
          [weak, owner](Result<ReplyPtr> r) {
            // kNotFound: the lease ran out before this renewal and the
            // locks are gone; the owner hears it at its next lock call.

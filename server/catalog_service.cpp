@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "server/etcd_catalog.h"
 #include "server/local_catalog.h"
 #include "wire/wire_convert.h"
 
@@ -27,17 +28,39 @@ bool is_catalog_request(wire::Request::Reader request) {
 }
 
 CatalogService::CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease,
-                               ClusterMembership* membership)
-    : dir_(std::move(dir)), membership_(membership) {
-  opener_ = [path = dir_ / "catalog.db", lease]() -> Result<std::unique_ptr<Catalog>> {
-    auto catalog = LocalCatalog::open(path, lease);
-    if (!catalog) return catalog.status();
-    return std::unique_ptr<Catalog>(std::move(*catalog));
-  };
+                               ClusterMembership* membership, std::vector<std::string> etcd)
+    : dir_(etcd.empty() ? std::move(dir) : std::filesystem::path()), membership_(membership) {
+  if (etcd.empty()) {
+    opener_ = [path = dir_ / "catalog.db", lease]() -> Result<std::unique_ptr<Catalog>> {
+      auto catalog = LocalCatalog::open(path, lease);
+      if (!catalog) return catalog.status();
+      return std::unique_ptr<Catalog>(std::move(*catalog));
+    };
+  } else {
+    EtcdCatalog::Options options;
+    options.endpoints = std::move(etcd);
+    options.lease = lease;
+    opener_ = [options]() -> Result<std::unique_ptr<Catalog>> {
+      auto catalog = EtcdCatalog::open(options);
+      if (!catalog) return catalog.status().with_context("catalog on etcd");
+      return std::unique_ptr<Catalog>(std::move(*catalog));
+    };
+  }
 }
 
-CatalogService::CatalogService(Opener opener, ClusterMembership* membership)
-    : opener_(std::move(opener)), membership_(membership) {}
+Frame CatalogService::respond(wire::Request::Reader request) {
+  capnp::MallocMessageBuilder message;
+  auto response = message.initRoot<wire::Response>();
+  response.setId(request.getId());
+  response.setVersion(wire::PROTOCOL_VERSION);
+  Status s = answer(request, response);
+  if (!s) {
+    to_wire(s, response.initError());
+  } else if (!response.isFile() && !response.isFiles() && !response.isLockState() && !response.isLocks()) {
+    response.setOk();
+  }
+  return to_frame(message);
+}
 
 void CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Builder out) {
   record.cluster = catalog_->cluster_id();

@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/mutex.h"
 #include "server/catalog.h"
@@ -28,21 +30,21 @@ namespace pagefile::net {
 
 class CatalogService {
  public:
-  // Makes the catalog, at the first request (or open_existing).
-  using Opener = std::function<Result<std::unique_ptr<Catalog>>()>;
-
-  // The built-in catalog: records in dir/catalog.db, locks lasting `lease`
-  // past their owner's last renewal (server/local_catalog.h).
-  // The catalog's cluster id goes to `membership` (this server's
-  // directory's) when the catalog opens; null for none (a client's).
-  CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease, ClusterMembership* membership);
-  // The catalog `opener` makes (server/etcd_catalog.h).
-  CatalogService(Opener opener, ClusterMembership* membership);
+  // With `etcd` empty, the built-in catalog: records in dir/catalog.db
+  // (server/local_catalog.h); else the catalog on the etcd cluster of
+  // those members (HOST:PORT each; server/etcd_catalog.h). Locks last
+  // `lease` past their owner's last renewal. The catalog's cluster id goes
+  // to `membership` (this server's directory's) when the catalog opens;
+  // null for none (a client's own front of the catalog on etcd).
+  CatalogService(std::filesystem::path dir, std::chrono::milliseconds lease, ClusterMembership* membership,
+                 std::vector<std::string> etcd = {});
 
   // Answers a catalog request into `response`: its answer, or the error
   // to send. kNotSupported for a request that is not the catalog's;
   // kDisconnected after close().
   Status answer(wire::Request::Reader request, wire::Response::Builder response);
+  // The same as a whole answer frame: the answer, ok, or the error.
+  Frame respond(wire::Request::Reader request);
 
   // Closes the catalog: later requests get kDisconnected, and the
   // directory may go to another server of this process.
@@ -64,7 +66,10 @@ class CatalogService {
   Status records_to_wire(const Result<std::vector<FileRecord>>& records, wire::Response::Builder response)
       REQUIRES(mu_);
 
-  const std::filesystem::path dir_;  // the built-in catalog's; empty for another
+  // Makes the catalog, at the first request (or open_existing).
+  using Opener = std::function<Result<std::unique_ptr<Catalog>>()>;
+
+  const std::filesystem::path dir_;  // the built-in catalog's; empty for one on etcd
   Opener opener_;
   ClusterMembership* const membership_;
   Mutex mu_;

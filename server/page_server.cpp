@@ -75,7 +75,7 @@ Frame error_frame(uint64_t id, const Status& why) {
 PageServer::Impl::Impl(const ServerOptions& options, IoRuntime& runtime)
     : options_(options), runtime_(runtime), shares_(options, tally_),
       cluster_(options.dir),
-      catalog_(options.dir, options.lease, &cluster_) {}
+      catalog_(options.dir, options.lease, &cluster_, options.etcd) {}
 
 Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   std::error_code ec;

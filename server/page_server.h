@@ -87,6 +87,9 @@ struct ServerOptions {
   // checked on every read from disk, sent with every page. Off
   // (--no-checksums) only to measure what they cost.
   bool checksums = true;
+  // The catalog on etcd (HOST:PORT of each member; pagefiled --catalog
+  // etcd://...) rather than the built-in one in dir/catalog.db.
+  std::vector<std::string> etcd;
 };
 
 struct ServerCounters {

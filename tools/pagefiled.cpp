@@ -2,19 +2,28 @@
 //
 //   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
-//             [--max-connections N]
+//             [--max-connections N] [--catalog etcd://H:P,H:P,H:P]
 //
+// With --catalog etcd://..., the catalog is on that etcd cluster
+// (server/etcd_catalog.h): this server answers catalog requests from it as
+// every other such server does, and registers itself there as live, under a
+// lease it renews, so clients see it gone within one lease of its death.
 // Prints "pagefiled: listening on ADDR" once it accepts connections (with
 // the real port when ADDR asked for port 0). SIGTERM or SIGINT stops it
 // cleanly: requests already received are answered, page work in flight
 // finishes, and a restart over the same DIR finds every synced page.
 #include <signal.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bus/bus_config.h"
+#include "server/etcd_catalog.h"
 #include "server/page_server.h"
 
 int main(int argc, char** argv) {
@@ -57,6 +66,10 @@ int main(int argc, char** argv) {
                "neither check nor store page checksums: only to measure what they cost (pages written so "
                "fail their check when read by a server that checks)");
   app.add_option("--lease-ms", lease_ms, "lock lease of the catalog")->capture_default_str()->check(CLI::Range(50, 3600000));
+  std::string catalog;
+  app.add_option("--catalog", catalog,
+                 "etcd://HOST:PORT[,HOST:PORT...]: keep the catalog on this etcd cluster (default: the built-in one "
+                 "in DIR)");
   CLI11_PARSE(app, argc, argv);
 
   auto address = net::parse_address(listen_text);
@@ -76,6 +89,14 @@ int main(int argc, char** argv) {
                  : sync == "none" ? net::SyncMode::kNone
                                   : net::SyncMode::kFdatasync;
   options.lease = std::chrono::milliseconds(lease_ms);
+  if (!catalog.empty()) {
+    auto members = net::parse_etcd_members(catalog);
+    if (!members) {
+      fmt::print(stderr, "pagefiled: --catalog: {}\n", members.status().to_string());
+      return 2;
+    }
+    options.etcd = *members;
+  }
 
   // Block the stop signals before any thread starts, so only sigwait sees them.
   sigset_t stop_signals;
@@ -94,8 +115,49 @@ int main(int argc, char** argv) {
              disk_latency_ms > 0 ? fmt::format(" (emulated disk latency {} ms)", disk_latency_ms) : "");
   std::fflush(stdout);
 
+  // Registration at a catalog on etcd, renewed every third of a lease; a
+  // failure is said once, and the next success too.
+  std::mutex registry_mu;
+  std::condition_variable registry_cv;
+  bool stopping = false;
+  std::thread registry;
+  if (!options.etcd.empty()) {
+    registry = std::thread([&, address = (*server)->address().text()] {
+      net::EtcdCatalog::Options etcd;
+      etcd.endpoints = options.etcd;
+      etcd.lease = options.lease;
+      std::unique_ptr<net::EtcdCatalog> catalog;
+      bool failing = false;
+      std::unique_lock lock(registry_mu);
+      while (!stopping) {
+        lock.unlock();
+        Status s;
+        if (!catalog) {
+          auto opened = net::EtcdCatalog::open(etcd);
+          if (opened) catalog = std::move(*opened);
+          s = opened.status();
+        }
+        if (catalog) s = catalog->register_server(address);
+        if (!s && !failing) fmt::print(stderr, "pagefiled: registering at the catalog on etcd: {}\n", s.to_string());
+        if (s && failing) fmt::print(stderr, "pagefiled: registered at the catalog on etcd again\n");
+        failing = !s;
+        lock.lock();
+        registry_cv.wait_for(lock, std::max(std::chrono::milliseconds(200), std::chrono::milliseconds(
+                                                                                 std::max<int64_t>(2000, lease_ms) / 3)));
+      }
+    });
+  }
+
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
+  if (registry.joinable()) {
+    {
+      std::lock_guard lock(registry_mu);
+      stopping = true;
+    }
+    registry_cv.notify_all();
+    registry.join();
+  }
   fmt::print("pagefiled: {} received, stopping\n", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   std::fflush(stdout);
   (*server)->stop();
