@@ -526,7 +526,6 @@ Result<std::vector<LockRecord>> EtcdCatalog::locks() {
   std::map<int64_t, std::chrono::milliseconds> left;  // by lease
   std::vector<LockRecord> out;
   for (const auto& [key, kv] : seen->kvs) {
-    LockRecord r;
     auto slash = key.find('/', 5);
     if (slash == std::string::npos) continue;
     auto file = decimal(key, key.substr(5, slash - 5));
