@@ -36,6 +36,7 @@
 #include "bus/bus_client.h"
 #include "bus/remote_page_io.h"
 #include "core/page_bounds.h"
+#include "server/etcd_catalog.h"
 #include "server/lease_table.h"
 #include "wire/address.h"
 #include "wire/wire_convert.h"
@@ -111,6 +112,20 @@ int cmd_status(net::BusClient& bus) {
     for (auto f : s.getFiles()) fmt::print("  file {:<6} {}\n", f.getFileId(), pool_line(f));
   }
   fmt::print("{} of {} servers up\n", bus.servers().size() - down, bus.servers().size());
+  if (bus.catalog().rfind("etcd://", 0) == 0) {
+    // The servers that registered at the catalog on etcd and renew it: a
+    // dead one drops out within one lease.
+    auto members = net::parse_etcd_members(bus.catalog());
+    net::EtcdCatalog::Options options;
+    if (members) options.endpoints = *members;
+    auto catalog = members ? net::EtcdCatalog::open(options) : Result<std::unique_ptr<net::EtcdCatalog>>(members.status());
+    auto live = catalog ? (*catalog)->live_servers() : Result<std::vector<std::string>>(catalog.status());
+    if (!live) {
+      fmt::print("catalog {}: {}\n", bus.catalog(), live.status().to_string());
+      return 1;
+    }
+    fmt::print("catalog {}: {} servers registered live: {}\n", bus.catalog(), live->size(), fmt::join(*live, " "));
+  }
   return down == 0 ? 0 : 1;
 }
 

@@ -126,18 +126,18 @@ int main(int argc, char** argv) {
       net::EtcdCatalog::Options etcd;
       etcd.endpoints = options.etcd;
       etcd.lease = options.lease;
-      std::unique_ptr<net::EtcdCatalog> catalog;
+      std::unique_ptr<net::EtcdCatalog> front;
       bool failing = false;
       std::unique_lock lock(registry_mu);
       while (!stopping) {
         lock.unlock();
         Status s;
-        if (!catalog) {
+        if (!front) {
           auto opened = net::EtcdCatalog::open(etcd);
-          if (opened) catalog = std::move(*opened);
+          if (opened) front = std::move(*opened);
           s = opened.status();
         }
-        if (catalog) s = catalog->register_server(address);
+        if (front) s = front->register_server(address);
         if (!s && !failing) fmt::print(stderr, "pagefiled: registering at the catalog on etcd: {}\n", s.to_string());
         if (s && failing) fmt::print(stderr, "pagefiled: registered at the catalog on etcd again\n");
         failing = !s;
