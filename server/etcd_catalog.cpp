@@ -398,12 +398,29 @@ Result<bool> EtcdCatalog::keep_alive(int64_t id) {
 }
 
 Result<int64_t> EtcdCatalog::lease_of(const Snapshot& seen, uint64_t owner) {
+  const auto now = std::chrono::steady_clock::now();
   if (const Kv* kv = seen.find(key_of("owner", owner)); kv != nullptr && kv->lease != 0) {
+    // Renewed here within a third of its length: it has two thirds left
+    // at least, as the renewals keep it, so this lock need not renew it.
+    // (Were it gone all the same, the transaction naming it would fail
+    // and the lock would be tried again with a new one.)
+    if (auto it = renewed_.find(kv->lease); it != renewed_.end() && now - it->second < lease() / 3) return kv->lease;
     auto alive = keep_alive(kv->lease);
     if (!alive) return alive.status();
-    if (*alive) return kv->lease;
+    if (*alive) {
+      remember_renewal(kv->lease, now);
+      return kv->lease;
+    }
   }
-  return grant_lease();
+  auto granted = grant_lease();
+  if (granted) remember_renewal(*granted, now);
+  return granted;
+}
+
+void EtcdCatalog::remember_renewal(int64_t id, std::chrono::steady_clock::time_point when) {
+  // Bounded: entries older than a lease are of no use.
+  if (renewed_.size() > 4096) std::erase_if(renewed_, [&](const auto& e) { return when - e.second > lease(); });
+  renewed_[id] = when;
 }
 
 Result<LockGrant> EtcdCatalog::lock(uint64_t id, uint64_t owner, LockLevel level) {
@@ -503,7 +520,10 @@ Status EtcdCatalog::renew(uint64_t owner) {
   if (kv != nullptr && kv->lease != 0) {
     auto alive = keep_alive(kv->lease);
     if (!alive) return alive.status();
-    if (*alive) return Status::ok();
+    if (*alive) {
+      remember_renewal(kv->lease, std::chrono::steady_clock::now());
+      return Status::ok();
+    }
   }
   return Status::not_found(fmt::format("owner {}", owner), "holds no lock (never took one, or its lease ran out)");
 }

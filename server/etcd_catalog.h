@@ -113,6 +113,7 @@ class EtcdCatalog final : public Catalog {
   Result<int64_t> grant_lease();
   // Renews lease `id`: false when it is gone.
   Result<bool> keep_alive(int64_t id);
+  void remember_renewal(int64_t id, std::chrono::steady_clock::time_point when);
   // Makes the cluster id when there is none; reads it.
   Status load_cluster_id();
 
@@ -121,6 +122,8 @@ class EtcdCatalog final : public Catalog {
   const int64_t ttl_s_;
   uint64_t cluster_id_ = 0;
   std::map<std::string, int64_t> registrations_;  // address -> its lease
+  // Leases this front renewed (or was granted), and when.
+  std::map<int64_t, std::chrono::steady_clock::time_point> renewed_;
 };
 
 }  // namespace pagefile::net
