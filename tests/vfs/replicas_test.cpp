@@ -2,7 +2,8 @@
 // server killed (SIGKILL) in the middle of a stream of transactions fails
 // none of them, and every row reads back, while it is dead and once it is
 // back with its old pages (its copies are stale, never read); resynced, it
-// stands for another server that dies.
+// stands for another server that dies. With the built-in catalog and with
+// the catalog on etcd.
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "tests/support/cluster.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
@@ -44,11 +46,20 @@ void check_rows(const std::string& uri, int committed) {
 
 TEST_CASE("replicas=2: a page server killed during a stream of SQLite transactions fails none of them") {
   pagefile::test::register_without_bus();
-  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  // The same with the built-in catalog (the first server's) and with the
+  // catalog on a 3-member etcd, which every server and this client use.
+  std::unique_ptr<pagefile::test::EtcdCluster> etcd;
+  std::vector<std::string> args = {"--cache-pages", "0"};
+  SUBCASE("built-in catalog") {}
+  SUBCASE("catalog on etcd") {
+    etcd = std::make_unique<pagefile::test::EtcdCluster>(3);
+    args.insert(args.end(), {"--catalog", etcd->catalog_flag()});
+  }
+  PagefiledCluster cluster(3, args);
+  const std::string bus = etcd ? cluster.bus() + "," + etcd->bus_entries() : cluster.bus();
   for (std::string mode : {"delete", "wal"}) {
     CAPTURE(mode);
-    const std::string uri = fmt::format("file:stream-{}.db?vfs=pagefile&replicas=2&timeout_ms=5000&bus={}", mode,
-                                        cluster.bus());
+    const std::string uri = fmt::format("file:stream-{}.db?vfs=pagefile&replicas=2&timeout_ms=5000&bus={}", mode, bus);
     std::atomic<int> committed{0};
     std::thread killer;
     {
@@ -87,7 +98,7 @@ TEST_CASE("replicas=2: a page server killed during a stream of SQLite transactio
     }
     check_rows(uri, kTransactions);
     Outcome stat = pagefile::test::pagefile_admin(cluster.dir().path(),
-                                                  {"stat", fmt::format("stream-{}.db", mode), "--bus", cluster.bus()});
+                                                  {"stat", fmt::format("stream-{}.db", mode), "--bus", bus});
     INFO(stat.out, stat.err);
     CHECK(stat.out.find("DEGRADED: stale on " + cluster.server(2).address()) != std::string::npos);
     // Back with the pages it had: never read.
@@ -95,7 +106,7 @@ TEST_CASE("replicas=2: a page server killed during a stream of SQLite transactio
     check_rows(uri, kTransactions);
     // Brought up to date, it may stand for another: server 1 dies, and
     // every row written while server 2 was dead is still there.
-    Outcome resync = pagefile::test::pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
+    Outcome resync = pagefile::test::pagefile_admin(cluster.dir().path(), {"resync", "--bus", bus});
     INFO(resync.out, resync.err);
     CHECK(resync.exit_status == 0);
     cluster.server(1).kill();
