@@ -54,6 +54,9 @@ BusClient::Load BusClient::Impl::load(const std::string& server) const {
   auto it = loads_.find(server);
   if (it == loads_.end()) return {};
   const PeerLoad& l = *it->second;
+  // Gone servers go after every other current copy (stale copies, at the
+  // most, after them).
+  if (l.gone.load(std::memory_order_relaxed)) return {std::numeric_limits<uint32_t>::max() - 1, 0};
   return {l.in_flight.load(std::memory_order_relaxed),
           std::max(l.busy_since_ns.load(std::memory_order_relaxed), l.last_answer_ns.load(std::memory_order_relaxed))};
 }
@@ -74,14 +77,20 @@ Status BusClient::Impl::start() {
   if (!config_.etcd.empty()) {
     etcd_catalog_ = std::make_unique<CatalogService>(std::filesystem::path(), options_.embedded.lease, nullptr,
                                                      config_.etcd);
+    // Leases every third of their length; the live servers twice a second.
     renewer_ = std::thread([this] {
+      auto next_renew = Clock::now();
       MutexLock lock(mu_);
       while (!stopping_) {
-        cv_.wait_for(mu_, std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1));
-        if (stopping_) return;
+        auto now = Clock::now();
+        bool renew = now >= next_renew;
+        if (renew) next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
         lock.unlock();
-        renew_leases();
+        if (renew) renew_leases();
+        watch_servers();
         lock.lock();
+        if (stopping_) return;
+        cv_.wait_for(mu_, std::min<Clock::duration>(std::chrono::milliseconds(500), next_renew - Clock::now()));
       }
     });
   }
@@ -262,6 +271,25 @@ std::optional<Status> BusClient::Impl::write_direct(const std::string& server, c
   PageServer* direct = direct_server(server);
   if (direct == nullptr) return std::nullopt;
   return direct->write_direct(share, page, data, checksum);
+}
+
+void BusClient::Impl::watch_servers() {
+  if (!watcher_) {
+    EtcdCatalog::Options options;
+    options.endpoints = config_.etcd;
+    auto opened = EtcdCatalog::open(options);
+    if (!opened) return;  // tried again at the next renewal
+    watcher_ = std::move(*opened);
+  }
+  auto live = watcher_->live_servers();
+  if (!live) return;  // etcd unreachable: what is known stays
+  for (auto& [name, l] : loads_) {
+    bool registered = std::find(live->begin(), live->end(), name) != live->end();
+    // A server that never registered (not started with --catalog) is
+    // never taken for gone.
+    l->seen_live = l->seen_live || registered;
+    l->gone.store(l->seen_live && !registered, std::memory_order_relaxed);
+  }
 }
 
 void BusClient::Impl::service_loop() {

@@ -30,6 +30,7 @@
 #include "core/io_runtime.h"
 #include "core/mutex.h"
 #include "server/catalog_service.h"
+#include "server/etcd_catalog.h"
 #include "wire/transport.h"
 
 namespace pagefile::net {
@@ -154,6 +155,10 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // Each server's load (BusClient::load): requests sent and not yet
   // answered, when it last went from none to some, and its last answer.
   struct PeerLoad {
+    // Registered live at the catalog on etcd once, and not now: its
+    // registration ran out (dead, frozen, cut off). Reads go elsewhere.
+    std::atomic<bool> gone{false};
+    bool seen_live = false;  // the renewer's alone
     std::atomic<uint32_t> in_flight{0};
     std::atomic<int64_t> busy_since_ns{0};
     std::atomic<int64_t> last_answer_ns{0};
@@ -167,6 +172,10 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // that may take up to its deadline, which the service thread must not
   // wait for (its sweep and expiry keep time for every other request).
   std::thread renewer_;
+  // For the renewer: which servers are registered live at the catalog on
+  // etcd, asked every third of a lease (PeerLoad::gone).
+  void watch_servers();
+  std::unique_ptr<EtcdCatalog> watcher_;
   std::atomic<uint64_t> next_owner_{1};
   // Lock owners (one per descriptor that holds a lock) whose leases we renew,
   // and those whose renewal the catalog refused: their locks are gone.

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -87,6 +89,34 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
     auto fd = client->open("shared.db", options);
     REQUIRE_MESSAGE(fd, fd.status().to_string());
     CHECK(pagefile::test::wrong_patterns(*client, *fd, 64, kPageSize, 7) == 0);
+    REQUIRE(client->close(*fd));
+  }
+
+  // A frozen server (SIGSTOP: it neither answers nor closes) stops renewing
+  // its registration: a client of the catalog on etcd sees it gone within
+  // about one lease and reads the other copies, none waiting out its
+  // request timeout (60 s here) on the frozen one.
+  {
+    auto client = pagefile::test::start_client(cluster.dir().path() / "c", cluster.bus() + "," + etcd.bus_entries());
+    REQUIRE(client->set_request_timeout(60'000));
+    auto fd = client->open("shared.db", options);
+    REQUIRE(fd);
+    REQUIRE(::kill(cluster.server(1).pid(), SIGSTOP) == 0);
+    auto frozen = std::chrono::steady_clock::now();
+    while (std::find(expected.begin(), expected.end(), servers[1]) != expected.end() &&
+           std::chrono::steady_clock::now() < frozen + 10s) {
+      auto live = live_servers(etcd);
+      if (std::find(live.begin(), live.end(), servers[1]) == live.end()) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    std::this_thread::sleep_for(1s);  // the client asks twice a second
+    auto start = std::chrono::steady_clock::now();
+    CHECK(pagefile::test::wrong_patterns(*client, *fd, 64, kPageSize, 7) == 0);
+    auto took = std::chrono::steady_clock::now() - start;
+    MESSAGE("64 reads with a copy's server frozen took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                                          << " ms");
+    CHECK(took < 30s);
+    REQUIRE(::kill(cluster.server(1).pid(), SIGCONT) == 0);
     REQUIRE(client->close(*fd));
   }
 
