@@ -12,6 +12,8 @@ packages=(
   # the catalog on etcd: its JSON gateway's answers, and etcd itself for the
   # tests, benchmarks and scripts/cluster.sh
   nlohmann-json3-dev etcd-server etcd-client
+  # pagefiled --config FILE
+  libtomlplusplus-dev
   doctest-dev
   nbdkit libnbd-dev
   # SQLite's own TCL tests and speedtest1 (tests/sqlite/build-harness fetches

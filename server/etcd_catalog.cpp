@@ -447,11 +447,17 @@ Result<LockGrant> EtcdCatalog::lock(uint64_t id, uint64_t owner, LockLevel level
     const Kv* state_kv = seen->find(state);
     const Kv* grant_kv = seen->find(grant);
     const uint64_t writer = state_kv != nullptr ? field(state_kv->value, "writer") : 0;
+    // The owner that must announce its token (see below), until it lets go
+    // of a write lock or the token passes to another owner.
+    const uint64_t announcer = state_kv != nullptr ? field(state_kv->value, "announce") : 0;
     // The writer the state names lost its lock without letting go (its
     // lease ran out, or it left without a word): it may still be writing.
-    const bool lost = writer != 0 && (!owners.contains(writer) || owners[writer] < LockLevel::kReserved);
     const LockLevel held = owners.contains(owner) ? owners[owner] : LockLevel::kNone;
     LockDecision d = decide_lock(id, owners, owner, level);
+    // (An owner letting go of its last lock is no one to tell: the news
+    // waits for the next owner that will read.)
+    const bool lost = d.level != LockLevel::kNone && writer != 0 &&
+                      (!owners.contains(writer) || owners[writer] < LockLevel::kReserved);
     if (!d.status && d.level == held) return d.status;  // refused: nothing changes
 
     std::vector<Op> ops;
@@ -475,11 +481,27 @@ Result<LockGrant> EtcdCatalog::lock(uint64_t id, uint64_t owner, LockLevel level
     } else if (next_writer == owner) {
       next_writer = 0;
     }
-    const bool version_moves = d.version_moves || lost || next_writer != writer;
-    if (version_moves) ops.push_back(Op{Op::kPut, state, json{{"writer", next_writer}}.dump()});
-    const bool needs_token = d.level >= LockLevel::kReserved || lost;
+    // A lost writer's successor gets a new token and must announce it to
+    // the file's servers before it reads. That duty is kept in the state
+    // key, not only in this answer, which may never arrive (a busy PENDING
+    // step, a reply lost with its member): every grant to the announcer
+    // asks again (announcing a token twice is harmless) until it lets go
+    // of a write lock, which it can only have done after such a grant, or
+    // until the token passes to another owner.
+    uint64_t next_announcer = announcer;
+    if (lost) {
+      next_announcer = owner;
+    } else if (announcer == owner && held >= LockLevel::kReserved && d.level < LockLevel::kReserved) {
+      next_announcer = 0;
+    }
+    const bool needs_token = d.level >= LockLevel::kReserved || lost || next_announcer == owner;
     const bool new_token =
         needs_token && (lost || grant_kv == nullptr || field(grant_kv->value, "owner") != owner);
+    if (new_token && !lost) next_announcer = 0;
+    const bool version_moves = d.version_moves || lost || next_writer != writer;
+    if (version_moves || next_announcer != announcer) {
+      ops.push_back(Op{Op::kPut, state, json{{"writer", next_writer}, {"announce", next_announcer}}.dump()});
+    }
     if (new_token) ops.push_back(Op{Op::kPut, grant, json{{"owner", owner}}.dump()});
 
     int64_t revision = seen->revision;
@@ -497,12 +519,15 @@ Result<LockGrant> EtcdCatalog::lock(uint64_t id, uint64_t owner, LockLevel level
     for (const auto& [other, other_level] : owners) {
       if (other != owner && other_level >= LockLevel::kReserved) out.reserved_by_other = true;
     }
-    out.version = static_cast<uint64_t>(version_moves ? revision
+    // (The version is the state key's revision: a state written for the
+    // announcer alone moves it too, which costs readers their cache once.)
+    const bool state_written = version_moves || next_announcer != announcer;
+    out.version = static_cast<uint64_t>(state_written ? revision
                                         : state_kv   ? state_kv->mod
                                                      : seen->find(rec)->create);
     if (needs_token) {
       out.fence_token = static_cast<uint64_t>(new_token ? revision : grant_kv->mod);
-      out.fence_announce = lost;
+      out.fence_announce = next_announcer == owner;
     }
     out.size_pages = record->size_pages;
     out.replica_version = record->replica_version;

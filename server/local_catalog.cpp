@@ -83,7 +83,9 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
   // unaware: then the next grant of any lock on the file brings a new token
   // and asks its owner to announce it to the file's servers before it reads
   // (remote_page_io.h), so they refuse the old one from then on.
-  bool lost = leases_.take_writer_lost(id);
+  // (An owner letting go of its last lock is no one to tell: the news
+  // waits for the next owner that will read.)
+  bool lost = after != LockLevel::kNone && leases_.take_writer_lost(id);
   if (after >= LockLevel::kReserved || lost) {
     Grant& grant = grants_[id];
     if (lost || grant.token == 0 || grant.owner != owner) {

@@ -117,7 +117,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
         }
         session->start();
       },
-      hub);
+      hub, options_.unix_socket_mode);
   if (!listener) return listener.status();
   listener_ = std::move(*listener);
   address_ = listener_->address();

@@ -90,6 +90,10 @@ struct ServerOptions {
   // The catalog on etcd (HOST:PORT of each member; pagefiled --catalog
   // etcd://...) rather than the built-in one in dir/catalog.db.
   std::vector<std::string> etcd;
+  // The mode of a unix: socket it listens on (pagefiled --socket-mode):
+  // owner only by default, since whoever connects may read, overwrite and
+  // delete every file.
+  uint32_t unix_socket_mode = 0600;
 };
 
 struct ServerCounters {

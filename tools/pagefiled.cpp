@@ -3,6 +3,14 @@
 //   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
 //             [--max-connections N] [--catalog etcd://H:P,H:P,H:P]
+//             [--insecure] [--socket-mode MODE] [--config FILE]
+//
+// Safe by default: it listens only on loopback addresses and unix: sockets
+// (mode 0600 unless --socket-mode says otherwise), since anyone who reaches
+// it can read, overwrite and delete every file. --insecure serves another
+// address all the same, and says so at start. --config FILE reads any of
+// these flags from a TOML file (tools/common/config_file.h); the command
+// line overrides it.
 //
 // With --catalog etcd://..., the catalog is on that etcd cluster
 // (server/etcd_catalog.h): this server answers catalog requests from it as
@@ -25,10 +33,13 @@
 #include "bus/bus_config.h"
 #include "server/etcd_catalog.h"
 #include "server/page_server.h"
+#include "tools/common/config_file.h"
 
 int main(int argc, char** argv) {
   using namespace pagefile;
   CLI::App app{"pagefiled: serves pages of remote Pagefiles (and the catalog) on the bus"};
+  // The last value wins: a flag on the command line over the config file's.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string listen_text;
   std::string dir;
   net::ServerOptions options;
@@ -70,7 +81,20 @@ int main(int argc, char** argv) {
   app.add_option("--catalog", catalog,
                  "etcd://HOST:PORT[,HOST:PORT...]: keep the catalog on this etcd cluster (default: the built-in one "
                  "in DIR)");
-  CLI11_PARSE(app, argc, argv);
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "listen on an address other than loopback without TLS (anyone who reaches it can read, "
+               "overwrite and delete every file)");
+  std::string socket_mode = "0600";
+  app.add_option("--socket-mode", socket_mode, "mode of a unix: socket (octal)")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        return text.size() >= 3 && text.size() <= 4 && text.find_first_not_of("01234567") == std::string::npos
+                   ? std::string()
+                   : std::string("an octal mode such as 0600 or 0660");
+      });
+  app.add_option("--config", "a TOML file of these flags, keys named as the flags without dashes");
+  if (int exit = tools::parse_with_config(app, argc, argv); exit >= 0) return exit;
 
   auto address = net::parse_address(listen_text);
   if (!address) {
@@ -81,6 +105,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "pagefiled: inproc: addresses live inside a client; listen on tcp:// or unix:\n");
     return 2;
   }
+  const bool loopback = address->kind != net::Address::Kind::kTcp || net::is_loopback_host(address->host);
+  if (!loopback && !insecure) {
+    fmt::print(stderr,
+               "pagefiled: refusing to listen on {}: it is not a loopback address, and pagefiled has no TLS "
+               "yet, so anyone who reaches it could read, overwrite and delete every file. Listen on "
+               "tcp://127.0.0.1:PORT or a unix: socket, or pass --insecure on a network you trust\n",
+               address->text());
+    return 2;
+  }
+  options.unix_socket_mode = static_cast<uint32_t>(std::stoul(socket_mode, nullptr, 8));
   options.dir = dir;
   options.checksums = !no_checksums;
   options.poll_before_sleep = std::chrono::microseconds(poll_us);
@@ -110,6 +144,10 @@ int main(int argc, char** argv) {
   if (!server) {
     fmt::print(stderr, "pagefiled: {}\n", server.status().to_string());
     return 1;
+  }
+  if (!loopback) {
+    fmt::print(stderr, "pagefiled: WARNING: serving {} in the clear to whoever reaches it (--insecure): no "
+                       "encryption, no authentication\n", (*server)->address().text());
   }
   fmt::print("pagefiled: listening on {}{}\n", (*server)->address().text(),
              disk_latency_ms > 0 ? fmt::format(" (emulated disk latency {} ms)", disk_latency_ms) : "");

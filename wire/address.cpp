@@ -1,9 +1,14 @@
 #include "wire/address.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
 #include <algorithm>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/address_v6.hpp>
 #include <fmt/format.h>
 
@@ -138,6 +143,28 @@ Result<Address> parse_address(std::string_view text) {
   if (text.starts_with(kInprocPrefix)) return parse_inproc(text);
   if (text.empty()) return Status::invalid_argument("address", "empty (expected tcp://HOST:PORT, unix:/PATH or inproc:NAME)");
   return Status::invalid_argument(text, "unknown scheme (expected tcp://HOST:PORT, unix:/PATH or inproc:NAME)");
+}
+
+bool is_loopback_host(std::string_view host) {
+  boost::system::error_code ec;
+  auto ip = boost::asio::ip::make_address(std::string(host), ec);
+  if (!ec) return ip.is_loopback();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(std::string(host).c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool all = true;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      all = all && (ntohl(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      all = all && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    } else {
+      all = false;
+    }
+  }
+  ::freeaddrinfo(found);
+  return all;
 }
 
 }  // namespace pagefile::net

@@ -27,4 +27,9 @@ struct Address {
 // kInvalidArgument, naming the text and what is wrong, for anything else.
 Result<Address> parse_address(std::string_view text);
 
+// True when `host` (an Address's, tcp) reaches this machine only: a
+// loopback literal (127.0.0.0/8, ::1), or a name every address of which is
+// one. A wildcard (0.0.0.0, ::) or a name that does not resolve is not.
+bool is_loopback_host(std::string_view host);
+
 }  // namespace pagefile::net

@@ -269,7 +269,7 @@ Result<std::unique_ptr<Listener>> listen_tcp(asio::io_context& io, const Address
 }
 
 Result<std::unique_ptr<Listener>> listen_unix(asio::io_context& io, const Address& address,
-                                              Listener::AcceptHandler on_accept) {
+                                              Listener::AcceptHandler on_accept, uint32_t mode) {
   const std::string text = address.text();
   Status usable = unix_path_status(address);
   if (!usable) return usable;
@@ -287,6 +287,13 @@ Result<std::unique_ptr<Listener>> listen_unix(asio::io_context& io, const Addres
     return failed;
   }
   FileId socket_file{st.st_dev, st.st_ino};
+  // Before listen(): until then a connect is refused, so no one connects
+  // under the mode the umask gave.
+  if (::chmod(address.path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    Status failed = errno_status(errno, text, "chmod");
+    ::unlink(address.path.c_str());
+    return failed;
+  }
   if (acceptor.listen(asio::socket_base::max_listen_connections, ec); ec) {
     ::unlink(address.path.c_str());
     return bind_status(ec, text, "listen");

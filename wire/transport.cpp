@@ -23,12 +23,12 @@ std::string frame_length_problem(uint64_t bytes) {
 }  // namespace internal
 
 Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Address& address,
-                                         Listener::AcceptHandler on_accept, InprocHub* hub) {
+                                         Listener::AcceptHandler on_accept, InprocHub* hub, uint32_t unix_mode) {
   switch (address.kind) {
     case Address::Kind::kTcp:
       return internal::listen_tcp(io, address, std::move(on_accept));
     case Address::Kind::kUnix:
-      return internal::listen_unix(io, address, std::move(on_accept));
+      return internal::listen_unix(io, address, std::move(on_accept), unix_mode);
     case Address::Kind::kInproc:
       if (hub == nullptr) return Status::invalid_argument(address.text(), "listening on an inproc: address needs an InprocHub");
       return internal::listen_inproc(io, address, std::move(on_accept), *hub);

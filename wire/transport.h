@@ -143,10 +143,13 @@ class Listener {
 // Starts listening on `address`; `on_accept` runs for each new connection
 // (not yet started). inproc: addresses register with `hub`, which must then
 // be non-null and outlive the listener. A unix: path that exists as a stale
-// socket is replaced. Fails with the OS error (kAlreadyExists when the
+// socket is replaced, and the new one gets `unix_mode` (owner only unless
+// told otherwise: whoever can connect can read and write every file) before
+// it accepts anything. Fails with the OS error (kAlreadyExists when the
 // address is in use) or kInvalidArgument.
 Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Address& address,
-                                         Listener::AcceptHandler on_accept, InprocHub* hub = nullptr);
+                                         Listener::AcceptHandler on_accept, InprocHub* hub = nullptr,
+                                         uint32_t unix_mode = 0600);
 
 // Connects to `address`, waiting at most `timeout_ms`. kDisconnected when
 // nothing listens there (refused, no such socket, unknown inproc name, a

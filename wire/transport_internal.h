@@ -21,7 +21,7 @@ namespace pagefile::net::internal {
 Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const Address& address,
                                              Listener::AcceptHandler on_accept);
 Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,
-                                              Listener::AcceptHandler on_accept);
+                                              Listener::AcceptHandler on_accept, uint32_t mode);
 // (`send_timeout_ms` is for Reading::kByWaiter, wire/transport.h.)
 Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms,
                                                 Connection::Reading reading, int send_timeout_ms);

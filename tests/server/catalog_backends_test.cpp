@@ -3,6 +3,7 @@
 // 3-member etcd cluster on loopback (EtcdCatalog, under a key prefix of its
 // own). Cases only the etcd one can have (several fronts at once, members
 // dying) follow.
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -248,10 +249,54 @@ TEST_CASE("leases: a writer that stops renewing loses its lock and is fenced") {
   CHECK(r->fence_token > w->fence_token);
   CHECK(r->version != w->version);
   CHECK(c.set_size(w->fence_token, a->id, 3, false).is(Code::kStale));
-  // Once announced, the next grant asks nothing more.
+  // Once it has held a write lock and let go (so it surely had a grant
+  // that asked), nothing more is asked. (The catalog on etcd asks at every
+  // grant until then: an answer may be lost, and a second announcement
+  // costs nothing.)
+  REQUIRE(c.lock(a->id, 2, LockLevel::kReserved));
+  REQUIRE(c.lock(a->id, 2, LockLevel::kShared));
   auto again = c.lock(a->id, 2, LockLevel::kReserved);
   REQUIRE(again);
   CHECK_FALSE(again->fence_announce);
+}
+
+TEST_CASE("leases: a lost writer's successor announces its token, even when its first lock after the loss is busy") {
+  FOR_EACH_CATALOG(f);
+  Catalog& c = *f.catalog;
+  auto a = c.create(sample("a.db"));
+  REQUIRE(a);
+  REQUIRE(c.lock(a->id, 2, LockLevel::kShared));
+  REQUIRE(c.lock(a->id, 3, LockLevel::kShared));
+  REQUIRE(c.lock(a->id, 1, LockLevel::kShared));
+  auto w = c.lock(a->id, 1, LockLevel::kReserved);
+  REQUIRE(w);
+  // Owner 1 stops renewing; 2 and 3 go on.
+  auto deadline = std::chrono::steady_clock::now() + 8s;
+  bool gone = false;
+  while (!gone && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+    REQUIRE(c.renew(2));
+    REQUIRE(c.renew(3));
+    auto all = c.locks();
+    REQUIRE(all);
+    gone = std::none_of(all->begin(), all->end(), [](const LockRecord& l) { return l.owner == 1; });
+  }
+  REQUIRE(gone);
+  // Owner 2's first lock since: EXCLUSIVE, with 3 reading, so PENDING and
+  // kBusy, no grant to carry the announcement.
+  CHECK(c.lock(a->id, 2, LockLevel::kExclusive).status().is(Code::kBusy));
+  REQUIRE(c.lock(a->id, 3, LockLevel::kNone));
+  auto x = c.lock(a->id, 2, LockLevel::kExclusive);
+  REQUIRE(x);
+  CHECK(x->fence_token > w->fence_token);
+  CHECK(x->fence_announce);
+  CHECK(c.set_size(w->fence_token, a->id, 3, false).is(Code::kStale));
+  // Once it let go of the write lock, its next one asks nothing more.
+  REQUIRE(c.lock(a->id, 2, LockLevel::kShared));
+  auto again = c.lock(a->id, 2, LockLevel::kReserved);
+  REQUIRE(again);
+  CHECK_FALSE(again->fence_announce);
+  CHECK(again->fence_token == x->fence_token);
 }
 
 TEST_CASE("leases: renewal keeps locks past their lease") {

@@ -1,0 +1,129 @@
+// pagefiled's command line as an operator meets it: safe by default (no
+// listening beyond loopback without --insecure, unix sockets for the owner
+// only), and --config FILE (TOML) with every flag, the command line
+// overriding it, and a clear error naming file, line and key for anything
+// it would not take.
+#include <sys/stat.h>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/tools/run_program.h"
+
+using namespace pagefile::test;
+
+namespace {
+
+// pagefiled with `args` under `timeout SECONDS` (SIGTERM then), so a start
+// that should have been refused cannot hang the test.
+Outcome pagefiled_for(const TempDir& dir, int seconds, std::vector<std::string> args) {
+  args.insert(args.begin(), {std::to_string(seconds), pagefiled_path()});
+  return run_program("/usr/bin/timeout", dir.path(), args);
+}
+
+// The pool size `pagefile status` reports for the server at `address`.
+std::string pool_of(const TempDir& dir, const std::string& address) {
+  Outcome status = pagefile_admin(dir.path(), {"status", "--bus", address});
+  INFO(status.out, status.err);
+  auto at = status.out.find("pool ");
+  REQUIRE(at != std::string::npos);
+  return status.out.substr(at, status.out.find(" pages", at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("non-loopback addresses are refused without --insecure, served with it and a warning") {
+  TempDir dir;
+  for (std::string listen : {"tcp://0.0.0.0:0", "tcp://[::]:0"}) {
+    CAPTURE(listen);
+    Outcome refused = pagefiled_for(dir, 10, {"--listen", listen, "--dir", (dir / "d").string()});
+    CHECK(refused.exit_status == 2);
+    CHECK(refused.err.find("not a loopback address") != std::string::npos);
+    CHECK(refused.err.find("--insecure") != std::string::npos);
+    CHECK(refused.out.find("listening on") == std::string::npos);
+  }
+  // With --insecure it starts (and warns), until timeout's SIGTERM stops it.
+  Outcome served = pagefiled_for(dir, 2, {"--listen", "tcp://0.0.0.0:0", "--dir", (dir / "d").string(), "--insecure"});
+  INFO(served.out, served.err);
+  CHECK(served.out.find("listening on tcp://0.0.0.0:") != std::string::npos);
+  CHECK(served.err.find("WARNING: serving tcp://0.0.0.0:") != std::string::npos);
+  // Loopback needs nothing.
+  ServerProcess loopback("tcp://127.0.0.1:0", dir / "l");
+  CHECK(loopback.stop() == 0);
+}
+
+TEST_CASE("a unix socket is the owner's alone unless --socket-mode says otherwise") {
+  TempDir dir;
+  const std::string path = (dir / "pf.sock").string();
+  {
+    ServerProcess server("unix:" + path, dir / "a");
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  {
+    ServerProcess server("unix:" + path, dir / "b", {"--socket-mode", "0660"});
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0660);
+  }
+  Outcome bad = pagefiled_for(dir, 10, {"--listen", "unix:" + path, "--dir", (dir / "c").string(), "--socket-mode", "rw"});
+  CHECK(bad.exit_status != 0);
+  CHECK(bad.err.find("octal") != std::string::npos);
+}
+
+TEST_CASE("--config: every flag from a TOML file, the command line over it") {
+  TempDir dir;
+  const auto config = dir / "pagefiled.toml";
+  write_file(config, fmt::format("# a server of the test\n"
+                                 "dir = \"{}\"\n"
+                                 "cache-pages = 77\n"
+                                 "threads = 3\n"
+                                 "sync = \"fdatasync\"\n",
+                                 (dir / "data").string()));
+  {
+    // (ServerProcess gives --listen and --dir itself: the file's dir is
+    // overridden by the command line's, which wins.)
+    ServerProcess server("tcp://127.0.0.1:0", dir / "cli-dir", {"--config", config.string()});
+    CHECK(pool_of(dir, server.address()) == "pool 0 of 77");
+    CHECK(std::filesystem::exists(dir / "cli-dir" / "shares"));
+    CHECK_FALSE(std::filesystem::exists(dir / "data"));
+  }
+  {
+    ServerProcess server("tcp://127.0.0.1:0", dir / "cli-dir", {"--config", config.string(), "--cache-pages", "88"});
+    CHECK(pool_of(dir, server.address()) == "pool 0 of 88");
+  }
+}
+
+TEST_CASE("--config: a typo, a bad value, a table, a syntax error or a missing file stops the start, naming where") {
+  TempDir dir;
+  struct Case {
+    std::string text;
+    std::string expected;  // in the error
+  };
+  const std::vector<Case> cases = {
+      {"cache-pages = 10\ncahce-pages = 20\n", "bad.toml:2: cahce-pages: is no setting"},
+      {"threads = 0\n", "bad.toml:1: threads: --threads: Value 0 not in range"},
+      {"sync = \"sometimes\"\n", "bad.toml:1: sync:"},
+      {"insecure = \"yes\"\n", "bad.toml:1: insecure: is a flag: true or false"},
+      {"[server]\nthreads = 2\n", "bad.toml:1: server: is a table"},
+      {"threads = [\n", "bad.toml:1:"},
+      {"config = \"other.toml\"\n", "bad.toml:1: config: is no setting"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    write_file(dir / "bad.toml", c.text);
+    Outcome refused = pagefiled_for(dir, 10, {"--config", (dir / "bad.toml").string(), "--listen", "tcp://127.0.0.1:0",
+                                              "--dir", (dir / "d").string()});
+    INFO(refused.err);
+    CHECK(refused.exit_status == 2);
+    CHECK(refused.err.find(c.expected) != std::string::npos);
+    CHECK(refused.out.find("listening on") == std::string::npos);
+  }
+  Outcome missing = pagefiled_for(dir, 10, {"--config", (dir / "none.toml").string(), "--listen", "tcp://127.0.0.1:0",
+                                            "--dir", (dir / "d").string()});
+  CHECK(missing.exit_status == 2);
+  CHECK(missing.err.find("none.toml") != std::string::npos);
+}
