@@ -145,9 +145,17 @@ Result<EtcdCatalog::Snapshot> EtcdCatalog::read(const std::vector<std::string>& 
   }
   auto answer = client_->call("/v3/kv/txn", json{{"success", ops}});
   if (!answer) return answer.status();
+  try {
+    return snapshot_of(*answer);
+  } catch (const json::exception& e) {
+    return Status::io_error("etcd", fmt::format("a range answer of an unexpected shape: {}", e.what()));
+  }
+}
+
+Result<EtcdCatalog::Snapshot> EtcdCatalog::snapshot_of(const json& answer) const {
   Snapshot out;
-  out.revision = EtcdClient::number(answer->value("header", json::object()), "revision");
-  for (const json& r : answer->value("responses", json::array())) {
+  out.revision = EtcdClient::number(answer.value("header", json::object()), "revision");
+  for (const json& r : answer.value("responses", json::array())) {
     for (const json& kv : r.value("response_range", json::object()).value("kvs", json::array())) {
       auto key = EtcdClient::unbase64(kv.value("key", ""));
       auto value = EtcdClient::unbase64(kv.value("value", ""));
@@ -197,8 +205,12 @@ Result<std::optional<int64_t>> EtcdCatalog::commit(const Snapshot& seen, const s
   }
   auto answer = client_->call("/v3/kv/txn", json{{"compare", compare}, {"success", success}});
   if (!answer) return answer.status();
-  if (!answer->value("succeeded", false)) return std::optional<int64_t>();
-  return std::optional<int64_t>(EtcdClient::number(answer->value("header", json::object()), "revision"));
+  auto succeeded = answer->find("succeeded");
+  if (succeeded == answer->end() || !succeeded->is_boolean() || !succeeded->get<bool>()) return std::optional<int64_t>();
+  auto header = answer->find("header");
+  int64_t revision = header != answer->end() && header->is_object() ? EtcdClient::number(*header, "revision") : 0;
+  if (revision == 0) return Status::io_error("etcd", "a transaction's answer without its revision");
+  return std::optional<int64_t>(revision);
 }
 
 Status EtcdCatalog::load_cluster_id() {
@@ -254,10 +266,19 @@ Result<FileRecord> EtcdCatalog::lookup(std::string_view name) {
 Result<FileRecord> EtcdCatalog::create(const FileRecord& proto) {
   if (Status s = check_file_record(proto); !s) return s;
   const std::string name_key = "name/" + proto.name;
+  std::optional<FileRecord> made;  // what the last attempt wrote
   for (int attempt = 0; attempt < kMaxConflicts; ++attempt) {
     auto seen = read({name_key, "next_id"});
     if (!seen) return seen.status();
-    if (seen->find(name_key) != nullptr) return Status::already_exists(proto.name, "is already in the catalog");
+    if (const Kv* taken = seen->find(name_key)) {
+      // Perhaps by this very create, applied by a member whose answer was
+      // lost before the call went to another: then it is ours.
+      if (made && taken->value == std::to_string(made->id)) {
+        auto rec = read({key_of("rec", made->id)});
+        if (rec && record_of(*rec, made->id) && *record_of(*rec, made->id) == *made) return *made;
+      }
+      return Status::already_exists(proto.name, "is already in the catalog");
+    }
     uint64_t next = 1;
     if (const Kv* kv = seen->find("next_id")) {
       auto value = decimal("next_id", kv->value);
@@ -268,6 +289,7 @@ Result<FileRecord> EtcdCatalog::create(const FileRecord& proto) {
     record.id = next;
     record.created_unix_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    made = record;
     auto done = commit(*seen, {name_key, "next_id"}, {},
                        {Op{Op::kPut, "next_id", std::to_string(next + 1)}, Op{Op::kPut, name_key, std::to_string(next)},
                         Op{Op::kPut, key_of("rec", next), record_json(record).dump()}});
@@ -360,25 +382,43 @@ Result<FileRecord> EtcdCatalog::set_copy_state(uint64_t token, uint64_t id, cons
 Result<std::vector<FileRecord>> EtcdCatalog::replace_server(const std::string& old_server,
                                                             const std::string& new_server) {
   if (Status s = check_replacement(old_server, new_server); !s) return s;
+  // Every file is checked before any changes (so a file that cannot take
+  // it stops them all); then the records change in transactions of at most
+  // kBatch (etcd takes at most 128 operations in one), each void if one of
+  // its records changed or went meanwhile, and then read and done again.
+  // A failure between batches leaves the earlier ones done: running it
+  // again finishes the rest.
+  constexpr size_t kBatch = 100;
+  std::vector<FileRecord> changed;
   for (int attempt = 0; attempt < kMaxConflicts; ++attempt) {
     auto seen = read({}, {"rec/"});
     if (!seen) return seen.status();
-    std::vector<FileRecord> changed;
-    std::vector<Op> ops;
+    std::vector<std::pair<std::string, FileRecord>> todo;
     for (const auto& [key, kv] : seen->kvs) {
       auto record = record_from(key, kv.value);
       if (!record) return record.status();
       auto next = with_server_replaced(*record, old_server, new_server);
       if (!next) return next.status();
-      if (!*next) continue;
-      ops.push_back(Op{Op::kPut, key, record_json(**next).dump()});
-      changed.push_back(std::move(**next));
+      if (*next) todo.emplace_back(key, std::move(**next));
     }
-    if (ops.empty()) return changed;
-    // All or none: one transaction, void if any record changed meanwhile.
-    auto done = commit(*seen, {}, {"rec/"}, ops);
-    if (!done) return done.status();
-    if (*done) return changed;
+    if (todo.empty()) return changed;
+    bool conflict = false;
+    for (size_t first = 0; first < todo.size() && !conflict; first += kBatch) {
+      std::vector<std::string> keys;
+      std::vector<Op> ops;
+      for (size_t i = first; i < std::min(todo.size(), first + kBatch); ++i) {
+        keys.push_back(todo[i].first);
+        ops.push_back(Op{Op::kPut, todo[i].first, record_json(todo[i].second).dump()});
+      }
+      auto done = commit(*seen, keys, {}, ops);
+      if (!done) return done.status();
+      if (!*done) {
+        conflict = true;
+        break;
+      }
+      for (size_t i = first; i < std::min(todo.size(), first + kBatch); ++i) changed.push_back(todo[i].second);
+    }
+    if (!conflict) return changed;
   }
   return too_busy("replace-server");
 }
@@ -394,7 +434,8 @@ Result<int64_t> EtcdCatalog::grant_lease() {
 Result<bool> EtcdCatalog::keep_alive(int64_t id) {
   auto answer = client_->call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}});
   if (!answer) return answer.status();
-  return EtcdClient::number(answer->value("result", json::object()), "TTL") > 0;
+  auto result = answer->find("result");
+  return result != answer->end() && result->is_object() && EtcdClient::number(*result, "TTL") > 0;
 }
 
 Result<int64_t> EtcdCatalog::lease_of(const Snapshot& seen, uint64_t owner) {
@@ -543,10 +584,11 @@ Status EtcdCatalog::renew(uint64_t owner) {
   if (!seen) return seen.status();
   const Kv* kv = seen->find(owner_key);
   if (kv != nullptr && kv->lease != 0) {
+    const auto asked = std::chrono::steady_clock::now();  // (the lease runs from no later than this)
     auto alive = keep_alive(kv->lease);
     if (!alive) return alive.status();
     if (*alive) {
-      remember_renewal(kv->lease, std::chrono::steady_clock::now());
+      remember_renewal(kv->lease, asked);
       return Status::ok();
     }
   }
@@ -606,6 +648,15 @@ Status EtcdCatalog::register_server(const std::string& address) {
                                                  {"lease", std::to_string(*lease)}});
   if (!answer) return answer.status();
   registrations_[address] = *lease;
+  return Status::ok();
+}
+
+Status EtcdCatalog::deregister_server(const std::string& address) {
+  auto it = registrations_.find(address);
+  if (it == registrations_.end()) return Status::ok();
+  auto answer = client_->call("/v3/lease/revoke", json{{"ID", std::to_string(it->second)}});
+  registrations_.erase(it);
+  if (!answer && !answer.status().is(Code::kNotFound)) return answer.status();
   return Status::ok();
 }
 

@@ -70,6 +70,8 @@ class EtcdCatalog final : public Catalog {
   // (each call renews it, first making it); a server that stops renewing
   // drops out of live_servers() within one lease.
   Status register_server(const std::string& address);
+  // A server that stops cleanly leaves the list now, not a lease later.
+  Status deregister_server(const std::string& address);
   Result<std::vector<std::string>> live_servers();
 
   std::chrono::milliseconds lease() const { return std::chrono::seconds(ttl_s_); }
@@ -100,6 +102,7 @@ class EtcdCatalog final : public Catalog {
 
   // Reads `keys` and every key under `prefixes` at one revision.
   Result<Snapshot> read(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes = {});
+  Result<Snapshot> snapshot_of(const nlohmann::json& answer) const;
   // Applies `ops` if none of `keys` nor anything under `prefixes` changed
   // since `seen`: the revision it committed at, or nullopt on a conflict.
   Result<std::optional<int64_t>> commit(const Snapshot& seen, const std::vector<std::string>& keys,

@@ -75,15 +75,17 @@ struct EtcdClient::Member {
     http::async_write(*stream, request, [&](beast::error_code e, size_t) { ec = e; });
     run();
     beast::flat_buffer buffer;
-    http::response<http::string_body> response;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256u << 20);  // a list of many records (Beast's default is 8 MB)
     if (!ec) {
-      http::async_read(*stream, buffer, response, [&](beast::error_code e, size_t) { ec = e; });
+      http::async_read(*stream, buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
       run();
     }
     if (ec) {
       drop();
       return Status::disconnected(host + ":" + port, fmt::format("{}: {}", target, ec.message()));
     }
+    auto& response = parser.get();
     if (!response.keep_alive()) drop();
     return std::make_pair(response.result_int(), std::move(response.body()));
   }
@@ -174,8 +176,17 @@ Result<nlohmann::json> EtcdClient::call(std::string_view path, const nlohmann::j
       } else if (answer->first == 200 && !json.contains("error")) {
         return json;
       } else {
-        int code = json.value("code", 0);
-        std::string message = json.value("message", json.value("error", std::string("HTTP ") + std::to_string(answer->first)));
+        // {"error": "...", "code": N, "message": "..."}, or from a streamed
+        // call {"error": {"grpc_code": N, "message": "..."}}.
+        const nlohmann::json& error = json.contains("error") && json["error"].is_object() ? json["error"] : json;
+        int code = static_cast<int>(number(error, error.contains("grpc_code") ? "grpc_code" : "code"));
+        std::string message = fmt::format("HTTP {}", answer->first);
+        for (const char* key : {"message", "error"}) {
+          if (auto it = error.find(key); it != error.end() && it->is_string()) {
+            message = it->get<std::string>();
+            break;
+          }
+        }
         if (!worth_another_try(code, message)) return error_status(code, message).with_context(target);
         last = Status::disconnected(endpoints_[current_], fmt::format("{}: {}", target, message));
       }

@@ -183,6 +183,8 @@ int main(int argc, char** argv) {
         registry_cv.wait_for(lock, std::max(std::chrono::milliseconds(200), std::chrono::milliseconds(
                                                                                  std::max<int64_t>(2000, lease_ms) / 3)));
       }
+      lock.unlock();
+      if (front) (void)front->deregister_server(address);
     });
   }
 

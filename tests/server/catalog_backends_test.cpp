@@ -353,6 +353,27 @@ TEST_CASE("copies: stale, resyncing, current; replacing a server") {
   CHECK(after->placement_keys == a->servers);
 }
 
+TEST_CASE("replace-server: more files than one etcd transaction takes") {
+  FOR_EACH_CATALOG(f);
+  Catalog& c = *f.catalog;
+  constexpr int kFiles = 150;  // etcd takes at most 128 operations in a transaction
+  for (int i = 0; i < kFiles; ++i) REQUIRE(c.create(sample(fmt::format("f{:03}.db", i), 2)));
+  auto replaced = c.replace_server("tcp://127.0.0.1:7002", "tcp://127.0.0.1:7009");
+  REQUIRE_MESSAGE(replaced, replaced.status().to_string());
+  CHECK(replaced->size() == kFiles);
+  auto all = c.list();
+  REQUIRE(all);
+  REQUIRE(all->size() == kFiles);
+  for (const auto& r : *all) {
+    CHECK(r.servers[1] == "tcp://127.0.0.1:7009");
+    CHECK(r.stale == std::vector<std::string>{"tcp://127.0.0.1:7009"});
+  }
+  // Done: again, nothing is left to change.
+  auto again = c.replace_server("tcp://127.0.0.1:7002", "tcp://127.0.0.1:7009");
+  REQUIRE(again);
+  CHECK(again->empty());
+}
+
 // ---- the catalog on etcd only ----------------------------------------------
 
 TEST_CASE("etcd: fronts deciding at once never both win") {
