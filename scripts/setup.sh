@@ -14,6 +14,8 @@ packages=(
   nlohmann-json3-dev etcd-server etcd-client
   # pagefiled --config FILE
   libtomlplusplus-dev
+  # systemd-analyze verify of deploy/pagefiled@.service (tests/install)
+  systemd
   doctest-dev
   nbdkit libnbd-dev
   # SQLite's own TCL tests and speedtest1 (tests/sqlite/build-harness fetches
