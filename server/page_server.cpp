@@ -231,7 +231,7 @@ std::optional<Frame> PageServer::Impl::answer_from_pool(wire::Request::Reader re
   }
 }
 
-Frame PageServer::Impl::respond(const Frame& frame) {
+Frame PageServer::Impl::respond(const Frame& frame, uint32_t* error) {
   capnp::MallocMessageBuilder response_message;
   uint64_t id = 0;
   Frame out;
@@ -241,12 +241,16 @@ Frame PageServer::Impl::respond(const Frame& frame) {
     auto request = reader.getRoot<wire::Request>();
     id = request.getId();
     execute(request, response_message);
-    if (response_message.getRoot<wire::Response>().isError()) tally_.errors++;
+    if (auto response = response_message.getRoot<wire::Response>(); response.isError()) {
+      tally_.errors++;
+      if (error != nullptr) *error = response.getError().getCode();
+    }
     out = to_frame(response_message);
   } catch (const kj::Exception& e) {
     tally_.errors++;
     out = error_frame(id, Status::corruption("request", fmt::format("malformed message: {}",
                                                                     e.getDescription().cStr())));
+    if (error != nullptr) *error = static_cast<uint32_t>(Code::kCorruption);
   }
   tally_.bytes_out += out.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   return out;
@@ -450,6 +454,8 @@ Address PageServer::address() const { return impl_->address_; }
 void PageServer::stop() { impl_->stop(); }
 
 ServerCounters PageServer::counters() const { return impl_->snapshot(); }
+
+std::string PageServer::metrics_text() const { return impl_->metrics_.prometheus(impl_->snapshot()); }
 
 std::vector<ServerFileCounters> PageServer::file_counters() const {
   std::vector<ServerFileCounters> out;

@@ -179,6 +179,9 @@ class PageServer {
                                      uint64_t checksum);
 
   ServerCounters counters() const;
+  // Its requests by operation and its counters in Prometheus's text format
+  // (server/request_metrics.h): what pagefiled --metrics serves.
+  std::string metrics_text() const;
   std::vector<ServerFileCounters> file_counters() const;
 
   // For tests: the pages this server read from its disk, in order, as

@@ -24,6 +24,7 @@
 #include "core/mutex.h"
 #include "core/io_runtime.h"
 #include "server/catalog_service.h"
+#include "server/request_metrics.h"
 #include "server/dir_lock.h"
 #include "server/page_server.h"
 #include "server/server_counters.h"
@@ -47,7 +48,8 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
 
   // Decodes `frame`, executes it and encodes the response (a malformed
   // request gets a kCorruption answer), counting errors and bytes out.
-  Frame respond(const Frame& frame);
+  // (`error`, when given: the answer's error code, 0 for none.)
+  Frame respond(const Frame& frame, uint32_t* error = nullptr);
   // The answer to a read whose pages are all in the pool, made on the
   // calling (network) thread: a hit then costs no hand-off to the work
   // pool and back. Nothing when the read needs the work pool (a miss, or a
@@ -75,6 +77,7 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   IoRuntime& runtime_;
   Address address_;
   ServerTally tally_;
+  RequestMetrics metrics_;
   ShareStore shares_;
   ClusterMembership cluster_;  // declared before catalog_, which sets it
   CatalogService catalog_;

@@ -85,6 +85,8 @@ void Session::on_frame(Frame frame) {
   server_->tally_.requests++;
   server_->tally_.bytes_in += frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   Job job;
+  job.arrived = std::chrono::steady_clock::now();
+  job.bytes_in = frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   job.frame = std::make_shared<Frame>(std::move(frame));
   uint64_t id = 0;
   try {
@@ -101,10 +103,13 @@ void Session::on_frame(Frame frame) {
                   false);
       return;
     }
+    job.kind = static_cast<unsigned>(request.which());
     job.span = span_of(request, job.write_bytes);
     job.owed = answer_bytes(request);
     if (request.isRead() && !overtakes_earlier(job.span)) {
       if (std::optional<Frame> out = server_->answer_from_pool(request)) {
+        server_->metrics_.record(job.kind, std::chrono::steady_clock::now() - job.arrived, job.bytes_in,
+                                 out->size() * sizeof(capnp::word) + kFrameHeaderBytes, 0);
         connection_->send(std::move(*out));
         return;
       }
@@ -150,7 +155,13 @@ void Session::run(const Job& job) {
   // Once closed, the client is gone and was told its requests failed; a
   // write it may already have sent again on a new connection must not be
   // overtaken by this stale one.
-  if (!closed_) connection_->send(server_->respond(*job.frame));
+  if (!closed_) {
+    uint32_t error = 0;
+    Frame answer = server_->respond(*job.frame, &error);
+    server_->metrics_.record(job.kind, std::chrono::steady_clock::now() - job.arrived, job.bytes_in,
+                             answer.size() * sizeof(capnp::word) + kFrameHeaderBytes, error);
+    connection_->send(std::move(answer));
+  }
   finish(job);
 }
 

@@ -55,6 +55,10 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<Frame> frame;
     uint64_t write_bytes = 0;
     int64_t owed = 0;  // the answer's bytes, as told to Connection::owe()
+    // For the server's metrics: the request's kind, size and arrival.
+    unsigned kind = 0;
+    uint64_t bytes_in = 0;
+    std::chrono::steady_clock::time_point arrived;
   };
 
   void on_frame(Frame frame);

@@ -34,6 +34,7 @@
 #include "server/etcd_catalog.h"
 #include "server/page_server.h"
 #include "tools/common/config_file.h"
+#include "tools/common/metrics_http.h"
 
 int main(int argc, char** argv) {
   using namespace pagefile;
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
                    ? std::string()
                    : std::string("an octal mode such as 0600 or 0660");
       });
+  std::string metrics;
+  app.add_option("--metrics", metrics,
+                 "HOST:PORT to serve GET /metrics on (Prometheus text format; loopback unless --insecure)");
   app.add_option("--config", "a TOML file of these flags, keys named as the flags without dashes");
   if (int exit = tools::parse_with_config(app, argc, argv); exit >= 0) return exit;
 
@@ -115,6 +119,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.unix_socket_mode = static_cast<uint32_t>(std::stoul(socket_mode, nullptr, 8));
+  std::string metrics_host = metrics.substr(0, metrics.rfind(':'));
+  if (metrics_host.size() > 2 && metrics_host.front() == '[') metrics_host = metrics_host.substr(1, metrics_host.size() - 2);
+  const bool metrics_loopback = metrics.empty() || net::is_loopback_host(metrics_host);
+  if (!metrics_loopback && !insecure) {
+    fmt::print(stderr, "pagefiled: refusing to serve metrics on {}: not a loopback address (pass --insecure to "
+                       "serve them beyond this machine)\n", metrics);
+    return 2;
+  }
   options.dir = dir;
   options.checksums = !no_checksums;
   options.poll_before_sleep = std::chrono::microseconds(poll_us);
@@ -144,6 +156,16 @@ int main(int argc, char** argv) {
   if (!server) {
     fmt::print(stderr, "pagefiled: {}\n", server.status().to_string());
     return 1;
+  }
+  std::unique_ptr<tools::MetricsHttp> metrics_http;
+  if (!metrics.empty()) {
+    auto started = tools::MetricsHttp::start(metrics, [s = server->get()] { return s->metrics_text(); });
+    if (!started) {
+      fmt::print(stderr, "pagefiled: --metrics: {}\n", started.status().to_string());
+      return 1;
+    }
+    metrics_http = std::move(*started);
+    fmt::print("pagefiled: metrics on {}\n", metrics_http->url());
   }
   if (!loopback) {
     fmt::print(stderr, "pagefiled: WARNING: serving {} in the clear to whoever reaches it (--insecure): no "
@@ -200,6 +222,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("pagefiled: {} received, stopping\n", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   std::fflush(stdout);
+  if (metrics_http) metrics_http->stop();
   (*server)->stop();
   auto c = (*server)->counters();
   fmt::print("pagefiled: stopped after {} requests ({} pages read, {} written, {} syncs)\n", c.requests,

@@ -3,7 +3,12 @@
 // only), and --config FILE (TOML) with every flag, the command line
 // overriding it, and a clear error naming file, line and key for anything
 // it would not take.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -126,4 +131,75 @@ TEST_CASE("--config: a typo, a bad value, a table, a syntax error or a missing f
                                             "--dir", (dir / "d").string()});
   CHECK(missing.exit_status == 2);
   CHECK(missing.err.find("none.toml") != std::string::npos);
+}
+
+namespace {
+
+// GET `path` from 127.0.0.1:port: the whole answer (status line, headers,
+// body), as curl -i would show it.
+std::string http_get(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  timeval limit{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return answer;
+}
+
+// The value of the sample line that starts with `series` ("name{labels}").
+double sample(const std::string& text, const std::string& series) {
+  auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+}  // namespace
+
+TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving with the work") {
+  TempDir dir;
+  const int port = free_tcp_port();
+  ServerProcess server("tcp://127.0.0.1:0", dir / "s", {"--metrics", fmt::format("127.0.0.1:{}", port)});
+  const std::string before = http_get(port, "/metrics");
+  INFO(before);
+  REQUIRE(before.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(before.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+  CHECK(before.find("# TYPE pagefile_pages_written_total counter") != std::string::npos);
+  CHECK(sample(before, "pagefile_pages_written_total") == 0);
+
+  // Some work: a file of 40 pages written and read back by pf-replay.
+  generate_trace(dir.path(), "w.trace", {"--file", "m", "--file-pages", "40", "--pattern", "sequential", "--ops",
+                                         "40", "--write-ratio", "1", "--page-size", "4096"});
+  Outcome run = pf_replay(dir.path(), {"run", "w.trace", "--bus", server.address(), "--no-progress"});
+  INFO(run.out, run.err);
+  REQUIRE(run.exit_status == 0);
+
+  const std::string after = http_get(port, "/metrics");
+  INFO(after);
+  CHECK(sample(after, "pagefile_pages_written_total") >= 40);
+  CHECK(sample(after, "pagefile_requests_total{op=\"write\"}") >= 1);
+  CHECK(sample(after, "pagefile_request_seconds_count{op=\"write\"}") ==
+        sample(after, "pagefile_requests_total{op=\"write\"}"));
+  CHECK(sample(after, "pagefile_request_seconds_bucket{op=\"write\",le=\"+Inf\"}") ==
+        sample(after, "pagefile_requests_total{op=\"write\"}"));
+  CHECK(sample(after, "pagefile_request_bytes_in_total{op=\"write\"}") >= 40 * 4096);
+  CHECK(after.find("pagefile_requests_total{op=\"open\"}") != std::string::npos);  // the catalog's too
+
+  CHECK(http_get(port, "/other").rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(server.stop() == 0);
+
+  // Beyond loopback only with --insecure.
+  Outcome refused = pagefiled_for(dir, 10, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "t").string(),
+                                            "--metrics", "0.0.0.0:0"});
+  CHECK(refused.exit_status == 2);
+  CHECK(refused.err.find("refusing to serve metrics") != std::string::npos);
 }
