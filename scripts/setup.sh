@@ -12,8 +12,8 @@ packages=(
   # the catalog on etcd: its JSON gateway's answers, and etcd itself for the
   # tests, benchmarks and scripts/cluster.sh
   nlohmann-json3-dev etcd-server etcd-client
-  # pagefiled --config FILE
-  libtomlplusplus-dev
+  # pagefiled --config FILE; the log (core/log.h)
+  libtomlplusplus-dev libspdlog-dev
   # systemd-analyze verify of deploy/pagefiled@.service (tests/install)
   systemd
   doctest-dev

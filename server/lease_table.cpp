@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/log.h"
+
 namespace pagefile::net {
 
 LeaseTable::LeaseTable(std::chrono::milliseconds lease, Clock clock)
@@ -42,9 +44,12 @@ void LeaseTable::expire() {
     }
     uint64_t owner = it->first;
     it = leases_.erase(it);
+    logger().info("lease expired owner={}", owner);
     for (auto file = locks_.begin(); file != locks_.end();) {
       if (auto held = file->second.find(owner); held != file->second.end() && held->second >= LockLevel::kReserved) {
         writers_lost_.insert(file->first);
+        logger().warn("writer lost its lock file={} owner={} level={}: its next successor announces a new fencing token",
+                      file->first, owner, lock_level_name(held->second));
       }
       drop_lock(file->first, file->second, owner);
       file = file->second.empty() ? locks_.erase(file) : std::next(file);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <kj/exception.h>
 
+#include "core/log.h"
 #include "core/page_bounds.h"
 #include "core/page_checksum.h"
 #include "server/page_server_impl.h"
@@ -106,6 +107,8 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
           }
           if (self->sessions_.size() >= self->options_.max_connections) {
             self->tally_.errors++;
+            logger().warn("connection refused peer={} why=\"max-connections {} reached\"", session->peer(),
+                       self->options_.max_connections);
             session->refuse(Status::busy(
                 "server", fmt::format("has {} connections, the most it takes (--max-connections)",
                                       self->options_.max_connections)),
@@ -244,6 +247,14 @@ Frame PageServer::Impl::respond(const Frame& frame, uint32_t* error) {
     if (auto response = response_message.getRoot<wire::Response>(); response.isError()) {
       tally_.errors++;
       if (error != nullptr) *error = response.getError().getCode();
+      // What an operator must hear of: refusals of stale writers and
+      // clients of another incarnation, damaged pages, a failing disk.
+      auto code = error_code_from_number(response.getError().getCode());
+      if (code == Code::kStale || code == Code::kCorruption || code == Code::kIOError || code == Code::kNoSpace) {
+        logger().log(code == Code::kStale ? spdlog::level::warn : spdlog::level::err, "request refused op={} code={} message=\"{}\"",
+                  RequestMetrics::kind_name(static_cast<unsigned>(request.which())), code_name(*code),
+                  response.getError().getMessage().cStr());
+      }
     }
     out = to_frame(response_message);
   } catch (const kj::Exception& e) {

@@ -94,6 +94,9 @@ struct ServerOptions {
   // owner only by default, since whoever connects may read, overwrite and
   // delete every file.
   uint32_t unix_socket_mode = 0600;
+  // Requests that take longer (arrival to answer) are logged
+  // (pagefiled --slow-ms); 0: none.
+  std::chrono::milliseconds slow_request{0};
 };
 
 struct ServerCounters {

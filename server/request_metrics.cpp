@@ -7,10 +7,7 @@
 
 namespace pagefile::net {
 
-namespace {
-
-// The wire's name of request kind `kind` ("read", "setSize"), "" for none.
-std::string kind_name(unsigned kind) {
+std::string RequestMetrics::kind_name(unsigned kind) {
   static const std::array<std::string, RequestMetrics::kKinds> names = [] {
     std::array<std::string, RequestMetrics::kKinds> out;
     for (auto field : capnp::Schema::from<wire::Request>().getUnionFields()) {
@@ -21,8 +18,6 @@ std::string kind_name(unsigned kind) {
   }();
   return kind < names.size() ? names[kind] : std::string();
 }
-
-}  // namespace
 
 void RequestMetrics::record(unsigned kind, std::chrono::nanoseconds latency, uint64_t bytes_in, uint64_t bytes_out,
                             uint32_t error) {

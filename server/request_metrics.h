@@ -36,6 +36,9 @@ class RequestMetrics {
   // and TYPE lines).
   std::string prometheus(const ServerCounters& counters) const;
 
+  // The wire's name of request kind `kind` ("read", "setSize").
+  static std::string kind_name(unsigned kind);
+
  private:
   struct Kind {
     std::atomic<uint64_t> count{0};

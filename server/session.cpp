@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <kj/exception.h>
 
+#include "core/log.h"
 #include "wire/wire_convert.h"
 
 namespace pagefile::net {
@@ -21,6 +22,7 @@ constexpr int64_t kWholeFile = INT64_MAX;
 
 void Session::start() {
   auto self = shared_from_this();
+  logger().info("connection open peer={}", connection_->peer());
   connection_->bound_backlog();
   connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
                      [self](Status why) { self->on_close(why); });
@@ -108,8 +110,7 @@ void Session::on_frame(Frame frame) {
     job.owed = answer_bytes(request);
     if (request.isRead() && !overtakes_earlier(job.span)) {
       if (std::optional<Frame> out = server_->answer_from_pool(request)) {
-        server_->metrics_.record(job.kind, std::chrono::steady_clock::now() - job.arrived, job.bytes_in,
-                                 out->size() * sizeof(capnp::word) + kFrameHeaderBytes, 0);
+        answered(job, out->size() * sizeof(capnp::word) + kFrameHeaderBytes, 0);
         connection_->send(std::move(*out));
         return;
       }
@@ -158,8 +159,7 @@ void Session::run(const Job& job) {
   if (!closed_) {
     uint32_t error = 0;
     Frame answer = server_->respond(*job.frame, &error);
-    server_->metrics_.record(job.kind, std::chrono::steady_clock::now() - job.arrived, job.bytes_in,
-                             answer.size() * sizeof(capnp::word) + kFrameHeaderBytes, error);
+    answered(job, answer.size() * sizeof(capnp::word) + kFrameHeaderBytes, error);
     connection_->send(std::move(answer));
   }
   finish(job);
@@ -192,8 +192,18 @@ void Session::finish(const Job& job) {
   server_->retire(job.write_bytes);
 }
 
+void Session::answered(const Job& job, uint64_t bytes_out, uint32_t error) {
+  auto took = std::chrono::steady_clock::now() - job.arrived;
+  server_->metrics_.record(job.kind, took, job.bytes_in, bytes_out, error);
+  if (server_->options_.slow_request.count() > 0 && took >= server_->options_.slow_request) {
+    logger().warn("slow request op={} ms={:.1f} peer={}", RequestMetrics::kind_name(job.kind),
+               std::chrono::duration<double, std::milli>(took).count(), connection_->peer());
+  }
+}
+
 void Session::on_close(const Status& why) {
-  (void)why;  // a client going away is routine
+  // (A client going away is routine: info, with why.)
+  logger().info("connection closed peer={}{}", connection_->peer(), why ? "" : " why=\"" + why.to_string() + "\"");
   closed_ = true;  // requests not yet started are dropped; running ones finish
   server_->session_ended(shared_from_this());
 }

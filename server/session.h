@@ -32,6 +32,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start();
   void close() { connection_->close(); }
+  std::string peer() const { return connection_->peer(); }
   void close_after_sending() { connection_->close_after_sending(); }
   // Tells the client `why` (an error answering no request: id 0) and hangs
   // up kRefusalGrace later, running nothing it sent.
@@ -70,6 +71,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Whether a request touching `span` must wait for an earlier one.
   bool overtakes_earlier(const Span& span);
   void run(const Job& job);
+  // Counts an answered request in the server's metrics, and logs it when
+  // it took longer than --slow-ms.
+  void answered(const Job& job, uint64_t bytes_out, uint32_t error);
   void finish(const Job& job);
   void reply_error(uint64_t id, const Status& status, bool then_close);
 

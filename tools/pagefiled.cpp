@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "bus/bus_config.h"
+#include "core/log.h"
 #include "server/etcd_catalog.h"
 #include "server/page_server.h"
 #include "tools/common/config_file.h"
@@ -94,12 +95,24 @@ int main(int argc, char** argv) {
                    ? std::string()
                    : std::string("an octal mode such as 0600 or 0660");
       });
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off (to stderr)")
+      ->capture_default_str();
+  int64_t slow_ms = 0;
+  app.add_option("--slow-ms", slow_ms, "log requests that take longer than this from arrival to answer (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
   std::string metrics;
   app.add_option("--metrics", metrics,
                  "HOST:PORT to serve GET /metrics on (Prometheus text format; loopback unless --insecure)");
   app.add_option("--config", "a TOML file of these flags, keys named as the flags without dashes");
   if (int exit = tools::parse_with_config(app, argc, argv); exit >= 0) return exit;
 
+  if (Status s = log_to_stderr(log_level); !s) {
+    fmt::print(stderr, "pagefiled: --log-level: {}\n", s.to_string());
+    return 2;
+  }
+  options.slow_request = std::chrono::milliseconds(slow_ms);
   auto address = net::parse_address(listen_text);
   if (!address) {
     fmt::print(stderr, "pagefiled: {}\n", address.status().to_string());
@@ -171,6 +184,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "pagefiled: WARNING: serving {} in the clear to whoever reaches it (--insecure): no "
                        "encryption, no authentication\n", (*server)->address().text());
   }
+  logger().info("start listen={} dir={} threads={} cache_pages={} prefetch_pages={} disk_latency_ms={} sync={} "
+                "lease_ms={} max_connections={} checksums={} catalog={} metrics={} slow_ms={} insecure={}",
+                (*server)->address().text(), dir, options.threads, options.cache_pages, options.prefetch_pages,
+                disk_latency_ms, sync, lease_ms, options.max_connections, options.checksums ? "on" : "off",
+                catalog.empty() ? "built-in" : catalog, metrics_http ? metrics_http->url() : "off", slow_ms,
+                insecure);
   fmt::print("pagefiled: listening on {}{}\n", (*server)->address().text(),
              disk_latency_ms > 0 ? fmt::format(" (emulated disk latency {} ms)", disk_latency_ms) : "");
   std::fflush(stdout);
@@ -227,5 +246,8 @@ int main(int argc, char** argv) {
   auto c = (*server)->counters();
   fmt::print("pagefiled: stopped after {} requests ({} pages read, {} written, {} syncs)\n", c.requests,
              c.pages_read, c.pages_written, c.syncs);
+  logger().info("stop signal={} requests={} pages_read={} pages_written={} syncs={} errors={}",
+                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", c.requests, c.pages_read, c.pages_written, c.syncs,
+                c.errors);
   return 0;
 }

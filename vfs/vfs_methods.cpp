@@ -1,6 +1,7 @@
 // The sqlite3_vfs "pagefile": which files go to the store, names, and the
 // OS services it borrows from SQLite's "unix" VFS.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/log.h"
 #include "store/file_header.h"
 #include "store/local_pagefile.h"
 #include "vfs/vfs_internal.h"
@@ -223,6 +225,19 @@ int sqlite_error(const Status& status, int io_code, int code) {
 
 int register_vfs(int make_default) {
   if (unix_vfs() == nullptr) return SQLITE_ERROR;
+  // The VFS logs nothing unless PAGEFILE_LOG names a file (level from
+  // PAGEFILE_LOG_LEVEL, default info): it runs inside someone else's
+  // program, whose output is its own.
+  static const bool logging = [make_default] {
+    const char* path = std::getenv("PAGEFILE_LOG");
+    if (path == nullptr || *path == '\0') return false;
+    const char* level = std::getenv("PAGEFILE_LOG_LEVEL");
+    Status s = log_to_file(path, level != nullptr && *level != '\0' ? level : "info");
+    if (!s) sqlite3_log(SQLITE_WARNING, "pagefile: PAGEFILE_LOG: %s", s.to_string().c_str());
+    if (s) logger().info("vfs registered pid={} default={}", ::getpid(), make_default != 0);
+    return static_cast<bool>(s);
+  }();
+  (void)logging;
   static sqlite3_vfs vfs = make_vfs();
   int rc = sqlite3_vfs_register(&vfs, make_default);
   if (rc != SQLITE_OK) return rc;

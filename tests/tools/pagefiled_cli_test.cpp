@@ -10,6 +10,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <thread>
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -23,9 +26,13 @@ namespace {
 
 // pagefiled with `args` under `timeout SECONDS` (SIGTERM then), so a start
 // that should have been refused cannot hang the test.
-Outcome pagefiled_for(const TempDir& dir, int seconds, std::vector<std::string> args) {
+// (Its output goes to files in `dir`, or in dir/`subdir`, which another
+// program run at the same time must not share.)
+Outcome pagefiled_for(const TempDir& dir, int seconds, std::vector<std::string> args, const std::string& subdir = "") {
   args.insert(args.begin(), {std::to_string(seconds), pagefiled_path()});
-  return run_program("/usr/bin/timeout", dir.path(), args);
+  std::filesystem::path where = subdir.empty() ? dir.path() : dir / subdir;
+  std::filesystem::create_directories(where);
+  return run_program("/usr/bin/timeout", where, args);
 }
 
 // The pool size `pagefile status` reports for the server at `address`.
@@ -202,4 +209,61 @@ TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving w
                                             "--metrics", "0.0.0.0:0"});
   CHECK(refused.exit_status == 2);
   CHECK(refused.err.find("refusing to serve metrics") != std::string::npos);
+}
+
+TEST_CASE("logs: one line per event with key=value fields, on stderr at --log-level") {
+  TempDir dir;
+  const int port = free_tcp_port();
+  const std::string address = fmt::format("tcp://127.0.0.1:{}", port);
+  Outcome server;
+  // Runs until timeout's SIGTERM, 4 s on; the work below is done by then.
+  std::thread running([&] {
+    server = pagefiled_for(dir, 4, {"--listen", address, "--dir", (dir / "s").string(), "--disk-latency", "5",
+                                    "--cache-pages", "0", "--slow-ms", "1"},
+                           "server-run");
+  });
+  // (Reads of pages not in the server's pool wait 5 ms on the emulated
+  // disk, past --slow-ms 1.)
+  generate_trace(dir.path(), "r.trace", {"--file", "logged", "--file-pages", "8", "--pattern", "random", "--ops",
+                                         "32", "--write-ratio", "0.5", "--page-size", "4096"});
+  Outcome run;
+  for (int tries = 0; tries < 40; ++tries) {  // until it listens
+    run = pf_replay(dir.path(), {"run", "r.trace", "--bus", address, "--no-progress"});
+    if (run.exit_status == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  running.join();
+  INFO(run.err, server.err);
+  REQUIRE(run.exit_status == 0);
+  const std::string& log = server.err;
+  CHECK(log.find(" info start listen=" + address + " dir=") != std::string::npos);
+  CHECK(log.find("disk_latency_ms=5") != std::string::npos);
+  CHECK(log.find(" info connection open peer=tcp://127.0.0.1:") != std::string::npos);
+  CHECK(log.find(" info connection closed peer=tcp://127.0.0.1:") != std::string::npos);
+  CHECK(log.find(" warning slow request op=") != std::string::npos);
+  CHECK(log.find(" info stop signal=SIGTERM requests=") != std::string::npos);
+
+  // --log-level off: nothing; a level that is none: refused.
+  Outcome quiet = pagefiled_for(dir, 1, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "q").string(),
+                                         "--log-level", "off"});
+  CHECK(quiet.err.empty());
+  Outcome bad = pagefiled_for(dir, 10, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "b").string(),
+                                        "--log-level", "loud"});
+  CHECK(bad.exit_status == 2);
+  CHECK(bad.err.find("log level 'loud'") != std::string::npos);
+}
+
+TEST_CASE("logs: the VFS logs nothing unless PAGEFILE_LOG names a file") {
+  TempDir dir;
+  const char* so = std::getenv("PAGEFILE_VFS_SO");
+  REQUIRE(so != nullptr);
+  const std::vector<std::string> args = {"-cmd", fmt::format(".load {}", so), "-cmd", ".vfs pagefile", ":memory:",
+                                         "SELECT 1"};
+  Outcome silent = run_program("/usr/bin/sqlite3", dir.path(), args);
+  CHECK(silent.exit_status == 0);
+  CHECK(silent.err.empty());
+  Outcome logged = run_program("/usr/bin/sqlite3", dir.path(), args, {{"PAGEFILE_LOG", (dir / "vfs.log").string()}});
+  CHECK(logged.exit_status == 0);
+  CHECK(logged.err.empty());
+  CHECK(read_file(dir / "vfs.log").find(" info vfs registered pid=") != std::string::npos);
 }
