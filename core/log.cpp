@@ -52,6 +52,13 @@ Status log_to_stderr(const std::string& level) {
   return Status::ok();
 }
 
+Status set_log_level(const std::string& level) {
+  auto l = level_of(level);
+  if (!l) return l.status();
+  the_log().logger.set_level(*l);
+  return Status::ok();
+}
+
 Status log_to_file(const std::string& path, const std::string& level) {
   auto l = level_of(level);
   if (!l) return l.status();

@@ -24,5 +24,7 @@ spdlog::logger& logger();
 Status log_to_stderr(const std::string& level);
 // Append to `path` from `level`. The file's error when it cannot be opened.
 Status log_to_file(const std::string& path, const std::string& level);
+// Changes the level of whatever the log goes to (a reload).
+Status set_log_level(const std::string& level);
 
 }  // namespace pagefile

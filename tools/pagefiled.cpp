@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics,
                  "HOST:PORT to serve GET /metrics on (Prometheus text format; loopback unless --insecure)");
   app.add_option("--config", "a TOML file of these flags, keys named as the flags without dashes");
-  if (int exit = tools::parse_with_config(app, argc, argv); exit >= 0) return exit;
+  std::string config_file;
+  if (int exit = tools::parse_with_config(app, argc, argv, &config_file); exit >= 0) return exit;
 
   if (Status s = log_to_stderr(log_level); !s) {
     fmt::print(stderr, "pagefiled: --log-level: {}\n", s.to_string());
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // a reload, not a stop
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -230,7 +232,37 @@ int main(int argc, char** argv) {
   }
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  for (;;) {
+    sigwait(&stop_signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    // SIGHUP: what can change live is the log level; the rest needs a
+    // restart. Said either way.
+    if (config_file.empty()) {
+      logger().warn("reload refused why=\"no --config file to reload from\"");
+      continue;
+    }
+    auto read = tools::read_config(app, config_file);
+    if (!read) {
+      logger().error("reload refused config={} why=\"{}\"", config_file, read.status().to_string());
+      continue;
+    }
+    std::string level = log_level;  // as the command line (or the file at start) left it
+    for (size_t i = 0; i + 1 < read->args.size(); ++i) {
+      if (read->args[i] == "--log-level") level = read->args[i + 1];
+    }
+    const bool said = logger().should_log(spdlog::level::info);
+    if (said) {
+      logger().info("reload config={} log_level={} (other settings take effect at a restart)", config_file, level);
+    }
+    if (Status s = set_log_level(level); !s) {
+      logger().error("reload refused config={} why=\"{}\"", config_file, s.to_string());
+      continue;
+    }
+    // (Said at info under whichever of the two levels lets it through.)
+    if (!said) {
+      logger().info("reload config={} log_level={} (other settings take effect at a restart)", config_file, level);
+    }
+  }
   if (registry.joinable()) {
     {
       std::lock_guard lock(registry_mu);

@@ -38,7 +38,7 @@ int free_tcp_port() {
 }
 
 ServerProcess::ServerProcess(const std::string& listen, const std::filesystem::path& dir,
-                             std::vector<std::string> extra) {
+                             std::vector<std::string> extra, const std::filesystem::path& stderr_to) {
   std::string binary = pagefiled_path();
   int out[2];
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
@@ -48,6 +48,10 @@ ServerProcess::ServerProcess(const std::string& listen, const std::filesystem::p
   REQUIRE(pid_ >= 0);
   if (pid_ == 0) {
     ::dup2(out[1], STDOUT_FILENO);
+    if (!stderr_to.empty()) {
+      int err = ::open(stderr_to.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (err >= 0) ::dup2(err, STDERR_FILENO);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

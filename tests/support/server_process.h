@@ -20,8 +20,9 @@ class ServerProcess {
  public:
   // Starts `pagefiled --listen listen --dir dir` plus `extra` arguments and
   // waits (at most 10 s) for its "listening on" line. REQUIREs success.
+  // `stderr_to`: a file its standard error goes to (else the test's).
   ServerProcess(const std::string& listen, const std::filesystem::path& dir,
-                std::vector<std::string> extra = {});
+                std::vector<std::string> extra = {}, const std::filesystem::path& stderr_to = {});
   ~ServerProcess();  // stop()
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

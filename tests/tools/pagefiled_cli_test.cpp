@@ -4,6 +4,7 @@
 // overriding it, and a clear error naming file, line and key for anything
 // it would not take.
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -266,4 +267,38 @@ TEST_CASE("logs: the VFS logs nothing unless PAGEFILE_LOG names a file") {
   CHECK(logged.exit_status == 0);
   CHECK(logged.err.empty());
   CHECK(read_file(dir / "vfs.log").find(" info vfs registered pid=") != std::string::npos);
+}
+
+TEST_CASE("SIGHUP reloads the log level from --config, and says so") {
+  TempDir dir;
+  const auto config = dir / "pagefiled.toml";
+  const auto log = dir / "stderr.log";
+  write_file(config, "log-level = \"info\"\n");
+  ServerProcess server("tcp://127.0.0.1:0", dir / "s", {"--config", config.string()}, log);
+  auto connect_once = [&] { CHECK(pool_of(dir, server.address()).rfind("pool ", 0) == 0); };
+  // Waits (at most 5 s) for `text` in the log.
+  auto logged = [&](const std::string& text) {
+    for (int i = 0; i < 100; ++i) {
+      if (read_file(log).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  connect_once();
+  CHECK(logged(" info connection open peer="));
+
+  write_file(config, "log-level = \"warning\"\n");
+  REQUIRE(::kill(server.pid(), SIGHUP) == 0);
+  CHECK(logged(" info reload config=" + config.string() + " log_level=warning"));
+  const size_t before = read_file(log).size();
+  connect_once();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(read_file(log).substr(before).find("connection open") == std::string::npos);
+
+  // A file that no longer parses: refused and said; the server goes on.
+  write_file(config, "log-level = \"warning\"\ncahce-pages = 3\n");
+  REQUIRE(::kill(server.pid(), SIGHUP) == 0);
+  CHECK(logged(" error reload refused config="));
+  connect_once();
+  CHECK(server.stop() == 0);
 }

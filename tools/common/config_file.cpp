@@ -75,7 +75,7 @@ Result<ConfigArgs> read_config(const CLI::App& app, const std::filesystem::path&
   return out;
 }
 
-int parse_with_config(CLI::App& app, int argc, char** argv) {
+int parse_with_config(CLI::App& app, int argc, char** argv, std::string* config_out) {
   const std::string program = std::filesystem::path(argv[0]).filename().string();
   std::string config;
   std::vector<std::string> given;
@@ -89,6 +89,7 @@ int parse_with_config(CLI::App& app, int argc, char** argv) {
       given.push_back(arg);
     }
   }
+  if (config_out != nullptr) *config_out = config;
   ConfigArgs from_file;
   if (!config.empty()) {
     auto read = read_config(app, config);

@@ -35,6 +35,7 @@ Result<ConfigArgs> read_config(const CLI::App& app, const std::filesystem::path&
 // options must take the last value given (so the command line overrides).
 // Returns the exit status to leave with (CLI11's for --help and parse
 // errors, 2 for a bad config file, which it prints), or -1 to go on.
-int parse_with_config(CLI::App& app, int argc, char** argv);
+// `config`, when given, gets the file's path ("" for none).
+int parse_with_config(CLI::App& app, int argc, char** argv, std::string* config = nullptr);
 
 }  // namespace pagefile::tools
