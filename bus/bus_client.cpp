@@ -62,6 +62,11 @@ BusClient::Load BusClient::Impl::load(const std::string& server) const {
 }
 
 Status BusClient::Impl::start() {
+  if (!config_.tls.empty()) {
+    auto tls = make_tls_context(config_.tls, TlsSide::kClient);
+    if (!tls) return tls.status().with_context("bus");
+    tls_ = std::move(*tls);
+  }
   for (const Address& address : config_.embedded) {
     ServerOptions server_options = options_.embedded;
     server_options.dir = config_.home / address.path;

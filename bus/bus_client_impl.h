@@ -141,6 +141,9 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   std::shared_ptr<IoRuntime> runtime_;
 
   InprocHub hub_;
+  // How this client proves itself to tls:// servers (BusConfig::tls); null
+  // when the bus names no TLS options.
+  std::shared_ptr<TlsContext> tls_;
   std::vector<std::unique_ptr<PageServer>> embedded_;
   // The catalog when it is one of embedded_: catalog requests go to it by
   // a direct call (PageServer::catalog_direct). Null otherwise.

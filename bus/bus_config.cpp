@@ -33,6 +33,16 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
+// The TlsOptions field an entry "NAME=PATH" sets, or null when the entry
+// is not one of them.
+std::string* tls_option(TlsOptions& tls, const std::string& entry) {
+  if (entry.rfind("psk_file=", 0) == 0) return &tls.psk_files.emplace_back();
+  if (entry.rfind("tls_cert=", 0) == 0) return &tls.cert;
+  if (entry.rfind("tls_key=", 0) == 0) return &tls.key;
+  if (entry.rfind("tls_ca=", 0) == 0) return &tls.ca;
+  return nullptr;
+}
+
 }  // namespace
 
 Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home) {
@@ -61,6 +71,12 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
         return Status::invalid_argument("bus", fmt::format("replicas='{}' is not a count", count));
       }
       config.replicas = static_cast<uint32_t>(std::atoi(entry.c_str() + 9));
+      continue;
+    }
+    // Paths, as the tools' --psk-file and --tls-* name them.
+    if (std::string* path = tls_option(config.tls, entry)) {
+      *path = entry.substr(entry.find('=') + 1);
+      if (path->empty()) return Status::invalid_argument("bus", fmt::format("{} names no file", entry));
       continue;
     }
     if (entry.rfind("catalog=etcd://", 0) == 0) {
@@ -99,6 +115,11 @@ Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& 
     return Status::invalid_argument("bus", "names two catalogs (a server and one on etcd)");
   }
   if (Status s = check_replicas(config.replicas, config.servers.size()); !s) return s.with_context("bus");
+  const bool any_tls = std::any_of(config.servers.begin(), config.servers.end(),
+                                   [](const Address& a) { return a.kind == Address::Kind::kTls; });
+  if (any_tls && config.tls.psk_files.empty() && config.tls.ca.empty()) {
+    return Status::invalid_argument("bus", "names tls:// servers but no psk_file= or tls_ca= to trust them by");
+  }
   for (size_t i = 0; i < config.servers.size(); ++i) {
     for (size_t j = i + 1; j < config.servers.size(); ++j) {
       if (config.servers[i] == config.servers[j]) {

@@ -18,6 +18,12 @@
 //                                             per member (server/etcd_catalog.h):
 //                                             this client keeps its records and
 //                                             locks there itself
+//   tls://a:7001,tls://b:7001,psk_file=/etc/pagefile/key
+//                                             servers over TLS, this client
+//                                             proving itself with a key
+//                                             (wire/tls.h); or tls_cert=,
+//                                             tls_key= and tls_ca= for
+//                                             certificates
 // With nothing configured (no string, no PAGEFILE_BUS) the bus is the
 // embedded default: inproc:4, with data under PAGEFILE_HOME.
 #pragma once
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "wire/address.h"
+#include "wire/tls.h"
 #include "pagefile/status.h"
 
 namespace pagefile::net {
@@ -45,6 +52,9 @@ struct BusConfig {
   // catalog=etcd://HOST:PORT, once per member: the catalog is on etcd, and
   // `catalog` above means nothing. Empty: the catalog is servers[catalog].
   std::vector<std::string> etcd;
+  // psk_file=, tls_cert=, tls_key=, tls_ca=: how this client proves itself
+  // to tls:// servers and trusts them.
+  TlsOptions tls;
 
   // The name catalog requests are addressed to: servers[catalog]'s
   // address, or etcd://H:P,H:P,... for a catalog on etcd.
@@ -56,8 +66,9 @@ struct BusConfig {
 Result<std::vector<std::string>> parse_etcd_members(std::string_view text);
 
 // Parses the string form. kInvalidArgument for an empty list, a bad address,
-// two catalogs, the same address twice, or more replicas than servers; the
-// file's error for @path.
+// two catalogs, the same address twice, more replicas than servers, or a
+// tls:// server with no psk_file= or tls_ca= to trust it by; the file's
+// error for @path.
 Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home);
 
 // `spec` when it is non-empty, else $PAGEFILE_BUS, else kDefaultBus; home

@@ -12,7 +12,7 @@ void BusClient::Impl::connect_peer(const std::string& server) {
     // Answers are read by the threads that wait for them; a send may wait
     // for room as long as a request may wait for its answer.
     connection = connect(runtime_->io(), *address, options_.connect_timeout_ms, &hub_,
-                         Connection::Reading::kByWaiter, request_timeout_ms_.load());
+                         Connection::Reading::kByWaiter, request_timeout_ms_.load(), tls_);
   } else {
     connection = address.status();
   }

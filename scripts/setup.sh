@@ -14,6 +14,8 @@ packages=(
   nlohmann-json3-dev etcd-server etcd-client
   # pagefiled --config FILE; the log (core/log.h)
   libtomlplusplus-dev libspdlog-dev
+  # tls:// (wire/tls.h), and openssl(1) to make the tests' certificates
+  libssl-dev openssl
   # systemd-analyze verify of deploy/pagefiled@.service (tests/install)
   systemd
   doctest-dev

@@ -120,7 +120,7 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
         }
         session->start();
       },
-      hub, options_.unix_socket_mode);
+      hub, options_.unix_socket_mode, options_.tls);
   if (!listener) return listener.status();
   listener_ = std::move(*listener);
   address_ = listener_->address();

@@ -97,6 +97,8 @@ struct ServerOptions {
   // Requests that take longer (arrival to answer) are logged
   // (pagefiled --slow-ms); 0: none.
   std::chrono::milliseconds slow_request{0};
+  // Credentials for a tls:// address (TlsSide::kServer); null otherwise.
+  std::shared_ptr<TlsContext> tls;
 };
 
 struct ServerCounters {

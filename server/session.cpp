@@ -10,6 +10,7 @@
 #include <kj/exception.h>
 
 #include "core/log.h"
+#include "server/access.h"
 #include "wire/wire_convert.h"
 
 namespace pagefile::net {
@@ -22,7 +23,7 @@ constexpr int64_t kWholeFile = INT64_MAX;
 
 void Session::start() {
   auto self = shared_from_this();
-  logger().info("connection open peer={}", connection_->peer());
+  logger().info("connection open peer={} role={}", connection_->peer(), role_name(connection_->role()));
   connection_->bound_backlog();
   connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
                      [self](Status why) { self->on_close(why); });
@@ -106,6 +107,13 @@ void Session::on_frame(Frame frame) {
       return;
     }
     job.kind = static_cast<unsigned>(request.which());
+    if (Status allowed = check_access(role_, request); !allowed) {
+      logger().warn("request refused peer={} role={} op={} why=\"{}\"", connection_->peer(), role_name(role_),
+                    RequestMetrics::kind_name(job.kind), allowed.to_string());
+      answered(job, 0, static_cast<uint32_t>(allowed.code()));
+      reply_error(id, allowed, false);
+      return;
+    }
     job.span = span_of(request, job.write_bytes);
     job.owed = answer_bytes(request);
     if (request.isRead() && !overtakes_earlier(job.span)) {

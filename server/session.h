@@ -28,7 +28,7 @@ namespace pagefile::net {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<PageServer::Impl> server, std::shared_ptr<Connection> connection)
-      : server_(std::move(server)), connection_(std::move(connection)) {}
+      : server_(std::move(server)), connection_(std::move(connection)), role_(connection_->role()) {}
 
   void start();
   void close() { connection_->close(); }
@@ -79,6 +79,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const std::shared_ptr<PageServer::Impl> server_;
   const std::shared_ptr<Connection> connection_;
+  // What the peer may ask (server/access.h), as its connection proved it.
+  const PeerRole role_;
   Mutex mu_;
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Job> active_ GUARDED_BY(mu_);  // running or waiting, by arrival

@@ -13,9 +13,12 @@
 //                                            stale copies brought up to date
 //   pagefile replace-server OLD NEW [--bus BUS]
 //                                            NEW takes OLD's copies (stale until resync)
+//   pagefile keygen [--role reader|writer|admin] FILE
+//                                            a new key for tls:// links, mode 0600
 //
 // BUS as in bus/bus_config.h; without it, $PAGEFILE_BUS, else the embedded
-// default. Exit status 0 on success, 1 on an error (printed) or a bad page
+// default. Against tls:// servers the client proves itself with --psk-file
+// FILE, or --tls-cert, --tls-key and --tls-ca (wire/tls.h). Exit status 0 on success, 1 on an error (printed) or a bad page
 // found by scrub, and CLI11's
 // non-zero usage codes for a bad command line.
 #include <fcntl.h>
@@ -42,6 +45,8 @@
 #include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
+#include "tools/common/tls_flags.h"
+#include "wire/tls.h"
 
 namespace {
 
@@ -489,6 +494,17 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
   return 0;
 }
 
+int cmd_keygen(const std::string& path, const std::string& role_text) {
+  auto role = net::parse_role(role_text);
+  if (!role) return fail(role.status());
+  auto key = net::write_new_psk_file(path, *role);
+  if (!key) return fail(key.status());
+  fmt::print("wrote key {} (role {}) to {}, mode 0600: give it to pagefiled with --psk-file, and to a client with "
+             "--psk-file or the bus option psk_file=\n",
+             key->identity, role_text, path);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -498,7 +514,9 @@ int main(int argc, char** argv) {
   // usage above shows: subcommands inherit this and hand it to the app.
   app.fallthrough();
   std::string bus;
-  app.add_option("--bus", bus, "servers: tcp://H:P,unix:/P,... or inproc:N or @file (default $PAGEFILE_BUS)");
+  app.add_option("--bus", bus, "servers: tcp://H:P,tls://H:P,unix:/P,... or inproc:N or @file (default $PAGEFILE_BUS)");
+  tools::TlsFlags tls;
+  tools::add_tls_flags(app, tls);
   std::string name, local;
   CopyOptions copy;
 
@@ -534,7 +552,15 @@ int main(int argc, char** argv) {
   auto* replace = app.add_subcommand("replace-server", "put server NEW in OLD's place in every file (then resync)");
   replace->add_option("OLD", old_server)->required();
   replace->add_option("NEW", new_server)->required();
+  std::string role = "admin";
+  auto* keygen = app.add_subcommand("keygen", "make a new key file (mode 0600) for tls:// links: --psk-file FILE");
+  keygen->add_option("FILE", local)->required();
+  keygen->add_option("--role", role, "what the key's holder may do on the servers")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reader", "writer", "admin"}));
   CLI11_PARSE(app, argc, argv);
+  if (keygen->parsed()) return cmd_keygen(local, role);
+  bus = tools::bus_with_tls(bus, tls);
   copy.bus = bus;
 
   if (import->parsed()) return cmd_import(copy, local, name);

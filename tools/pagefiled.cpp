@@ -4,11 +4,15 @@
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
 //             [--max-connections N] [--catalog etcd://H:P,H:P,H:P]
 //             [--insecure] [--socket-mode MODE] [--config FILE]
+//             [--psk-file FILE]... [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--cert-role CN=ROLE]...]
 //
-// Safe by default: it listens only on loopback addresses and unix: sockets
-// (mode 0600 unless --socket-mode says otherwise), since anyone who reaches
-// it can read, overwrite and delete every file. --insecure serves another
-// address all the same, and says so at start. --config FILE reads any of
+// Safe by default: without TLS it listens only on loopback addresses and
+// unix: sockets (mode 0600 unless --socket-mode says otherwise), since
+// anyone who reaches it can read, overwrite and delete every file.
+// --insecure serves another address in the clear all the same, and says so
+// at start. On tls://HOST:PORT every peer proves itself with a key file
+// (pagefile keygen) or a certificate signed by --tls-ca, and is served in
+// the role the key or --cert-role gives it (wire/tls.h, server/access.h). --config FILE reads any of
 // these flags from a TOML file (tools/common/config_file.h); the command
 // line overrides it.
 //
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
   double disk_latency_ms = 0;
   std::string sync = "fdatasync";
   int64_t lease_ms = options.lease.count();
-  app.add_option("--listen", listen_text, "tcp://HOST:PORT or unix:/PATH")->required();
+  app.add_option("--listen", listen_text, "tls://HOST:PORT, tcp://HOST:PORT or unix:/PATH")->required();
   app.add_option("--dir", dir, "directory for this server's pages and catalog")->required();
   app.add_option("--threads", options.threads, "page-work threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--cache-pages", options.cache_pages,
@@ -83,6 +87,17 @@ int main(int argc, char** argv) {
   app.add_option("--catalog", catalog,
                  "etcd://HOST:PORT[,HOST:PORT...]: keep the catalog on this etcd cluster (default: the built-in one "
                  "in DIR)");
+  net::TlsOptions tls;
+  app.add_option("--psk-file", tls.psk_files, "tls://: a key file of clients' keys (pagefile keygen; repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--tls-cert", tls.cert, "tls://: this server's certificate (PEM)");
+  app.add_option("--tls-key", tls.key, "tls://: its private key (PEM)");
+  app.add_option("--tls-ca", tls.ca, "tls://: the CA certificates clients' certificates must chain to (PEM)");
+  std::vector<std::string> cert_roles;
+  app.add_option("--cert-role", cert_roles,
+                 "tls://: CN=ROLE, the role of a client certificate by its common name (repeatable; none: every "
+                 "certificate --tls-ca signed is an admin's)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "listen on an address other than loopback without TLS (anyone who reaches it can read, "
@@ -120,16 +135,36 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (address->kind == net::Address::Kind::kInproc) {
-    fmt::print(stderr, "pagefiled: inproc: addresses live inside a client; listen on tcp:// or unix:\n");
+    fmt::print(stderr, "pagefiled: inproc: addresses live inside a client; listen on tls://, tcp:// or unix:\n");
     return 2;
   }
   const bool loopback = address->kind != net::Address::Kind::kTcp || net::is_loopback_host(address->host);
   if (!loopback && !insecure) {
     fmt::print(stderr,
-               "pagefiled: refusing to listen on {}: it is not a loopback address, and pagefiled has no TLS "
-               "yet, so anyone who reaches it could read, overwrite and delete every file. Listen on "
-               "tcp://127.0.0.1:PORT or a unix: socket, or pass --insecure on a network you trust\n",
-               address->text());
+               "pagefiled: refusing to listen on {} without TLS: it is not a loopback address, so anyone who "
+               "reaches it could read, overwrite and delete every file. Listen on tls://{}:{} with --psk-file "
+               "or --tls-cert/--tls-key, or on loopback, or pass --insecure on a network you trust\n",
+               address->text(), address->host, address->port);
+    return 2;
+  }
+  for (const std::string& entry : cert_roles) {
+    size_t eq = entry.rfind('=');
+    auto role = net::parse_role(eq == std::string::npos ? std::string() : entry.substr(eq + 1));
+    if (eq == std::string::npos || eq < 4 || entry.rfind("CN=", 0) != 0 || !role) {
+      fmt::print(stderr, "pagefiled: --cert-role '{}': expected CN=NAME=ROLE, ROLE reader, writer or admin\n", entry);
+      return 2;
+    }
+    tls.subject_roles[entry.substr(3, eq - 3)] = *role;
+  }
+  if (address->kind == net::Address::Kind::kTls) {
+    auto context = net::make_tls_context(tls, net::TlsSide::kServer);
+    if (!context) {
+      fmt::print(stderr, "pagefiled: {}\n", context.status().to_string());
+      return 2;
+    }
+    options.tls = std::move(*context);
+  } else if (!tls.empty()) {
+    fmt::print(stderr, "pagefiled: --psk-file and --tls-* are for a tls:// address; {} is not one\n", address->text());
     return 2;
   }
   options.unix_socket_mode = static_cast<uint32_t>(std::stoul(socket_mode, nullptr, 8));
@@ -187,11 +222,13 @@ int main(int argc, char** argv) {
                        "encryption, no authentication\n", (*server)->address().text());
   }
   logger().info("start listen={} dir={} threads={} cache_pages={} prefetch_pages={} disk_latency_ms={} sync={} "
-                "lease_ms={} max_connections={} checksums={} catalog={} metrics={} slow_ms={} insecure={}",
+                "lease_ms={} max_connections={} checksums={} catalog={} metrics={} slow_ms={} insecure={} "
+                "psk_files={} tls_cert={} tls_ca={} cert_roles={}",
                 (*server)->address().text(), dir, options.threads, options.cache_pages, options.prefetch_pages,
                 disk_latency_ms, sync, lease_ms, options.max_connections, options.checksums ? "on" : "off",
                 catalog.empty() ? "built-in" : catalog, metrics_http ? metrics_http->url() : "off", slow_ms,
-                insecure);
+                insecure, tls.psk_files.size(), tls.cert.empty() ? "none" : tls.cert,
+                tls.ca.empty() ? "none" : tls.ca, cert_roles.size());
   fmt::print("pagefiled: listening on {}{}\n", (*server)->address().text(),
              disk_latency_ms > 0 ? fmt::format(" (emulated disk latency {} ms)", disk_latency_ms) : "");
   std::fflush(stdout);

@@ -17,6 +17,7 @@ namespace pagefile::net {
 namespace {
 
 constexpr std::string_view kTcpPrefix = "tcp://";
+constexpr std::string_view kTlsPrefix = "tls://";  // the same length as kTcpPrefix
 constexpr std::string_view kUnixPrefix = "unix:";
 constexpr std::string_view kInprocPrefix = "inproc:";
 
@@ -52,10 +53,11 @@ Result<uint16_t> parse_port(std::string_view text, std::string_view port) {
   return static_cast<uint16_t>(value);
 }
 
-Result<Address> parse_tcp(std::string_view text) {
+// tcp://HOST:PORT, or tls://HOST:PORT as `kind` kTls.
+Result<Address> parse_tcp(std::string_view text, Address::Kind kind) {
   std::string_view rest = text.substr(kTcpPrefix.size());
   Address address;
-  address.kind = Address::Kind::kTcp;
+  address.kind = kind;
   std::string_view port;
   if (!rest.empty() && rest.front() == '[') {
     size_t close = rest.find(']');
@@ -125,10 +127,13 @@ Result<Address> parse_inproc(std::string_view text) {
 std::string Address::text() const {
   switch (kind) {
     case Kind::kTcp:
+    case Kind::kTls: {
       // An IPv6 literal holds ':' and goes in brackets so the port stays
       // unambiguous; names and IPv4 literals never hold ':'.
-      if (host.find(':') != std::string::npos) return fmt::format("tcp://[{}]:{}", host, port);
-      return fmt::format("tcp://{}:{}", host, port);
+      const std::string_view scheme = kind == Kind::kTls ? kTlsPrefix : kTcpPrefix;
+      if (host.find(':') != std::string::npos) return fmt::format("{}[{}]:{}", scheme, host, port);
+      return fmt::format("{}{}:{}", scheme, host, port);
+    }
     case Kind::kUnix:
       return fmt::format("unix:{}", path);
     case Kind::kInproc:
@@ -138,11 +143,12 @@ std::string Address::text() const {
 }
 
 Result<Address> parse_address(std::string_view text) {
-  if (text.starts_with(kTcpPrefix)) return parse_tcp(text);
+  if (text.starts_with(kTcpPrefix)) return parse_tcp(text, Address::Kind::kTcp);
+  if (text.starts_with(kTlsPrefix)) return parse_tcp(text, Address::Kind::kTls);
   if (text.starts_with(kUnixPrefix)) return parse_unix(text);
   if (text.starts_with(kInprocPrefix)) return parse_inproc(text);
-  if (text.empty()) return Status::invalid_argument("address", "empty (expected tcp://HOST:PORT, unix:/PATH or inproc:NAME)");
-  return Status::invalid_argument(text, "unknown scheme (expected tcp://HOST:PORT, unix:/PATH or inproc:NAME)");
+  if (text.empty()) return Status::invalid_argument("address", "empty (expected tcp://HOST:PORT, tls://HOST:PORT, unix:/PATH or inproc:NAME)");
+  return Status::invalid_argument(text, "unknown scheme (expected tcp://HOST:PORT, tls://HOST:PORT, unix:/PATH or inproc:NAME)");
 }
 
 bool is_loopback_host(std::string_view host) {

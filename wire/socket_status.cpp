@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <fmt/format.h>
 
 #include "core/os_error.h"
@@ -16,6 +17,9 @@ namespace pagefile::net::internal {
 // remedy is to reconnect, so they all become kDisconnected.
 bool is_disconnect(const boost::system::error_code& ec) {
   if (ec == boost::asio::error::eof) return true;
+  // A TLS peer that closed without saying goodbye (close_notify): gone all
+  // the same.
+  if (ec == boost::asio::ssl::error::stream_truncated) return true;
   if (ec.category() != boost::system::system_category()) return false;
   switch (ec.value()) {
     case ECONNRESET:

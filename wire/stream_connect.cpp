@@ -1,21 +1,24 @@
-// Connecting over stream sockets, tcp:// and unix:: the caller's thread
-// waits, no longer than its timeout, while the io_context resolves and
-// connects; the socket then becomes a connection read on the io_context or
-// one read by its waiters (waiter_connection.cpp).
+// Connecting over stream sockets, tcp://, tls:// and unix:: the caller's
+// thread waits, no longer than its timeout, while the io_context resolves,
+// connects and (tls://) shakes hands; the socket then becomes a connection
+// read on the io_context or one read by its waiters (waiter_connection.cpp).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
 
 #include "core/mutex.h"
 #include "wire/stream_socket.h"
+#include "wire/tls_context.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -82,9 +85,11 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
  public:
   using Resolver = std::conditional_t<kIsTcp<Protocol>, Tcp::resolver, std::monostate>;
 
-  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int send_timeout_ms)
+  ConnectAttempt(asio::io_context& io, Address address, Connection::Reading reading, int send_timeout_ms,
+                 std::shared_ptr<TlsContext> tls)
       : io_(io), strand_(asio::make_strand(io)), socket_(io), resolver_(make_resolver(io)),
-        address_(std::move(address)), text_(address_.text()), reading_(reading), send_timeout_ms_(send_timeout_ms) {}
+        address_(std::move(address)), text_(address_.text()), reading_(reading), send_timeout_ms_(send_timeout_ms),
+        tls_(std::move(tls)) {}
 
   ConnectOutcome& outcome() { return outcome_; }
 
@@ -108,6 +113,7 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
       if constexpr (kIsTcp<Protocol>) self->resolver_.cancel();
       error_code ignored;
       self->socket_.close(ignored);
+      if (self->tls_stream_) self->tls_stream_->lowest_layer().close(ignored);
     });
   }
 
@@ -168,6 +174,12 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
       }
     }
     prepare_socket(socket_);
+    if constexpr (kIsTcp<Protocol>) {
+      if (tls_) {
+        handshake();
+        return;
+      }
+    }
     if (reading_ == Connection::Reading::kByWaiter) {
       // Taken out of Asio's hands (and its reactor's), so no io thread is
       // woken when an answer arrives.
@@ -183,6 +195,29 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
     outcome_.deliver(make_stream_connection(io_, std::move(socket_), text_), Status::ok());
   }
 
+  // tls://: the client's side of the handshake; the connection is read on
+  // the io_context whatever reading_ asks (its bytes must be decrypted by
+  // the stream, which a waiter reading the descriptor would bypass).
+  void handshake() {
+    tls_stream_.emplace(std::move(socket_), tls_->ssl());
+    // A server that shows a certificate must be the host dialled; one that
+    // takes our pre-shared key shows none.
+    tls_stream_->set_verify_callback(asio::ssl::host_name_verification(address_.host));
+    tls_stream_->async_handshake(TlsStream::client,
+                                 asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec) {
+                                   self->on_handshake(ec);
+                                 }));
+  }
+
+  void on_handshake(const error_code& ec) {
+    if (cancelled_) return;
+    if (ec) {
+      fail(handshake_status(ec, text_));
+      return;
+    }
+    outcome_.deliver(make_stream_connection(io_, std::move(*tls_stream_), text_, tls_, PeerRole::kAdmin), Status::ok());
+  }
+
   void fail(Status why) { outcome_.deliver(nullptr, std::move(why)); }
 
   asio::io_context& io_;
@@ -193,14 +228,17 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
   const std::string text_;
   const Connection::Reading reading_;
   const int send_timeout_ms_;
+  const std::shared_ptr<TlsContext> tls_;  // tls://
+  std::optional<TlsStream> tls_stream_;    // tls://, once connected
   bool cancelled_ = false;  // on strand_
   ConnectOutcome outcome_;
 };
 
 template <class Protocol>
 Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms,
-                                                   Connection::Reading reading, int send_timeout_ms) {
-  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms);
+                                                   Connection::Reading reading, int send_timeout_ms,
+                                                   std::shared_ptr<TlsContext> tls = nullptr) {
+  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms, std::move(tls));
   attempt->start();
   Result<std::shared_ptr<Connection>> result = attempt->outcome().wait(timeout_ms, address.text());
   if (!result) attempt->cancel();  // a no-op unless the wait timed out with a step under way
@@ -210,8 +248,9 @@ Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const A
 }  // namespace
 
 Result<std::shared_ptr<Connection>> connect_tcp(asio::io_context& io, const Address& address, int timeout_ms,
-                                                Connection::Reading reading, int send_timeout_ms) {
-  return connect_stream<Tcp>(io, address, timeout_ms, reading, send_timeout_ms);
+                                                Connection::Reading reading, int send_timeout_ms,
+                                                std::shared_ptr<TlsContext> tls) {
+  return connect_stream<Tcp>(io, address, timeout_ms, reading, send_timeout_ms, std::move(tls));
 }
 
 Result<std::shared_ptr<Connection>> connect_unix(asio::io_context& io, const Address& address, int timeout_ms,

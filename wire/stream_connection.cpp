@@ -1,5 +1,5 @@
-// The connection over a stream socket, tcp:// or unix: (one implementation,
-// templated on the Asio protocol), whichever side made it.
+// The connection over a stream socket, tcp://, tls:// or unix: (one
+// implementation, templated on the Asio stream), whichever side made it.
 //
 // Each connection keeps its state on a strand of its io_context: reads,
 // writes, pause/resume and the end all run there, so the io_context may be
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <type_traits>
 #include <vector>
 
 #include <boost/asio/bind_executor.hpp>
@@ -23,19 +24,24 @@
 #include "wire/frame_buffer.h"
 #include "wire/frame_delivery.h"
 #include "wire/stream_socket.h"
+#include "wire/tls_context.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
 
 namespace {
 
-template <class Protocol>
-class StreamConnection final : public Connection, public std::enable_shared_from_this<StreamConnection<Protocol>> {
+template <class Socket>
+class StreamConnection final : public Connection, public std::enable_shared_from_this<StreamConnection<Socket>> {
  public:
-  using Socket = typename Protocol::socket;
+  // A TLS stream encrypts what it writes: nothing may be written to its
+  // descriptor but through it.
+  static constexpr bool kTls = std::is_same_v<Socket, TlsStream>;
 
-  StreamConnection(asio::io_context& io, Socket socket, std::string peer)
-      : strand_(asio::make_strand(io)), socket_(std::move(socket)), peer_(std::move(peer)) {}
+  StreamConnection(asio::io_context& io, Socket socket, std::string peer, std::shared_ptr<TlsContext> tls = nullptr,
+                   PeerRole role = PeerRole::kAdmin)
+      : strand_(asio::make_strand(io)), socket_(std::move(socket)), peer_(std::move(peer)), tls_(std::move(tls)),
+        role_(role) {}
 
   void start(FrameHandler on_frame, CloseHandler on_close) override {
     asio::post(strand_, [self = this->shared_from_this(), on_frame = std::move(on_frame),
@@ -58,10 +64,10 @@ class StreamConnection final : public Connection, public std::enable_shared_from
     MutexLock lock(write_mu_);
     if (write_ended_) return;
     size_t written = 0;
-    if (!writing_ && !delivering_ && write_queue_.empty()) {
+    if (!kTls && !writing_ && !delivering_ && write_queue_.empty()) {
       // Nothing ahead of it: write it from this thread at once, without
       // waking the io thread. Only what the socket cannot take now waits.
-      ssize_t n = send_frame_now(socket_.native_handle(), frame, 0);
+      ssize_t n = send_frame_now(socket_.lowest_layer().native_handle(), frame, 0);
       if (n == static_cast<ssize_t>(kFrameHeaderBytes + bytes)) return;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
         const error_code ec(errno, boost::system::system_category());
@@ -115,6 +121,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   }
 
   std::string peer() const override { return peer_; }
+  PeerRole role() const override { return role_; }
 
  private:
   // All below runs on strand_.
@@ -136,6 +143,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   // Writes every queued frame in one gathered write: under load a dozen
   // responses leave in one system call instead of a dozen. (Under write_mu_:
   // starting the write may try a sendmsg at once, one that never waits.)
+  // A TLS stream encrypts one buffer per record, so its frames are first
+  // copied into one: a header and a page then cost one record, not two.
   void write_front() EXCLUDES(write_mu_) {
     MutexLock lock(write_mu_);
     if (write_ended_) {
@@ -159,6 +168,11 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       }
       if (header.size() > 0) write_buffers_.push_back(header);
       write_buffers_.push_back(body);
+    }
+    if constexpr (kTls) {
+      write_bytes_.resize(asio::buffer_size(write_buffers_));
+      asio::buffer_copy(asio::buffer(write_bytes_), write_buffers_);
+      write_buffers_.assign(1, asio::buffer(write_bytes_));
     }
     asio::async_write(socket_, write_buffers_,
                       asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec, size_t) {
@@ -308,7 +322,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       // points at their bytes.
       write_queue_.erase(write_queue_.begin() + static_cast<std::ptrdiff_t>(in_write_), write_queue_.end());
       error_code ignored;
-      socket_.close(ignored);  // cancels the pending read and write
+      socket_.lowest_layer().close(ignored);  // cancels the pending read and write
     }
     if (delivery_.started()) {
       // Posted, never run inside close() or a FrameHandler.
@@ -321,6 +335,8 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   // closed, under write_mu_.
   Socket socket_;
   const std::string peer_;
+  const std::shared_ptr<TlsContext> tls_;  // a TLS stream's, which it must not outlive
+  const PeerRole role_;
 
   FrameDelivery delivery_;
   bool ended_ = false;
@@ -354,16 +370,22 @@ class StreamConnection final : public Connection, public std::enable_shared_from
   size_t front_written_ GUARDED_BY(write_mu_) = 0;  // bytes of the front frame send() already wrote
   std::vector<FrameHeader> write_headers_ GUARDED_BY(write_mu_);
   std::vector<asio::const_buffer> write_buffers_ GUARDED_BY(write_mu_);
+  std::vector<uint8_t> write_bytes_ GUARDED_BY(write_mu_);  // kTls: what write_buffers_ held, in one piece
 };
 
 }  // namespace
 
 std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, Tcp::socket socket, std::string peer) {
-  return std::make_shared<StreamConnection<Tcp>>(io, std::move(socket), std::move(peer));
+  return std::make_shared<StreamConnection<Tcp::socket>>(io, std::move(socket), std::move(peer));
 }
 
 std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, Unix::socket socket, std::string peer) {
-  return std::make_shared<StreamConnection<Unix>>(io, std::move(socket), std::move(peer));
+  return std::make_shared<StreamConnection<Unix::socket>>(io, std::move(socket), std::move(peer));
+}
+
+std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, TlsStream stream, std::string peer,
+                                                   std::shared_ptr<TlsContext> tls, PeerRole role) {
+  return std::make_shared<StreamConnection<TlsStream>>(io, std::move(stream), std::move(peer), std::move(tls), role);
 }
 
 }  // namespace pagefile::net::internal

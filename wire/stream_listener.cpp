@@ -1,6 +1,7 @@
-// Listening on stream sockets, tcp:// and unix: (one accept loop, templated
-// on the Asio protocol): binding, accepting, and making room for a unix
-// socket at a path a crashed server left behind.
+// Listening on stream sockets, tcp://, tls:// and unix: (one accept loop,
+// templated on the Asio protocol): binding, accepting, the server's side of
+// a TLS handshake, and making room for a unix socket at a path a crashed
+// server left behind.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,12 +15,15 @@
 #include <type_traits>
 #include <vector>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "core/log.h"
 #include "core/mutex.h"
 #include "core/os_error.h"
 #include "wire/stream_socket.h"
+#include "wire/tls_context.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -34,9 +38,9 @@ Status bind_status(const error_code& ec, std::string_view address, std::string_v
   return Status::io_error(address, fmt::format("{}: {}", operation, ec.message()));
 }
 
-std::string endpoint_text(const Tcp::endpoint& endpoint) {
+std::string endpoint_text(const Tcp::endpoint& endpoint, Address::Kind kind) {
   Address address;
-  address.kind = Address::Kind::kTcp;
+  address.kind = kind;
   asio::ip::address ip = endpoint.address();
   // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; show them as
   // the IPv4 address people know.
@@ -56,12 +60,15 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
   using Acceptor = typename Protocol::acceptor;
   using Socket = typename Protocol::socket;
 
-  AcceptLoop(asio::io_context& io, Acceptor acceptor, Listener::AcceptHandler on_accept, std::string unix_peer)
+  // `tls`: tcp only, for a tls:// listener.
+  AcceptLoop(asio::io_context& io, Acceptor acceptor, Listener::AcceptHandler on_accept, std::string unix_peer,
+             std::shared_ptr<TlsContext> tls = nullptr)
       : io_(io),
         acceptor_(std::move(acceptor)),
         retry_timer_(io),
         on_accept_(std::move(on_accept)),
-        unix_peer_(std::move(unix_peer)) {}
+        unix_peer_(std::move(unix_peer)),
+        tls_(std::move(tls)) {}
 
   void start() EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
@@ -95,7 +102,15 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
       if (closed_) return;
     }
     if (!ec) {
-      if (auto connection = make_connection(std::move(socket))) on_accept_(std::move(connection));
+      if constexpr (std::is_same_v<Protocol, Tcp>) {
+        if (tls_) {
+          handshake(std::move(socket));
+        } else if (auto connection = make_connection(std::move(socket))) {
+          on_accept_(std::move(connection));
+        }
+      } else if (auto connection = make_connection(std::move(socket))) {
+        on_accept_(std::move(connection));
+      }
     }
     MutexLock lock(mutex_);
     if (closed_) return;
@@ -113,13 +128,51 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     accept_next();
   }
 
+  // A tls:// peer becomes a connection once its handshake is done and it
+  // proved a role; one that does not within kTlsHandshakeTimeoutMs, or
+  // fails, is dropped and logged, and never reaches on_accept_.
+  void handshake(Tcp::socket socket) {
+    error_code ec;
+    Tcp::endpoint remote = socket.remote_endpoint(ec);
+    if (ec) return;
+    prepare_socket(socket);
+    auto strand = asio::make_strand(io_);
+    auto stream = std::make_shared<TlsStream>(std::move(socket), tls_->ssl());
+    auto timer = std::make_shared<asio::steady_timer>(strand);
+    auto peer = std::make_shared<const std::string>(endpoint_text(remote, Address::Kind::kTls));
+    timer->expires_after(std::chrono::milliseconds(kTlsHandshakeTimeoutMs));
+    timer->async_wait([stream](const error_code& timer_ec) {
+      if (timer_ec) return;
+      error_code ignored;
+      stream->lowest_layer().close(ignored);
+    });
+    stream->async_handshake(
+        TlsStream::server,
+        asio::bind_executor(strand, [self = this->shared_from_this(), stream, timer, peer](const error_code& hs_ec) {
+          timer->cancel();
+          Result<PeerRole> role = hs_ec ? Result<PeerRole>(internal::handshake_status(hs_ec, *peer, stream->native_handle()))
+                                        : self->tls_->peer_role(stream->native_handle());
+          if (!role) {
+            logger().warn("peer refused peer={} why=\"{}\"", *peer, role.status().message());
+            error_code ignored;
+            stream->lowest_layer().close(ignored);
+            return;
+          }
+          {
+            MutexLock lock(self->mutex_);
+            if (self->closed_) return;
+          }
+          self->on_accept_(make_stream_connection(self->io_, std::move(*stream), *peer, self->tls_, *role));
+        }));
+  }
+
   std::shared_ptr<Connection> make_connection(Socket socket) {
     std::string peer;
     if constexpr (std::is_same_v<Protocol, Tcp>) {
       error_code ec;
       Tcp::endpoint remote = socket.remote_endpoint(ec);
       if (ec) return nullptr;  // reset before we got to it; nothing to serve
-      peer = endpoint_text(remote);
+      peer = endpoint_text(remote, Address::Kind::kTcp);
     } else {
       // A connecting Unix socket is normally unnamed; name the connection
       // after the path it reached.
@@ -136,6 +189,7 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
   bool closed_ GUARDED_BY(mutex_) = false;
   const Listener::AcceptHandler on_accept_;
   const std::string unix_peer_;
+  const std::shared_ptr<TlsContext> tls_;
 };
 
 // Identifies the socket file a unix listener made, so close() removes that
@@ -239,7 +293,7 @@ Result<Tcp::acceptor> bind_tcp(asio::io_context& io, const Tcp::endpoint& endpoi
 }  // namespace
 
 Result<std::unique_ptr<Listener>> listen_tcp(asio::io_context& io, const Address& address,
-                                             Listener::AcceptHandler on_accept) {
+                                             Listener::AcceptHandler on_accept, std::shared_ptr<TlsContext> tls) {
   const std::string text = address.text();
   auto endpoints = listen_endpoints(io, address);
   if (!endpoints) return endpoints.status();
@@ -263,7 +317,8 @@ Result<std::unique_ptr<Listener>> listen_tcp(asio::io_context& io, const Address
   Address actual = address;
   actual.port = local.port();
 
-  auto loop = std::make_shared<AcceptLoop<Tcp>>(io, std::move(*acceptor), std::move(on_accept), std::string());
+  auto loop = std::make_shared<AcceptLoop<Tcp>>(io, std::move(*acceptor), std::move(on_accept), std::string(),
+                                                std::move(tls));
   loop->start();
   return std::unique_ptr<Listener>(std::make_unique<StreamListener<Tcp>>(std::move(loop), std::move(actual), std::nullopt));
 }

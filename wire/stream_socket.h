@@ -1,4 +1,4 @@
-// What the stream transports (tcp:// and unix:) share between listening
+// What the stream transports (tcp://, tls:// and unix:) share between listening
 // (stream_listener.cpp), connecting (stream_connect.cpp) and the connection
 // that carries frames once either is done (stream_connection.cpp).
 #pragma once
@@ -10,10 +10,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/system/error_code.hpp>
 
 #include "wire/address.h"
+#include "wire/tls.h"
 #include "wire/transport.h"
 #include "pagefile/status.h"
 
@@ -36,6 +38,11 @@ inline void prepare_socket(Unix::socket&) {}
 // The connection over a connected (and prepared) socket, read on `io`.
 std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io, Tcp::socket socket, std::string peer);
 std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io, Unix::socket socket, std::string peer);
+// The connection over a TLS stream whose handshake is done, for a peer in
+// `role`; it holds on to `tls`, which its stream was made from.
+std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io,
+                                                   boost::asio::ssl::stream<Tcp::socket> stream, std::string peer,
+                                                   std::shared_ptr<TlsContext> tls, PeerRole role);
 
 // kInvalidArgument when a unix: address's path cannot be a socket's
 // address (empty, or too long for sockaddr_un), else OK.

@@ -1,7 +1,8 @@
 // Transports: connections that carry frames, over TCP, Unix sockets, or in
 // memory between a client and servers running in its own process.
 //
-// Addresses: "tcp://HOST:PORT", "unix:/PATH", "inproc:NAME" (wire/address.h).
+// Addresses: "tcp://HOST:PORT", "tls://HOST:PORT", "unix:/PATH", "inproc:NAME"
+// (wire/address.h); tls:// needs a TlsContext (wire/tls.h) of the right side.
 // Nothing above this header knows which transport a connection uses.
 //
 // Threading: each Connection and Listener runs its handlers on the
@@ -34,6 +35,7 @@
 
 #include "wire/address.h"
 #include "wire/frame.h"
+#include "wire/tls.h"
 #include "pagefile/status.h"
 
 namespace pagefile::net {
@@ -103,6 +105,12 @@ class Connection {
   // The peer, for messages: "tcp://127.0.0.1:40412", "unix:/x", "inproc:a".
   virtual std::string peer() const = 0;
 
+  // What the peer may do: the role its key or certificate proved in the
+  // TLS handshake (wire/tls.h); an admin's over tcp://, unix: and inproc:,
+  // which prove nothing and are trusted as a whole (they are refused off
+  // loopback, and a unix: socket's mode says who may connect).
+  virtual PeerRole role() const { return PeerRole::kAdmin; }
+
   enum class Reading {
     kOnIoThread,  // frames are delivered on the io_context as they arrive
     kByWaiter,    // frames are delivered only inside read_frames()
@@ -147,9 +155,12 @@ class Listener {
 // told otherwise: whoever can connect can read and write every file) before
 // it accepts anything. Fails with the OS error (kAlreadyExists when the
 // address is in use) or kInvalidArgument.
+// A tls:// listener needs `tls` of TlsSide::kServer (kInvalidArgument
+// otherwise): each peer's handshake is done, and its role known, before
+// on_accept sees it; a peer refused is logged and never seen.
 Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Address& address,
                                          Listener::AcceptHandler on_accept, InprocHub* hub = nullptr,
-                                         uint32_t unix_mode = 0600);
+                                         uint32_t unix_mode = 0600, std::shared_ptr<TlsContext> tls = nullptr);
 
 // Connects to `address`, waiting at most `timeout_ms`. kDisconnected when
 // nothing listens there (refused, no such socket, unknown inproc name, a
@@ -162,10 +173,13 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 // tcp: and unix: block the calling thread while `io` does the work: call
 // from a thread that is not running `io` (from io's only thread the connect
 // cannot progress and fails when the timeout runs out). inproc: never blocks.
+// tls:// needs `tls` of TlsSide::kClient, is always read on `io`, and fails
+// with kPermissionDenied (OpenSSL's reason) when either side refuses the
+// other's credentials.
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address,
                                             int timeout_ms, InprocHub* hub = nullptr,
                                             Connection::Reading reading = Connection::Reading::kOnIoThread,
-                                            int send_timeout_ms = 0);
+                                            int send_timeout_ms = 0, std::shared_ptr<TlsContext> tls = nullptr);
 
 // The in-process "network": names of inproc: listeners in one process. Owned
 // by whoever builds the bus (no global state), shared by its servers and

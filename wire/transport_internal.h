@@ -17,14 +17,17 @@
 
 namespace pagefile::net::internal {
 
-// Stream sockets, tcp:// and unix: (stream_listener.cpp, stream_connect.cpp).
+// Stream sockets, tcp://, tls:// and unix: (stream_listener.cpp,
+// stream_connect.cpp). `tls` for tls:// (a TlsContext of the right side),
+// null for tcp://.
 Result<std::unique_ptr<Listener>> listen_tcp(boost::asio::io_context& io, const Address& address,
-                                             Listener::AcceptHandler on_accept);
+                                             Listener::AcceptHandler on_accept, std::shared_ptr<TlsContext> tls);
 Result<std::unique_ptr<Listener>> listen_unix(boost::asio::io_context& io, const Address& address,
                                               Listener::AcceptHandler on_accept, uint32_t mode);
 // (`send_timeout_ms` is for Reading::kByWaiter, wire/transport.h.)
 Result<std::shared_ptr<Connection>> connect_tcp(boost::asio::io_context& io, const Address& address, int timeout_ms,
-                                                Connection::Reading reading, int send_timeout_ms);
+                                                Connection::Reading reading, int send_timeout_ms,
+                                                std::shared_ptr<TlsContext> tls);
 Result<std::shared_ptr<Connection>> connect_unix(boost::asio::io_context& io, const Address& address, int timeout_ms,
                                                  Connection::Reading reading, int send_timeout_ms);
 

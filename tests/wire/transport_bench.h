@@ -124,15 +124,40 @@ class Inbox {
   int close_count_ = 0;
 };
 
+// Both sides of tls:// test links: one pre-shared key, made once per
+// process (wire/tls.h). Passed to every listen and connect; the other
+// transports ignore it.
+struct TestTls {
+  std::shared_ptr<TlsContext> server;
+  std::shared_ptr<TlsContext> client;
+};
+inline const TestTls& test_tls() {
+  static TempDir dir;
+  static const TestTls tls = [] {
+    const std::string key_file = (dir / "key").string();
+    REQUIRE_OK(write_new_psk_file(key_file, PeerRole::kAdmin));
+    TlsOptions options;
+    options.psk_files = {key_file};
+    auto server = make_tls_context(options, TlsSide::kServer);
+    auto client = make_tls_context(options, TlsSide::kClient);
+    REQUIRE_OK(server);
+    REQUIRE_OK(client);
+    return TestTls{*server, *client};
+  }();
+  return tls;
+}
+
 // Listens on an address and sends every frame back on the connection it
 // came on. The handlers share `state_`, so one that runs late (a listener's
 // on_accept may still be running while close() returns) finds it alive.
 class EchoServer {
  public:
-  EchoServer(asio::io_context& io, const Address& address, InprocHub* hub) : state_(std::make_shared<State>()) {
+  // `tls`: a tls:// server's credentials, test_tls()'s when null.
+  EchoServer(asio::io_context& io, const Address& address, InprocHub* hub, std::shared_ptr<TlsContext> tls = nullptr)
+      : state_(std::make_shared<State>()) {
     auto listener = listen(
         io, address, [state = state_](std::shared_ptr<Connection> connection) { state->accept(std::move(connection)); },
-        hub);
+        hub, 0600, tls ? tls : test_tls().server);
     REQUIRE_OK(listener);
     listener_ = std::move(*listener);
   }
@@ -167,6 +192,17 @@ class EchoServer {
   std::vector<Status> closes() {
     std::lock_guard lock(state_->mutex);
     return state_->closes;
+  }
+  // The roles of the connections accepted so far, in order.
+  std::vector<PeerRole> roles() {
+    std::lock_guard lock(state_->mutex);
+    std::vector<PeerRole> out;
+    for (const auto& connection : state_->connections) out.push_back(connection->role());
+    return out;
+  }
+  size_t accepted() {
+    std::lock_guard lock(state_->mutex);
+    return state_->started;
   }
   bool wait_echoed(size_t count) {
     std::unique_lock lock(state_->mutex);
@@ -208,11 +244,13 @@ class EchoServer {
   std::unique_ptr<Listener> listener_;
 };
 
-inline constexpr Address::Kind kKinds[] = {Address::Kind::kTcp, Address::Kind::kUnix, Address::Kind::kInproc};
+inline constexpr Address::Kind kKinds[] = {Address::Kind::kTcp, Address::Kind::kUnix, Address::Kind::kInproc,
+                                           Address::Kind::kTls};
 
 inline std::string kind_name(Address::Kind kind) {
   switch (kind) {
     case Address::Kind::kTcp: return "tcp";
+    case Address::Kind::kTls: return "tls";
     case Address::Kind::kUnix: return "unix";
     case Address::Kind::kInproc: return "inproc";
   }
@@ -225,6 +263,7 @@ inline Address listen_address(Address::Kind kind, const TempDir& dir, const std:
   std::string text;
   switch (kind) {
     case Address::Kind::kTcp: text = "tcp://127.0.0.1:0"; break;
+    case Address::Kind::kTls: text = "tls://127.0.0.1:0"; break;
     case Address::Kind::kUnix: text = "unix:" + (dir / (name + ".sock")).string(); break;
     case Address::Kind::kInproc: text = "inproc:" + name; break;
   }
@@ -234,7 +273,7 @@ inline Address listen_address(Address::Kind kind, const TempDir& dir, const std:
 }
 
 inline std::shared_ptr<Connection> connect_ok(asio::io_context& io, const Address& address, InprocHub* hub) {
-  auto connection = connect(io, address, kConnectTimeoutMs, hub);
+  auto connection = connect(io, address, kConnectTimeoutMs, hub, Connection::Reading::kOnIoThread, 0, test_tls().client);
   REQUIRE_OK(connection);
   return *connection;
 }

@@ -230,8 +230,8 @@ TEST_CASE("a server that drops a new connection unstarted disconnects the client
     IoThreads server_io;
     IoThreads client_io;
     std::atomic<int> accepted{0};
-    auto listener = listen(
-        server_io.io(), listen_address(kind, dir, "dropper"), [&](std::shared_ptr<Connection>) { ++accepted; }, &hub);
+    auto listener = listen(server_io.io(), listen_address(kind, dir, "dropper"),
+                           [&](std::shared_ptr<Connection>) { ++accepted; }, &hub, 0600, test_tls().server);
     REQUIRE_OK(listener);
     Inbox inbox;
     auto client = connect_ok(client_io.io(), (*listener)->address(), &hub);
@@ -445,18 +445,21 @@ TEST_CASE("listeners: a taken address is kAlreadyExists; close stops accepting")
   InprocHub hub;
   IoThreads io;
   for_each_kind([&](Address::Kind kind) {
-    auto first = listen(io.io(), listen_address(kind, dir, "taken"), [](std::shared_ptr<Connection>) {}, &hub);
+    auto first = listen(io.io(), listen_address(kind, dir, "taken"), [](std::shared_ptr<Connection>) {}, &hub, 0600,
+                        test_tls().server);
     REQUIRE_OK(first);
     const Address bound = (*first)->address();
-    auto second = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub);
+    auto second = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub, 0600, test_tls().server);
     CHECK_CODE(second, Code::kAlreadyExists);
 
     (*first)->close();
     (*first)->close();  // idempotent
-    CHECK_CODE(connect(io.io(), bound, kConnectTimeoutMs, &hub), Code::kDisconnected);
+    CHECK_CODE(connect(io.io(), bound, kConnectTimeoutMs, &hub, Connection::Reading::kOnIoThread, 0,
+                       test_tls().client),
+               Code::kDisconnected);
 
     // The address is free again.
-    auto again = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub);
+    auto again = listen(io.io(), bound, [](std::shared_ptr<Connection>) {}, &hub, 0600, test_tls().server);
     CHECK_OK(again);
   });
 }

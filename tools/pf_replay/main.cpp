@@ -23,6 +23,7 @@
 #include "tools/pf_replay/replay.h"
 #include "tools/pf_replay/stats.h"
 #include "tools/pf_replay/trace.h"
+#include "tools/common/tls_flags.h"
 
 namespace {
 
@@ -198,6 +199,8 @@ int main(int argc, char** argv) {
       ->required();
   run_command->add_option("--dir", dir, "directory of the local Pagefiles (created when missing)")
       ->capture_default_str();
+  pagefile::tools::TlsFlags tls;
+  pagefile::tools::add_tls_flags(*run_command, tls);
   CLI::Option* bus_option = run_command->add_option(
       "--bus", bus,
       "open every file remote, on these page servers: tcp://HOST:PORT,unix:/PATH,... or "
@@ -287,7 +290,7 @@ int main(int argc, char** argv) {
   replay.schedule = schedule == "balanced" ? pf_replay::Schedule::kBalanced : pf_replay::Schedule::kTrace;
   if (*bus_option) {
     replay.location = pagefile::Location::kRemote;
-    replay.bus = bus;
+    replay.bus = pagefile::tools::bus_with_tls(bus, tls);
     replay.placement = *pagefile::parse_placement(placement);
   }
   replay.checksums = checksums == "on";
