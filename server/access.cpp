@@ -32,7 +32,13 @@ PeerRole role_needed(wire::Request::Reader request) {
     case wire::Request::SET_COPY_STATE:
       return PeerRole::kWriter;
     case wire::Request::UNLINK:
+      // Under a write lock (the token the catalog checks is live): SQLite
+      // deleting a journal or WAL, which is how a transaction commits.
+      return request.getLockToken() != 0 ? PeerRole::kWriter : PeerRole::kAdmin;
     case wire::Request::DROP_SHARE:
+      // A share's pages once the catalog let go of the file: a page server
+      // cannot tell, and a writer may overwrite or truncate them anyway.
+      return PeerRole::kWriter;
     case wire::Request::SCRUB:
     case wire::Request::REPLACE_SERVER:
       return PeerRole::kAdmin;

@@ -5,9 +5,12 @@
 //   reader  ping, read, stats, open without create, stat, list, shared
 //           locks and their leases, the server's disk-read log
 //   writer  and write, sync, truncate, set a size, create, every lock,
-//           fencing, and marking a replica behind (setCopyState)
-//   admin   and unlink (dropShare too), scrub, replaceServer: the
-//           server's administration
+//           fencing, marking a replica behind (setCopyState), unlink
+//           under a write lock (SQLite deleting its journal or WAL; the
+//           catalog checks that the lock's token is live), and dropping a
+//           share's pages (which a writer could overwrite anyway)
+//   admin   and unlink of any file, scrub, replaceServer: the server's
+//           administration
 #pragma once
 
 #include "wire/pagefile.capnp.h"

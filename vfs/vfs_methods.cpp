@@ -74,10 +74,11 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
       }
     }
     auto st = open_store_file(name, role, flags);
-    if (!st && st.status().is(Code::kPermissionDenied) && (flags & SQLITE_OPEN_READWRITE) != 0 &&
-        local_name(name)) {
+    if (!st && st.status().is(Code::kPermissionDenied) && (flags & SQLITE_OPEN_READWRITE) != 0) {
       // A local file this user may read but not write opens read-only, as
-      // unixOpen retries it: SQLite then reads it and refuses writes with
+      // unixOpen retries it, and so does a remote one for a client whose
+      // key makes it a reader (server/access.h), as nbdkit serves a
+      // read-only export: SQLite then reads it and refuses writes with
       // SQLITE_READONLY.
       flags = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_READONLY;
       st = open_store_file(name, role, flags);

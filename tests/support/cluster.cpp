@@ -65,8 +65,11 @@ std::unique_ptr<net::PageServer> start_page_server(const std::filesystem::path& 
 
 PagefiledCluster::PagefiledCluster(size_t n, std::vector<std::string> args, Listen listen) : args_(std::move(args)) {
   for (size_t i = 0; i < n; ++i) {
-    listen_.push_back(listen == Listen::kTcp ? free_tcp_address()
-                                             : "unix:" + (dir_ / (server_dir_name(i) + ".sock")).string());
+    switch (listen) {
+      case Listen::kTcp: listen_.push_back(free_tcp_address()); break;
+      case Listen::kTls: listen_.push_back("tls://" + free_tcp_address().substr(6)); break;
+      case Listen::kUnix: listen_.push_back("unix:" + (dir_ / (server_dir_name(i) + ".sock")).string()); break;
+    }
   }
   start_all();
 }

@@ -42,9 +42,10 @@ int wrong_patterns(Client& client, Fd fd, int64_t pages, uint32_t page_size, uin
 std::unique_ptr<net::PageServer> start_page_server(const std::filesystem::path& dir,
                                                    net::ServerOptions options = {});
 
-// How a pagefiled listens: a TCP port on 127.0.0.1, or a Unix socket in the
+// How a pagefiled listens: a TCP port on 127.0.0.1, the same over TLS (the
+// cluster's args then give the credentials), or a Unix socket in the
 // cluster's directory.
-enum class Listen { kTcp, kUnix };
+enum class Listen { kTcp, kTls, kUnix };
 
 // `n` pagefiled processes under a fresh directory: server i listens on an
 // address of its own and keeps its data in dir()/s<i>; each is started with

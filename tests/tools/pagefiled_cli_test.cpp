@@ -67,6 +67,45 @@ TEST_CASE("non-loopback addresses are refused without --insecure, served with it
   CHECK(loopback.stop() == 0);
 }
 
+TEST_CASE("tls://: refused at start without credentials, with a key file others may read, or keys off tls://") {
+  TempDir dir;
+  const std::string key = (dir / "k").string();
+  REQUIRE(pagefile_admin(dir.path(), {"keygen", key}).exit_status == 0);
+  auto start = [&](std::vector<std::string> extra, const std::string& subdir) {
+    std::vector<std::string> args = {"--listen", "tls://127.0.0.1:0", "--dir", (dir / "d").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return pagefiled_for(dir, 10, args, subdir);
+  };
+  Outcome none = start({}, "none");
+  CHECK(none.exit_status == 2);
+  CHECK(none.err.find("needs --tls-cert and --tls-key, or --psk-file") != std::string::npos);
+
+  ::chmod(key.c_str(), 0644);
+  Outcome open_key = start({"--psk-file", key}, "open");
+  CHECK(open_key.exit_status == 2);
+  CHECK(open_key.err.find("may be read by others") != std::string::npos);
+  CHECK(open_key.err.find("chmod 600") != std::string::npos);
+  ::chmod(key.c_str(), 0600);
+
+  Outcome missing = start({"--tls-cert", (dir / "none.pem").string(), "--tls-key", key}, "missing");
+  CHECK(missing.exit_status == 2);
+  CHECK(missing.err.find("--tls-cert") != std::string::npos);
+
+  Outcome bad_role = start({"--psk-file", key, "--cert-role", "CN=x=root"}, "role");
+  CHECK(bad_role.exit_status == 2);
+  CHECK(bad_role.err.find("--cert-role") != std::string::npos);
+
+  Outcome on_tcp = pagefiled_for(dir, 10, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "d").string(),
+                                           "--psk-file", key}, "tcp");
+  CHECK(on_tcp.exit_status == 2);
+  CHECK(on_tcp.err.find("for a tls:// address") != std::string::npos);
+
+  // With a key it serves (until timeout's SIGTERM stops it).
+  Outcome served = pagefiled_for(dir, 2, {"--listen", "tls://127.0.0.1:0", "--dir", (dir / "d").string(),
+                                          "--psk-file", key}, "served");
+  CHECK(served.out.find("listening on tls://127.0.0.1:") != std::string::npos);
+}
+
 TEST_CASE("a unix socket is the owner's alone unless --socket-mode says otherwise") {
   TempDir dir;
   const std::string path = (dir / "pf.sock").string();
