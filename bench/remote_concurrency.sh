@@ -18,13 +18,17 @@
 #            reads go through libnbd's asynchronous API (nbd_random_read),
 #            keeping N in flight on one connection. Skipped, with a message,
 #            when nbdkit or the nbd_random_read driver (libnbd) is missing.
+#   tls      what TLS costs: the cached part on two clusters side by side,
+#            one on tcp:// and one on tls:// (TLS 1.3, a pre-shared key made
+#            by `pagefile keygen`), runs alternating between them. Not in
+#            the default parts: --parts tls.
 #
 # A benchmark, not a test: it asserts nothing about speed, and builds nothing.
 # Every pf-replay run verifies every page it reads; any error or mismatch
 # stops the benchmark. See bench/README.md.
 #
 # usage: bench/remote_concurrency.sh [--pf-replay PATH] [--pagefiled PATH]
-#            [--nbd-driver PATH] [--parts "latency cached nbd"]
+#            [--nbd-driver PATH] [--parts "latency cached nbd tls"]
 #            [--levels "1 2 4 6 8 12 16 24"] [--servers 6] [--latency-ms 10]
 #            [--cache-pages 256] [--file-pages 30000] [--page-size 8192]
 #            [--seconds 3] [--repeat 3] [--csv OUT] [--tmp DIR]
@@ -39,7 +43,7 @@ parse_options pf_replay="$here/../build/tools/pf-replay" pagefiled="$here/../bui
 need_tools pf_replay pagefiled
 csv=$(rooted "$csv")
 for part in $parts; do
-  case "$part" in latency|cached|nbd) ;; *) die "--parts: unknown part '$part'" ;; esac
+  case "$part" in latency|cached|nbd|tls) ;; *) die "--parts: unknown part '$part'" ;; esac
 done
 want() { [[ " $parts " == *" $1 "* ]]; }
 
@@ -69,7 +73,7 @@ cluster() { start_cluster "$pagefiled" "$work/$1" "${@:2}" || exit 1; }
 cache_counters() {
   if [[ $have_admin == 0 ]]; then echo "0 0"; return; fi
   { "$pf_admin_bus_tool" status --bus "$1" 2> /dev/null || true; } |
-    awk '$1 ~ /^(tcp:|unix:)/ && $2 != "DOWN:" { h += $5; m += $6 } END { print h + 0, m + 0 }'
+    awk '$1 ~ /^(tcp:|tls:|unix:)/ && $2 != "DOWN:" { h += $5; m += $6 } END { print h + 0, m + 0 }'
 }
 pf_admin_bus_tool="$(dirname "$pf_replay")/pagefile"
 have_admin=1
@@ -319,6 +323,47 @@ if want nbd; then
     echo "(pf/nbd: pages per second of pagefile over nbdkit; cpu: microseconds of CPU per page read)"
     echo "nbd rows appended to $nbd_csv"
   fi
+  stop_cluster
+  echo
+fi
+
+# ---------------------------------------------------------------------------
+if want tls; then
+  big_cache=$((file_pages * 2))
+  echo "== tls: the cached part over tcp:// and over tls:// side by side, NO emulated latency, every read a cache hit =="
+  "$pf_admin_bus_tool" keygen "$work/key" > /dev/null || die "pagefile keygen failed (is $pf_admin_bus_tool built?)"
+  cluster tcp "$servers" --cache-pages "$big_cache"
+  tcp_bus=$bus
+  cluster_listen=tls://127.0.0.1:0 cluster tls "$servers" --cache-pages "$big_cache" --psk-file "$work/key"
+  tls_bus="$bus,psk_file=$work/key"
+  echo "servers: pagefiled --listen tcp://127.0.0.1:0 --cache-pages $big_cache (x$servers), and the same on"
+  echo "         tls://127.0.0.1:0 with --psk-file KEY (x$servers); clients: --bus ...,psk_file=KEY"
+  for b in "$tcp_bus" "$tls_bus"; do
+    fill_and_warm "$b" --placement stripe
+    replay warm.trace "$b" 24 --policy random > /dev/null
+  done
+  echo "each file created with --placement stripe, filled, then warmed by one sequential read pass (untimed)"
+  echo "(ops sized from a 2000-op probe over tcp for ~${seconds} s; median of $repeat runs each, alternating)"
+  echo "(cpu = CPU time of pf-replay and every server during the run, per page read: the idle cluster's too)"
+  printf "%-22s %5s %7s %10s %10s %8s %9s %9s
+" "8 KiB reads, all hits" concurrency ops "tcp p/s" "tls p/s"     "tls/tcp" "tcp cpu" "tls cpu"
+  for level in $levels; do
+    sized_trace tls "$tcp_bus" "$level" $((200 + level))
+    rates=(); mss=(); cpus=()
+    tcp_rates=(); tls_rates=(); tcp_cpus=(); tls_cpus=()
+    for ((r = 0; r < repeat; r++)); do
+      measured_replay "$trace" "$tcp_bus" "$level" "${cluster_pids[@]}"
+      tcp_rates+=("${rates[-1]}"); tcp_cpus+=("${cpus[-1]}")
+      measured_replay "$trace" "$tls_bus" "$level" "${cluster_pids[@]}"
+      tls_rates+=("${rates[-1]}"); tls_cpus+=("${cpus[-1]}")
+    done
+    tcp_rate=$(median_of "${tcp_rates[@]}")
+    tls_rate=$(median_of "${tls_rates[@]}")
+    printf "%-22s %5s %7s %10.0f %10.0f %7.2fx %9.1f %9.1f\n" "no emulated latency" "$level" "$ops" "$tcp_rate" \
+      "$tls_rate" "$(awk -v a="$tls_rate" -v b="$tcp_rate" 'BEGIN { print a / b }')" \
+      "$(median_of "${tcp_cpus[@]}")" "$(median_of "${tls_cpus[@]}")"
+  done
+  echo "(tls/tcp: pages per second over tls:// as a share of tcp://, medians of runs alternating in one run)"
   stop_cluster
   echo
 fi

@@ -190,6 +190,14 @@ void BusClient::Impl::call(const std::string& server, const Build& build, Callba
       it != embedded_by_name_.end() && (request.isWrite() || request.isTruncate() || request.isDropShare())) {
     direct = it->second.get();
   }
+  // A connection idle for a while may have been closed by its server
+  // (pagefiled --idle-timeout-s) without this side reading it yet: a look,
+  // which does not wait, lets its end be seen now, so that this request
+  // goes on a new connection instead of failing on the old one.
+  if (waiting != nullptr && waiting->in_flight.load() == 0 &&
+      steady_ns() - waiting->last_answer_ns.load() > kIdleLookNs) {
+    see_if_closed(server);
+  }
   if (waiting != nullptr || direct != nullptr) {
     if (waiting != nullptr && waiting->in_flight.fetch_add(1) == 0) waiting->busy_since_ns = steady_ns();
     if (direct != nullptr) ++direct->changing;

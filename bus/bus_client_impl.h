@@ -133,6 +133,14 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   // Sends a request frame on `connection`, through the fault seam
   // (bus/bus_faults.h). Not under mu_.
   void send_frame(const std::shared_ptr<Connection>& connection, Frame frame) EXCLUDES(mu_);
+  // Reads what has arrived on `server`'s connection without waiting, so
+  // that a close by the server (its idle timeout) is seen (on_close) before
+  // a request is sent on it.
+  void see_if_closed(const std::string& server) EXCLUDES(mu_);
+  // How long a server's connection must have been idle before a request
+  // looks at it first (see_if_closed): one system call per idle spell, not
+  // per request.
+  static constexpr int64_t kIdleLookNs = 100'000'000;
 
   const BusConfig config_;
   const BusOptions options_;

@@ -75,6 +75,19 @@ void BusClient::Impl::send_queued(const std::string& server, const std::shared_p
   }
 }
 
+void BusClient::Impl::see_if_closed(const std::string& server) {
+  std::shared_ptr<Connection> connection;
+  {
+    MutexLock lock(mu_);
+    auto it = peers_.find(server);
+    if (it != peers_.end()) connection = it->second.connection;
+  }
+  // (Connections read on an io thread see their end as it comes.)
+  if (connection && connection->reading() == Connection::Reading::kByWaiter) {
+    (void)connection->read_frames(std::chrono::milliseconds(0));
+  }
+}
+
 void BusClient::Impl::on_close(const std::string& server, const std::shared_ptr<Connection>& connection,
                                const Status& why) {
   {

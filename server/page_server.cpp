@@ -124,7 +124,36 @@ Status PageServer::Impl::start(const Address& address, InprocHub* hub) {
   if (!listener) return listener.status();
   listener_ = std::move(*listener);
   address_ = listener_->address();
+  if (options_.idle_timeout.count() > 0) {
+    idle_timer_ = std::make_unique<boost::asio::steady_timer>(runtime_.io());
+    sweep_idle();
+  }
   return Status::ok();
+}
+
+void PageServer::Impl::sweep_idle() {
+  const auto every = std::clamp<std::chrono::steady_clock::duration>(options_.idle_timeout / 4,
+                                                                    std::chrono::milliseconds(100), std::chrono::seconds(1));
+  idle_timer_->expires_after(every);
+  idle_timer_->async_wait([weak = std::weak_ptr<Impl>(shared_from_this())](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    std::vector<std::shared_ptr<Session>> idle;
+    const auto since = std::chrono::steady_clock::now() - self->options_.idle_timeout;
+    {
+      MutexLock lock(self->sessions_mu_);
+      if (self->stopping_) return;
+      for (const auto& session : self->sessions_) {
+        if (session->idle_since(since)) idle.push_back(session);
+      }
+    }
+    for (const auto& session : idle) {
+      logger().info("connection idle peer={} idle_timeout_s={}: closing it", session->peer(),
+                    self->options_.idle_timeout.count());
+      session->close();
+    }
+    self->sweep_idle();
+  });
 }
 
 void PageServer::Impl::stop() {

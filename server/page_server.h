@@ -99,6 +99,17 @@ struct ServerOptions {
   std::chrono::milliseconds slow_request{0};
   // Credentials for a tls:// address (TlsSide::kServer); null otherwise.
   std::shared_ptr<TlsContext> tls;
+  // Limits per connection, so one client cannot take what others need.
+  // A request larger than max_frame_bytes (pagefiled --max-frame-bytes; at
+  // most the transport's kMaxFrameBytes, beyond which a frame is malformed
+  // and ends its connection) is refused with kInvalidArgument; one more than
+  // max_inflight requests in flight (--max-inflight) with kBusy; the
+  // connection is kept either way. A connection with nothing in flight that
+  // sent nothing for idle_timeout (--idle-timeout-s; 0: never) is closed,
+  // and a client connects again when it next needs the server.
+  size_t max_frame_bytes = kMaxFrameBytes;
+  uint32_t max_inflight = 4096;
+  std::chrono::seconds idle_timeout{0};
 };
 
 struct ServerCounters {

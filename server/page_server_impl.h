@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <capnp/message.h>
 
 #include "core/mutex.h"
@@ -90,8 +91,15 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   // Verifies a run of a share's pages on disk (pagefile scrub).
   Status scrub(wire::ScrubShare::Reader request, wire::Response::Builder response);
 
+  // Closes the connections idle for options_.idle_timeout, every quarter
+  // of it (at most a second), until stopping.
+  void sweep_idle();
+
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<DirLock> dir_lock_;  // held from start to stop
+  // sweep_idle's; touched only by start() and then its own handler, on the
+  // network thread.
+  std::unique_ptr<boost::asio::steady_timer> idle_timer_;
 
   Mutex sessions_mu_;
   CondVar idle_cv_;                 // jobs_in_flight_ fell, or a session ended

@@ -84,7 +84,16 @@ int64_t Session::answer_bytes(wire::Request::Reader request) {
   return std::clamp<int64_t>(pages, kLeast, static_cast<int64_t>(kMaxFrameBytes));
 }
 
+bool Session::idle_since(std::chrono::steady_clock::time_point since) {
+  MutexLock lock(mu_);
+  return active_.empty() && last_frame_ < since;
+}
+
 void Session::on_frame(Frame frame) {
+  {
+    MutexLock lock(mu_);
+    last_frame_ = std::chrono::steady_clock::now();
+  }
   server_->tally_.requests++;
   server_->tally_.bytes_in += frame.size() * sizeof(capnp::word) + kFrameHeaderBytes;
   Job job;
@@ -107,6 +116,11 @@ void Session::on_frame(Frame frame) {
       return;
     }
     job.kind = static_cast<unsigned>(request.which());
+    if (Status within = within_limits(job.bytes_in - kFrameHeaderBytes); !within) {
+      answered(job, 0, static_cast<uint32_t>(within.code()));
+      reply_error(id, within, false);
+      return;
+    }
     if (Status allowed = check_access(role_, request); !allowed) {
       logger().warn("request refused peer={} role={} op={} why=\"{}\"", connection_->peer(), role_name(role_),
                     RequestMetrics::kind_name(job.kind), allowed.to_string());
@@ -150,6 +164,22 @@ void Session::on_frame(Frame frame) {
     if (start_now) running_.insert(job.seq);
   }
   if (start_now) server_->post_work([self = shared_from_this(), job] { self->run(job); });
+}
+
+Status Session::within_limits(uint64_t frame_bytes) {
+  const ServerOptions& options = server_->options_;
+  if (frame_bytes > options.max_frame_bytes) {
+    return Status::invalid_argument(
+        "request", fmt::format("of {} bytes is above this server's limit of {} (--max-frame-bytes)", frame_bytes,
+                               options.max_frame_bytes));
+  }
+  MutexLock lock(mu_);
+  if (active_.size() >= options.max_inflight) {
+    return Status::busy("connection", fmt::format("has {} requests in flight, the most this server takes from one "
+                                                  "connection (--max-inflight)",
+                                                  active_.size()));
+  }
+  return Status::ok();
 }
 
 bool Session::overtakes_earlier(const Span& span) {

@@ -40,6 +40,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse(const Status& why, boost::asio::io_context& io);
   void pause() { connection_->pause_reading(); }
   void resume() { connection_->resume_reading(); }
+  // Nothing in flight, and nothing received since `since` (the idle
+  // timeout, ServerOptions::idle_timeout).
+  bool idle_since(std::chrono::steady_clock::time_point since) EXCLUDES(mu_);
 
  private:
   // What a request touches: pages [first, last) of a file (file id + 1; 0
@@ -68,6 +71,9 @@ class Session : public std::enable_shared_from_this<Session> {
   static Span span_of(wire::Request::Reader request, uint64_t& write_bytes);
   // The bytes the answer to `request` will take, about (Connection::owe()).
   static int64_t answer_bytes(wire::Request::Reader request);
+  // OK when a request of `frame_bytes` may be taken now: kInvalidArgument
+  // above ServerOptions::max_frame_bytes, kBusy at max_inflight.
+  Status within_limits(uint64_t frame_bytes) EXCLUDES(mu_);
   // Whether a request touching `span` must wait for an earlier one.
   bool overtakes_earlier(const Span& span);
   void run(const Job& job);
@@ -85,6 +91,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Job> active_ GUARDED_BY(mu_);  // running or waiting, by arrival
   std::set<uint64_t> running_ GUARDED_BY(mu_);  // jobs handed to the pool
+  std::chrono::steady_clock::time_point last_frame_ GUARDED_BY(mu_) = std::chrono::steady_clock::now();
   std::atomic<bool> closed_{false};
 };
 

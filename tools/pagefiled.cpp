@@ -2,7 +2,8 @@
 //
 //   pagefiled --listen ADDR --dir DIR [--threads N] [--cache-pages N] [--prefetch-pages K]
 //             [--disk-latency MS] [--sync fdatasync|dsync|none] [--lease-ms N] [--poll-us N]
-//             [--max-connections N] [--catalog etcd://H:P,H:P,H:P]
+//             [--max-connections N] [--max-frame-bytes B] [--max-inflight N] [--idle-timeout-s S]
+//             [--slow-ms MS] [--catalog etcd://H:P,H:P,H:P]
 //             [--insecure] [--socket-mode MODE] [--config FILE]
 //             [--psk-file FILE]... [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--cert-role CN=ROLE]...]
 //
@@ -78,6 +79,19 @@ int main(int argc, char** argv) {
                  "connections served at once; one more is refused with a message")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-frame-bytes", options.max_frame_bytes,
+                 "largest request a connection may send; a larger one is refused (the connection kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4096}, size_t{net::kMaxFrameBytes}));
+  app.add_option("--max-inflight", options.max_inflight,
+                 "requests in flight per connection; one more is refused as busy (the connection kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000000u));
+  int64_t idle_timeout_s = 0;
+  app.add_option("--idle-timeout-s", idle_timeout_s,
+                 "close a connection that sent nothing and has nothing in flight for this long (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86400 * 365}));
   bool no_checksums = false;
   app.add_flag("--no-checksums", no_checksums,
                "neither check nor store page checksums: only to measure what they cost (pages written so "
@@ -129,6 +143,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.slow_request = std::chrono::milliseconds(slow_ms);
+  options.idle_timeout = std::chrono::seconds(idle_timeout_s);
   auto address = net::parse_address(listen_text);
   if (!address) {
     fmt::print(stderr, "pagefiled: {}\n", address.status().to_string());
@@ -222,10 +237,11 @@ int main(int argc, char** argv) {
                        "encryption, no authentication\n", (*server)->address().text());
   }
   logger().info("start listen={} dir={} threads={} cache_pages={} prefetch_pages={} disk_latency_ms={} sync={} "
-                "lease_ms={} max_connections={} checksums={} catalog={} metrics={} slow_ms={} insecure={} "
-                "psk_files={} tls_cert={} tls_ca={} cert_roles={}",
+                "lease_ms={} max_connections={} max_frame_bytes={} max_inflight={} idle_timeout_s={} checksums={} "
+                "catalog={} metrics={} slow_ms={} insecure={} psk_files={} tls_cert={} tls_ca={} cert_roles={}",
                 (*server)->address().text(), dir, options.threads, options.cache_pages, options.prefetch_pages,
-                disk_latency_ms, sync, lease_ms, options.max_connections, options.checksums ? "on" : "off",
+                disk_latency_ms, sync, lease_ms, options.max_connections, options.max_frame_bytes,
+                options.max_inflight, idle_timeout_s, options.checksums ? "on" : "off",
                 catalog.empty() ? "built-in" : catalog, metrics_http ? metrics_http->url() : "off", slow_ms,
                 insecure, tls.psk_files.size(), tls.cert.empty() ? "none" : tls.cert,
                 tls.ca.empty() ? "none" : tls.ca, cert_roles.size());

@@ -255,3 +255,100 @@ TEST_CASE("1000 connections that each sent one request: pagefiled stays under 10
   CHECK(answered == kConnections);
   CHECK(server.stop() == 0);
 }
+
+namespace {
+
+// Sends a stat request for `name` (a catalog request whose size is the
+// name's): the simplest way to send a frame of a chosen size.
+void send_stat(int fd, uint64_t id, const std::string& name) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<wire::Request>();
+  request.setId(id);
+  request.setVersion(wire::PROTOCOL_VERSION);
+  request.setStat(name);
+  Frame frame = to_frame(message);
+  const uint32_t bytes = static_cast<uint32_t>(frame.size() * sizeof(capnp::word));
+  FrameHeader header = encode_frame_length(bytes);
+  send_all(fd, header.data(), header.size());
+  send_all(fd, frame.data(), bytes);
+}
+
+// The error an answer carries, or OK.
+Status error_of(const ReplyPtr& reply) {
+  REQUIRE(reply != nullptr);
+  auto response = reply->root();
+  return response.isError() ? from_wire(response.getError()) : Status::ok();
+}
+
+}  // namespace
+
+TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clear error, the connection goes on") {
+  TempDir dir;
+  const std::string socket_path = (dir / "pf.sock").string();
+  ServerProcess server("unix:" + socket_path, dir / "server",
+                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "100"});
+  const int fd = connect_unix(socket_path);
+
+  send_stat(fd, 1, std::string(8000, 'x'));
+  Status too_big = error_of(receive_reply(fd));
+  CHECK(too_big.code() == Code::kInvalidArgument);
+  CHECK(too_big.message().find("above this server's limit of 4096 (--max-frame-bytes)") != std::string::npos);
+  send_stat(fd, 2, "no-such-file");  // the same connection, served
+  CHECK(error_of(receive_reply(fd)).code() == Code::kNotFound);
+
+  // Six reads at once of pages never written: each waits 100 ms for the
+  // emulated disk, so the third finds two in flight.
+  std::string reads;
+  for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, 7, 4096, 1);
+  send_all(fd, reads.data(), reads.size());
+  int busy = 0, served = 0;
+  for (int i = 0; i < 6; ++i) {
+    ReplyPtr reply = receive_reply(fd);
+    REQUIRE(reply != nullptr);
+    Status why = error_of(reply);
+    if (why.is_ok()) {
+      ++served;
+    } else {
+      CHECK(why.code() == Code::kBusy);
+      CHECK(why.message().find("(--max-inflight)") != std::string::npos);
+      ++busy;
+    }
+  }
+  CHECK(served >= 2);
+  CHECK(busy >= 1);
+  // Another connection meanwhile is its own: served.
+  const int other = connect_unix(socket_path);
+  send_read(other, 20, 7, 4096, 1);
+  CHECK(error_of(receive_reply(other)).is_ok());
+  ::close(other);
+  ::close(fd);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("--idle-timeout-s: an idle connection is closed; a client connects again when it next asks") {
+  TempDir dir;
+  const std::string socket_path = (dir / "pf.sock").string();
+  ServerProcess server("unix:" + socket_path, dir / "server", {"--idle-timeout-s", "1"});
+  const int fd = connect_unix(socket_path);
+  send_read(fd, 1, 7, 4096, 1);
+  CHECK(error_of(receive_reply(fd)).is_ok());
+  const auto idle_from = std::chrono::steady_clock::now();
+  CHECK(receive_reply(fd) == nullptr);  // closed by the server (or 10 s passed)
+  const auto waited = std::chrono::steady_clock::now() - idle_from;
+  CHECK(waited >= std::chrono::milliseconds(900));
+  CHECK(waited < std::chrono::seconds(5));
+  ::close(fd);
+
+  // A bus client whose connection the server closed while it was idle.
+  auto config = parse_bus("unix:" + socket_path, dir / "home");
+  REQUIRE_OK(config);
+  auto client = BusClient::start(*config, {});
+  REQUIRE_OK(client);
+  auto ping = [&] {
+    return (*client)->call_sync((*client)->catalog(), [](wire::Request::Builder r) { r.setPing(); });
+  };
+  CHECK_OK(ping());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK_OK(ping());
+  CHECK(server.stop() == 0);
+}

@@ -48,7 +48,7 @@ start_cluster() {
   for ((i = 0; i < n; i++)); do
     rm -rf "$dir/server-$i"
     mkdir -p "$dir"
-    start_pagefiled "$pagefiled" "$dir/server-$i" tcp://127.0.0.1:0 "$@" || return 1
+    start_pagefiled "$pagefiled" "$dir/server-$i" "${cluster_listen:-tcp://127.0.0.1:0}" "$@" || return 1
     bus="${bus:+$bus,}$address"
   done
 }
