@@ -491,6 +491,7 @@ std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t pa
 }
 
 Address PageServer::address() const { return impl_->address_; }
+Status PageServer::set_tls(std::shared_ptr<TlsContext> tls) { return impl_->set_tls(std::move(tls)); }
 void PageServer::stop() { impl_->stop(); }
 
 ServerCounters PageServer::counters() const { return impl_->snapshot(); }

@@ -162,6 +162,10 @@ class PageServer {
   // The address it listens on (the real port for tcp port 0).
   Address address() const;
 
+  // A tls:// server's credentials for the connections to come (pagefiled
+  // reloads them on SIGHUP); kInvalidArgument for another server.
+  Status set_tls(std::shared_ptr<TlsContext> tls);
+
   // Stops accepting, answers requests already received (new ones on open
   // connections are refused with kDisconnected), finishes page work in
   // flight, and closes every connection. Idempotent.

@@ -73,6 +73,11 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   void post_work(Job&& job);
 
   ServerCounters snapshot() const;
+  // PageServer::set_tls.
+  Status set_tls(std::shared_ptr<TlsContext> tls) {
+    if (!listener_) return Status::invalid_argument("server", "listens nowhere");
+    return listener_->set_tls(std::move(tls));
+  }
 
   const ServerOptions options_;
   IoRuntime& runtime_;

@@ -288,10 +288,22 @@ int main(int argc, char** argv) {
   for (;;) {
     sigwait(&stop_signals, &signal_number);
     if (signal_number != SIGHUP) break;
-    // SIGHUP: what can change live is the log level; the rest needs a
-    // restart. Said either way.
+    // SIGHUP: what can change live is the credentials (read again from the
+    // same files: a rotated certificate, keys added or withdrawn; for the
+    // connections to come) and the log level (from --config); the rest
+    // needs a restart. Said either way.
+    if (options.tls) {
+      auto reloaded = net::make_tls_context(tls, net::TlsSide::kServer);
+      Status s = reloaded ? (*server)->set_tls(*reloaded) : reloaded.status();
+      if (s) {
+        logger().info("reload tls psk_files={} tls_cert={} tls_ca={} (for new connections)", tls.psk_files.size(),
+                      tls.cert.empty() ? "none" : tls.cert, tls.ca.empty() ? "none" : tls.ca);
+      } else {
+        logger().error("reload refused what=tls why=\"{}\" (the credentials loaded before stay)", s.to_string());
+      }
+    }
     if (config_file.empty()) {
-      logger().warn("reload refused why=\"no --config file to reload from\"");
+      if (!options.tls) logger().warn("reload refused why=\"no --config file to reload from\"");
       continue;
     }
     auto read = tools::read_config(app, config_file);

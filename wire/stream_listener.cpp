@@ -75,6 +75,16 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     accept_next();
   }
 
+  // Whether it shakes hands (tls://).
+  bool is_tls() EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    return tls_ != nullptr;
+  }
+  void set_tls(std::shared_ptr<TlsContext> tls) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    tls_ = std::move(tls);
+  }
+
   // Returns true for the call that closed it, false when already closed.
   bool close() EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
@@ -103,7 +113,7 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     }
     if (!ec) {
       if constexpr (std::is_same_v<Protocol, Tcp>) {
-        if (tls_) {
+        if (is_tls()) {
           handshake(std::move(socket));
         } else if (auto connection = make_connection(std::move(socket))) {
           on_accept_(std::move(connection));
@@ -137,7 +147,12 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     if (ec) return;
     prepare_socket(socket);
     auto strand = asio::make_strand(io_);
-    auto stream = std::make_shared<TlsStream>(std::move(socket), tls_->ssl());
+    std::shared_ptr<TlsContext> tls;
+    {
+      MutexLock lock(mutex_);
+      tls = tls_;
+    }
+    auto stream = std::make_shared<TlsStream>(std::move(socket), tls->ssl());
     auto timer = std::make_shared<asio::steady_timer>(strand);
     auto peer = std::make_shared<const std::string>(endpoint_text(remote, Address::Kind::kTls));
     timer->expires_after(std::chrono::milliseconds(kTlsHandshakeTimeoutMs));
@@ -148,10 +163,10 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     });
     stream->async_handshake(
         TlsStream::server,
-        asio::bind_executor(strand, [self = this->shared_from_this(), stream, timer, peer](const error_code& hs_ec) {
+        asio::bind_executor(strand, [self = this->shared_from_this(), tls, stream, timer, peer](const error_code& hs_ec) {
           timer->cancel();
           Result<PeerRole> role = hs_ec ? Result<PeerRole>(internal::handshake_status(hs_ec, *peer, stream->native_handle()))
-                                        : self->tls_->peer_role(stream->native_handle());
+                                        : tls->peer_role(stream->native_handle());
           if (!role) {
             logger().warn("peer refused peer={} why=\"{}\"", *peer, role.status().message());
             error_code ignored;
@@ -162,7 +177,7 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
             MutexLock lock(self->mutex_);
             if (self->closed_) return;
           }
-          self->on_accept_(make_stream_connection(self->io_, std::move(*stream), *peer, self->tls_, *role));
+          self->on_accept_(make_stream_connection(self->io_, std::move(*stream), *peer, tls, *role));
         }));
   }
 
@@ -189,7 +204,7 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
   bool closed_ GUARDED_BY(mutex_) = false;
   const Listener::AcceptHandler on_accept_;
   const std::string unix_peer_;
-  const std::shared_ptr<TlsContext> tls_;
+  std::shared_ptr<TlsContext> tls_ GUARDED_BY(mutex_);  // for the handshakes to come
 };
 
 // Identifies the socket file a unix listener made, so close() removes that
@@ -207,6 +222,16 @@ class StreamListener final : public Listener {
   ~StreamListener() override { close(); }
 
   Address address() const override { return address_; }
+
+  Status set_tls(std::shared_ptr<TlsContext> tls) override {
+    if constexpr (std::is_same_v<Protocol, Tcp>) {
+      if (loop_->is_tls() && tls && tls->side() == TlsSide::kServer) {
+        loop_->set_tls(std::move(tls));
+        return Status::ok();
+      }
+    }
+    return Listener::set_tls(std::move(tls));
+  }
 
   void close() override {
     if (!loop_->close()) return;

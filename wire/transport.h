@@ -146,6 +146,13 @@ class Listener {
   // unix: listener removes its socket file. An AcceptHandler already running
   // on another thread may still finish.
   virtual void close() = 0;
+  // A tls:// listener's credentials from now on (a reload: rotated
+  // certificates, keys added or withdrawn); connections already made keep
+  // theirs. kInvalidArgument for another kind of listener or the wrong side.
+  virtual Status set_tls(std::shared_ptr<TlsContext> tls) {
+    (void)tls;
+    return Status::invalid_argument(address().text(), "is not a tls:// listener");
+  }
 };
 
 // Starts listening on `address`; `on_accept` runs for each new connection

@@ -149,6 +149,18 @@ TEST_CASE("--config: every flag from a TOML file, the command line over it") {
   }
 }
 
+TEST_CASE("--config: deploy/pagefiled-example.toml is a config pagefiled starts from") {
+  TempDir dir;
+  const char* example = std::getenv("EXAMPLE_CONFIG");
+  REQUIRE(example != nullptr);
+  // (Its port and directory are an installation's; the test's override them.)
+  Outcome served = pagefiled_for(dir, 2, {"--config", example, "--listen", "tcp://127.0.0.1:0", "--dir",
+                                          (dir / "d").string()});
+  INFO(served.out, served.err);
+  CHECK(served.out.find("listening on tcp://127.0.0.1:") != std::string::npos);
+  CHECK(served.err.find("cache_pages=65536") != std::string::npos);
+}
+
 TEST_CASE("--config: a typo, a bad value, a table, a syntax error or a missing file stops the start, naming where") {
   TempDir dir;
   struct Case {
@@ -346,5 +358,51 @@ TEST_CASE("SIGHUP reloads the log level from --config, and says so") {
   REQUIRE(::kill(server.pid(), SIGHUP) == 0);
   CHECK(logged(" error reload refused config="));
   connect_once();
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("SIGHUP reads the key files again: a key added is let in, one withdrawn is refused, a bad file keeps the old") {
+  TempDir dir;
+  const auto keys = dir / "server.keys";
+  const auto log = dir / "stderr.log";
+  const std::string first = (dir / "first.key").string(), second = (dir / "second.key").string();
+  REQUIRE(pagefile_admin(dir.path(), {"keygen", first}).exit_status == 0);
+  REQUIRE(pagefile_admin(dir.path(), {"keygen", second}).exit_status == 0);
+  auto serve = [&](const std::vector<std::string>& files) {
+    std::string text;
+    for (const auto& f : files) text += read_file(f);
+    write_file(keys, text);
+    ::chmod(keys.c_str(), 0600);
+  };
+  serve({first});
+  ServerProcess server("tls://127.0.0.1:0", dir / "s", {"--psk-file", keys.string()}, log);
+  int run = 0;
+  auto status_with = [&](const std::string& key) {
+    const auto where = dir / ("run-" + std::to_string(++run));
+    std::filesystem::create_directories(where);
+    return pagefile_admin(where, {"status", "--bus", server.address(), "--psk-file", key});
+  };
+  auto logged = [&](const std::string& text) {
+    for (int i = 0; i < 100; ++i) {
+      if (read_file(log).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  auto up = [](const Outcome& o) { return o.out.find("1 of 1 servers up") != std::string::npos; };
+  CHECK(up(status_with(first)));
+  CHECK_FALSE(up(status_with(second)));
+
+  serve({second});
+  REQUIRE(::kill(server.pid(), SIGHUP) == 0);
+  CHECK(logged(" info reload tls psk_files=1"));
+  CHECK(up(status_with(second)));
+  CHECK_FALSE(up(status_with(first)));
+
+  // A key file others may read: refused, said, and the keys loaded before stay.
+  ::chmod(keys.c_str(), 0644);
+  REQUIRE(::kill(server.pid(), SIGHUP) == 0);
+  CHECK(logged(" error reload refused what=tls"));
+  CHECK(up(status_with(second)));
   CHECK(server.stop() == 0);
 }
