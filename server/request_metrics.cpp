@@ -98,6 +98,12 @@ std::string RequestMetrics::prometheus(const ServerCounters& c) const {
   one("pagefile_bytes_out_total", "counter", "Bytes sent.", c.bytes_out);
   one("pagefile_errors_total", "counter", "Requests answered with an error, all operations.", c.errors);
   one("pagefile_connections", "gauge", "Connections open now.", c.connections);
+  header("pagefile_connections_by_role", "gauge",
+         "Connections open now, by the role their peer proved (tcp://, unix: and inproc: peers are admins).");
+  for (PeerRole role : {PeerRole::kReader, PeerRole::kWriter, PeerRole::kAdmin}) {
+    out += fmt::format("pagefile_connections_by_role{{role=\"{}\"}} {}\n", role_name(role),
+                       by_role_[static_cast<size_t>(role)].load());
+  }
   one("pagefile_cache_pages", "gauge", "Pages in the server's pool now.", c.cache_pages);
   one("pagefile_unconfirmed_write_bytes", "gauge",
       "Bytes of writes received and not yet answered (the write queue's depth).", c.unconfirmed_write_bytes);

@@ -16,6 +16,7 @@
 
 #include "pagefile/status.h"
 #include "server/page_server.h"
+#include "wire/tls.h"
 
 namespace pagefile::net {
 
@@ -39,6 +40,11 @@ class RequestMetrics {
   // The wire's name of request kind `kind` ("read", "setSize").
   static std::string kind_name(unsigned kind);
 
+  // A connection of a peer in `role` began or ended (the gauge of
+  // connections by role).
+  void connection_opened(PeerRole role) { by_role_[static_cast<size_t>(role)]++; }
+  void connection_closed(PeerRole role) { by_role_[static_cast<size_t>(role)]--; }
+
  private:
   struct Kind {
     std::atomic<uint64_t> count{0};
@@ -49,6 +55,7 @@ class RequestMetrics {
     std::array<std::atomic<uint64_t>, 16> errors{};                      // by Status code
   };
   std::array<Kind, kKinds> kinds_;
+  std::array<std::atomic<int64_t>, 4> by_role_{};  // by PeerRole's number
 };
 
 }  // namespace pagefile::net

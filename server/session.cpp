@@ -23,7 +23,8 @@ constexpr int64_t kWholeFile = INT64_MAX;
 
 void Session::start() {
   auto self = shared_from_this();
-  logger().info("connection open peer={} role={}", connection_->peer(), role_name(connection_->role()));
+  logger().info("connection open peer={} role={}", connection_->peer(), role_name(role_));
+  server_->metrics_.connection_opened(role_);
   connection_->bound_backlog();
   connection_->start([self](Frame frame) { self->on_frame(std::move(frame)); },
                      [self](Status why) { self->on_close(why); });
@@ -242,7 +243,8 @@ void Session::answered(const Job& job, uint64_t bytes_out, uint32_t error) {
 void Session::on_close(const Status& why) {
   // (A client going away is routine: info, with why.)
   logger().info("connection closed peer={}{}", connection_->peer(), why ? "" : " why=\"" + why.to_string() + "\"");
-  closed_ = true;  // requests not yet started are dropped; running ones finish
+  if (!closed_.exchange(true)) server_->metrics_.connection_closed(role_);
+  // (closed_: requests not yet started are dropped; running ones finish)
   server_->session_ended(shared_from_this());
 }
 

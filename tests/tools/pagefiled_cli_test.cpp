@@ -252,6 +252,16 @@ TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving w
         sample(after, "pagefile_requests_total{op=\"write\"}"));
   CHECK(sample(after, "pagefile_request_bytes_in_total{op=\"write\"}") >= 40 * 4096);
   CHECK(after.find("pagefile_requests_total{op=\"open\"}") != std::string::npos);  // the catalog's too
+  // Connections by role: pf-replay's was an admin's (tcp://), and once it
+  // has gone (the server sees it close shortly), none is open.
+  CHECK(after.find("# TYPE pagefile_connections_by_role gauge") != std::string::npos);
+  CHECK(sample(after, "pagefile_connections_by_role{role=\"reader\"}") == 0);
+  bool none_open = false;
+  for (int i = 0; i < 40 && !none_open; ++i) {
+    none_open = sample(http_get(port, "/metrics"), "pagefile_connections_by_role{role=\"admin\"}") == 0;
+    if (!none_open) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(none_open);
 
   CHECK(http_get(port, "/other").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(server.stop() == 0);
