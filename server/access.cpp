@@ -12,6 +12,7 @@ PeerRole role_needed(wire::Request::Reader request) {
     case wire::Request::PING:
     case wire::Request::READ:
     case wire::Request::STATS:
+    case wire::Request::METRICS:
     case wire::Request::STAT:
     case wire::Request::LIST:
     case wire::Request::RENEW_LEASE:

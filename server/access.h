@@ -2,7 +2,7 @@
 // make of a server. A peer that proved nothing (tcp:// on loopback, unix:,
 // inproc:) is an admin; the rules matter for tls:// peers.
 //
-//   reader  ping, read, stats, open without create, stat, list, shared
+//   reader  ping, read, stats and metrics, open without create, stat, list, shared
 //           locks and their leases, the server's disk-read log
 //   writer  and write, sync, truncate, set a size, create, every lock,
 //           fencing, marking a replica behind (setCopyState), unlink

@@ -352,6 +352,7 @@ void PageServer::Impl::execute(wire::Request::Reader request,
       break;
     case wire::Request::DROP_SHARE: s = shares_.drop(request.getDropShare().getFileId()); break;
     case wire::Request::STATS: fill_stats(response.initStats()); break;
+    case wire::Request::METRICS: response.setMetrics(metrics_.prometheus(snapshot())); break;
     case wire::Request::DISK_READ_LOG: {
       // The newest entries that fit a frame (16 bytes each and a word of
       // list overhead).

@@ -70,7 +70,8 @@ Session::Span Session::span_of(wire::Request::Reader request, uint64_t& write_by
     case wire::Request::DROP_SHARE: return {request.getDropShare().getFileId() + 1, 0, kWholeFile};
     case wire::Request::PING:
     case wire::Request::DISK_READ_LOG:
-    case wire::Request::STATS: return {};  // touches nothing
+    case wire::Request::STATS:
+    case wire::Request::METRICS: return {};  // touches nothing
     default: return {0, 0, kWholeFile};    // the catalog, one at a time
   }
 }

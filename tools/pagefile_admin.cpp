@@ -1,6 +1,6 @@
 // pagefile: the admin CLI of a Pagefile cluster.
 //
-//   pagefile status            [--bus BUS]   servers up, and their counters
+//   pagefile status [--metrics] [--bus BUS]  servers up, and their counters (--metrics: all of them)
 //   pagefile ls                [--bus BUS]   every file in the catalog
 //   pagefile stat FILE         [--bus BUS]   one file's record
 //   pagefile rm FILE           [--bus BUS]   remove a file and its pages
@@ -87,7 +87,7 @@ std::string pool_line(net::wire::FileCacheStats::Reader f) {
                      f.getPrefetchWasted(), f.getEvictions(), f.getPages());
 }
 
-int cmd_status(net::BusClient& bus) {
+int cmd_status(net::BusClient& bus, bool metrics) {
   int down = 0;
   // Files with copies not current first: what an operator must see.
   if (auto list = bus.call_sync(bus.catalog(), [](net::wire::Request::Builder r) { r.setList(); }); list) {
@@ -115,6 +115,20 @@ int cmd_status(net::BusClient& bus) {
     fmt::print("  pool {} of {} pages, prefetch window {}\n", s.getCachePages(), s.getCacheCapacity(),
                s.getPrefetchPages());
     for (auto f : s.getFiles()) fmt::print("  file {:<6} {}\n", f.getFileId(), pool_line(f));
+    if (metrics) {
+      // Every counter of its GET /metrics, each line under the server's name.
+      auto text = bus.call_sync(server, [](net::wire::Request::Builder r) { r.setMetrics(); });
+      if (!text) {
+        fmt::print("  metrics: {}\n", text.status().to_string());
+      } else {
+        std::string all((*text)->root().getMetrics().cStr());
+        for (size_t at = 0; at < all.size();) {
+          size_t end = std::min(all.find('\n', at), all.size());
+          if (all[at] != '#') fmt::print("  {}\n", all.substr(at, end - at));
+          at = end + 1;
+        }
+      }
+    }
   }
   fmt::print("{} of {} servers up\n", bus.servers().size() - down, bus.servers().size());
   if (bus.catalog().rfind("etcd://", 0) == 0) {
@@ -521,6 +535,8 @@ int main(int argc, char** argv) {
   CopyOptions copy;
 
   auto* status = app.add_subcommand("status", "servers up, and their counters");
+  bool status_metrics = false;
+  status->add_flag("--metrics", status_metrics, "and every counter each server's GET /metrics shows, by operation");
   auto* ls = app.add_subcommand("ls", "every file in the catalog");
   auto* stat = app.add_subcommand("stat", "one file's record");
   stat->add_option("FILE", name)->required();
@@ -574,7 +590,7 @@ int main(int argc, char** argv) {
   }
   auto client = connect_bus(bus);
   if (!client) return fail(client.status());
-  if (status->parsed()) return cmd_status(**client);
+  if (status->parsed()) return cmd_status(**client, status_metrics);
   if (ls->parsed()) return cmd_ls(**client);
   if (stat->parsed()) return cmd_stat(**client, name);
   if (locks->parsed()) return cmd_locks(**client);

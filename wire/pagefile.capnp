@@ -270,6 +270,9 @@ struct Request {
     setCopyState @23 :SetCopyState;
     # The catalog: answers with the records it changed.
     replaceServer @24 :ReplaceServer;
+    # Any server: its metrics, as GET /metrics serves them (pagefile
+    # status --metrics).
+    metrics @25 :Void;
   }
   # Catalog requests that change a file (setSize, unlink) made under a
   # write lock: its fencing token, refused (Stale) once the lock has passed
@@ -295,6 +298,7 @@ struct Response {
     locks @9 :List(LockInfo);
     diskReadLog @10 :List(DiskRead);
     scrub @12 :ScrubReport;
+    metrics @13 :Text;         # Prometheus's text format
   }
   # With `pages`: each page's checksum, for the client to check; empty
   # when the server runs without checksums (pagefiled --no-checksums).

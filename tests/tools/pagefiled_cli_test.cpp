@@ -263,6 +263,12 @@ TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving w
   }
   CHECK(none_open);
 
+  // The same counters through `pagefile status --metrics`, under each server.
+  Outcome status = pagefile_admin(dir.path(), {"status", "--metrics", "--bus", server.address()});
+  INFO(status.out, status.err);
+  CHECK(status.exit_status == 0);
+  CHECK(status.out.find("  pagefile_requests_total{op=\"write\"} ") != std::string::npos);
+  CHECK(status.out.find("  pagefile_request_seconds_bucket{op=\"write\",le=\"+Inf\"} ") != std::string::npos);
   CHECK(http_get(port, "/other").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(server.stop() == 0);
 
