@@ -2,6 +2,8 @@
 // thread waits, no longer than its timeout, while the io_context resolves,
 // connects and (tls://) shakes hands; the socket then becomes a connection
 // read on the io_context or one read by its waiters (waiter_connection.cpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -36,28 +38,39 @@ Status connect_status(const error_code& ec, std::string_view target) {
   return socket_status(ec, target, "connect");
 }
 
+// What a connect on the io_context gives its caller: a connection, or (a
+// tls:// connection its waiters will read) the connected descriptor, for the
+// caller to shake hands on.
+struct Connected {
+  std::shared_ptr<Connection> connection;
+  int fd = -1;
+};
+
 // The caller's side of a connect running on the io_context: the io thread
 // hands over the outcome, the caller waits for it no longer than its
 // timeout and then walks away.
 class ConnectOutcome {
  public:
-  // From the io thread, once: the connection, or why there is none (then
-  // `connection` is null). False when the caller has given up; the
-  // connection is then dropped, closing its socket.
-  bool deliver(std::shared_ptr<Connection> connection, Status failure) EXCLUDES(mutex_) {
+  // From the io thread, once: the connection (or descriptor), or why there
+  // is none (then `connected` is empty). False when the caller has given
+  // up; the connection is then dropped, closing its socket.
+  bool deliver(Connected connected, Status failure) EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
-    if (abandoned_) return false;
-    connection_ = std::move(connection);
+    if (abandoned_) {
+      if (connected.fd >= 0) ::close(connected.fd);
+      return false;
+    }
+    connected_ = std::move(connected);
     failure_ = std::move(failure);
     ready_ = true;
     changed_.notify_all();
     return true;
   }
 
-  // The outcome, or kDisconnected naming the timeout when `timeout_ms`
+  // The outcome, or kDisconnected naming the timeout when `deadline`
   // passed first.
-  Result<std::shared_ptr<Connection>> wait(int timeout_ms, const std::string& target) EXCLUDES(mutex_) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  Result<Connected> wait(std::chrono::steady_clock::time_point deadline, int timeout_ms, const std::string& target)
+      EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
     while (!ready_) {
       if (!changed_.wait_until(mutex_, deadline) && !ready_) {
@@ -65,7 +78,7 @@ class ConnectOutcome {
         return Status::disconnected(target, fmt::format("no connection within {} ms", timeout_ms));
       }
     }
-    if (connection_) return std::move(connection_);
+    if (connected_.connection || connected_.fd >= 0) return std::move(connected_);
     return failure_;
   }
 
@@ -74,7 +87,7 @@ class ConnectOutcome {
   CondVar changed_;  // ready_ was set
   bool ready_ GUARDED_BY(mutex_) = false;
   bool abandoned_ GUARDED_BY(mutex_) = false;
-  std::shared_ptr<Connection> connection_ GUARDED_BY(mutex_);
+  Connected connected_ GUARDED_BY(mutex_);
   Status failure_ GUARDED_BY(mutex_);
 };
 
@@ -175,7 +188,7 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
     }
     prepare_socket(socket_);
     if constexpr (kIsTcp<Protocol>) {
-      if (tls_) {
+      if (tls_ && reading_ != Connection::Reading::kByWaiter) {
         handshake();
         return;
       }
@@ -189,15 +202,21 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
         fail(socket_status(released, text_, "connect"));
         return;
       }
-      outcome_.deliver(make_waiter_read_connection(fd, text_, send_timeout_ms_), Status::ok());
+      // tls://: the caller shakes hands on it (connect_stream), not this
+      // io thread, which other connections need.
+      if (tls_) {
+        outcome_.deliver(Connected{nullptr, fd}, Status::ok());
+        return;
+      }
+      outcome_.deliver(Connected{make_waiter_read_connection(fd, text_, send_timeout_ms_)}, Status::ok());
       return;
     }
-    outcome_.deliver(make_stream_connection(io_, std::move(socket_), text_), Status::ok());
+    outcome_.deliver(Connected{make_stream_connection(io_, std::move(socket_), text_)}, Status::ok());
   }
 
-  // tls://: the client's side of the handshake; the connection is read on
-  // the io_context whatever reading_ asks (its bytes must be decrypted by
-  // the stream, which a waiter reading the descriptor would bypass).
+  // tls:// read on the io_context: the client's side of the handshake, by
+  // Asio's SSL stream. (One read by its waiters shakes hands on the
+  // caller's thread instead: connect_stream.)
   void handshake() {
     tls_stream_.emplace(std::move(socket_), tls_->ssl());
     // A server that shows a certificate must be the host dialled; one that
@@ -215,10 +234,11 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
       fail(handshake_status(ec, text_));
       return;
     }
-    outcome_.deliver(make_stream_connection(io_, std::move(*tls_stream_), text_, tls_, PeerRole::kAdmin), Status::ok());
+    outcome_.deliver(Connected{make_stream_connection(io_, std::move(*tls_stream_), text_, tls_, PeerRole::kAdmin)},
+                     Status::ok());
   }
 
-  void fail(Status why) { outcome_.deliver(nullptr, std::move(why)); }
+  void fail(Status why) { outcome_.deliver(Connected{}, std::move(why)); }
 
   asio::io_context& io_;
   Strand strand_;
@@ -238,11 +258,17 @@ template <class Protocol>
 Result<std::shared_ptr<Connection>> connect_stream(asio::io_context& io, const Address& address, int timeout_ms,
                                                    Connection::Reading reading, int send_timeout_ms,
                                                    std::shared_ptr<TlsContext> tls = nullptr) {
-  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms, std::move(tls));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  auto attempt = std::make_shared<ConnectAttempt<Protocol>>(io, address, reading, send_timeout_ms, tls);
   attempt->start();
-  Result<std::shared_ptr<Connection>> result = attempt->outcome().wait(timeout_ms, address.text());
-  if (!result) attempt->cancel();  // a no-op unless the wait timed out with a step under way
-  return result;
+  Result<Connected> result = attempt->outcome().wait(deadline, timeout_ms, address.text());
+  if (!result) {
+    attempt->cancel();  // a no-op unless the wait timed out with a step under way
+    return result.status();
+  }
+  if (result->connection) return std::move(result->connection);
+  return make_waiter_read_tls_connection(result->fd, address.text(), send_timeout_ms, std::move(tls), address.host,
+                                         deadline);
 }
 
 }  // namespace

@@ -180,9 +180,11 @@ Result<std::unique_ptr<Listener>> listen(boost::asio::io_context& io, const Addr
 // tcp: and unix: block the calling thread while `io` does the work: call
 // from a thread that is not running `io` (from io's only thread the connect
 // cannot progress and fails when the timeout runs out). inproc: never blocks.
-// tls:// needs `tls` of TlsSide::kClient, is always read on `io`, and fails
-// with kPermissionDenied (OpenSSL's reason) when either side refuses the
-// other's credentials.
+// tls:// needs `tls` of TlsSide::kClient and fails with kPermissionDenied
+// (OpenSSL's reason) when either side refuses the other's credentials; with
+// Reading::kByWaiter its handshake runs on the calling thread and then its
+// waiters encrypt and decrypt on theirs, as they write and read a tcp://
+// one, else it is Asio's SSL stream read on `io`.
 Result<std::shared_ptr<Connection>> connect(boost::asio::io_context& io, const Address& address,
                                             int timeout_ms, InprocHub* hub = nullptr,
                                             Connection::Reading reading = Connection::Reading::kOnIoThread,

@@ -3,6 +3,7 @@
 // Each REQUIRES an address of its own kind.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,6 +42,14 @@ Result<std::shared_ptr<Connection>> connect_inproc(boost::asio::io_context& io, 
 // not), read by its waiters (waiter_connection.cpp, Connection::Reading::
 // kByWaiter); it owns `fd`. A send waits at most `send_timeout_ms` for room.
 std::shared_ptr<Connection> make_waiter_read_connection(int fd, std::string peer, int send_timeout_ms);
+// The same over tls://: shakes hands with `host` (a client, with `tls`) on
+// the calling thread until `deadline` first. kPermissionDenied when either
+// side refuses the other, kDisconnected when the server hangs up or the time
+// runs out; `fd` is closed then.
+Result<std::shared_ptr<Connection>> make_waiter_read_tls_connection(int fd, std::string peer, int send_timeout_ms,
+                                                                    std::shared_ptr<TlsContext> tls,
+                                                                    const std::string& host,
+                                                                    std::chrono::steady_clock::time_point deadline);
 
 // Whether a socket error means the other end (or the path to it) is gone.
 bool is_disconnect(const boost::system::error_code& ec);

@@ -8,6 +8,12 @@
 // a thread still in poll() or sendmsg() on it never touches a descriptor
 // number that another open has reused; the destructor closes it.
 //
+// Over tls:// the same, with OpenSSL on the descriptor itself: the sending
+// thread encrypts (SSL_write) and the reading thread decrypts (SSL_read),
+// one at a time under ssl_mu_, so neither hands its bytes to an io thread
+// and back (a cross-CPU wake-up each way, which cost a TLS client most of
+// its speed through Asio's SSL stream).
+//
 // A reader polls the socket for a while before it sleeps, when answers have
 // lately come that soon: on a virtual machine a sleeping thread's CPU halts,
 // and waking it again costs tens of microseconds (an exit to the host),
@@ -22,12 +28,20 @@
 #include <cerrno>
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <boost/asio/ip/address.hpp>
 
 #include "core/mutex.h"
 #include "wire/frame_buffer.h"
 #include "wire/frame_delivery.h"
+#include "wire/tls_context.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -47,11 +61,72 @@ int poll_ms(Clock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
+// OpenSSL's reason for the last failure on this thread, and clears it.
+std::string openssl_error() {
+  unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
+  return reason != nullptr ? reason : "unknown reason";
+}
+
 class WaiterReadConnection final : public Connection, public std::enable_shared_from_this<WaiterReadConnection> {
  public:
-  WaiterReadConnection(int fd, std::string peer, int send_timeout_ms)
-      : fd_(fd), peer_(std::move(peer)), send_timeout_(std::chrono::milliseconds(send_timeout_ms)) {}
-  ~WaiterReadConnection() override { ::close(fd_); }
+  // `tls`: over tls://, the client's credentials; the handshake is then
+  // handshake()'s, before start().
+  WaiterReadConnection(int fd, std::string peer, int send_timeout_ms, std::shared_ptr<TlsContext> tls = nullptr)
+      : fd_(fd), peer_(std::move(peer)), send_timeout_(std::chrono::milliseconds(send_timeout_ms)),
+        tls_(std::move(tls)) {}
+  ~WaiterReadConnection() override {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    ::close(fd_);
+  }
+
+  // The client's side of the TLS handshake with `host`, on this thread,
+  // until `deadline`. kPermissionDenied when either side refused the other,
+  // kDisconnected when the server hung up or the time ran out.
+  Status handshake(const std::string& host, Clock::time_point deadline) {
+    ssl_ = SSL_new(tls_->ssl().native_handle());
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+      return Status::io_error(peer_, fmt::format("TLS: {}", openssl_error()));
+    }
+    // Pieces of a frame may go out as the socket takes them.
+    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    // A server that hangs up without TLS's goodbye has closed all the same
+    // (frames carry their length, so a cut cannot pass for a whole one).
+    SSL_set_options(ssl_, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    // A server that shows a certificate must be the host dialled (a DNS or
+    // IP subject alternative name); one that takes our key shows none.
+    boost::system::error_code not_ip;
+    boost::asio::ip::make_address(host, not_ip);
+    if (not_ip) {
+      SSL_set1_host(ssl_, host.c_str());
+      // (SSL_set_tlsext_host_name, without its macro's C cast)
+      SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(host.c_str()));
+    } else {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str());
+    }
+    for (;;) {
+      ERR_clear_error();
+      int rc = SSL_connect(ssl_);
+      if (rc == 1) return Status::ok();
+      int error = SSL_get_error(ssl_, rc);
+      short events = error == SSL_ERROR_WANT_READ ? POLLIN : error == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+      if (events == 0) {
+        if (long verified = SSL_get_verify_result(ssl_); verified != X509_V_OK) {
+          return Status::permission_denied(peer_, fmt::format("TLS handshake refused: certificate verify failed ({})",
+                                                              X509_verify_cert_error_string(verified)));
+        }
+        if (error == SSL_ERROR_SSL) {
+          return Status::permission_denied(peer_, fmt::format("TLS handshake refused: {}", openssl_error()));
+        }
+        return Status::disconnected(peer_, "TLS handshake: the peer hung up (it may have refused our credentials)");
+      }
+      pollfd want{fd_, events, 0};
+      if (::poll(&want, 1, poll_ms(deadline)) == 0 && Clock::now() >= deadline) {
+        return Status::disconnected(peer_, "TLS handshake: not done in time");
+      }
+    }
+  }
 
   // REQUIRES: before the first read_frames().
   void start(FrameHandler on_frame, CloseHandler on_close) override {
@@ -74,7 +149,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     size_t written = 0;
     const auto deadline = Clock::now() + send_timeout_;
     while (!ending_) {
-      ssize_t n = send_frame_now(fd_, frame, written);
+      ssize_t n = ssl_ != nullptr ? send_tls(frame, written) : send_frame_now(fd_, frame, written);
       if (n > 0) {
         written += static_cast<size_t>(n);
         if (written == whole) return;
@@ -128,17 +203,20 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   ReadOutcome read_locked(Clock::time_point deadline) {
     if (delivery_.reported()) return ReadOutcome::kEnded;
     if (!delivery_.started()) return ReadOutcome::kNothing;
-    std::optional<Clock::time_point> waiting_since;  // set once this call found nothing to read
+    // When this call first found nothing to read (a plain time point and a
+    // flag: GCC takes an optional's value for uninitialized here).
+    bool waiting = false;
+    Clock::time_point waiting_since{};
     bool spun = false;
     Clock::time_point spin_until{};  // until then this call looks again without sleeping
     for (;;) {
       std::span<uint8_t> space = buffer_.space();
-      ssize_t n = ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
+      ssize_t n = ssl_ != nullptr ? recv_tls(space) : ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
       if (n > 0) {
-        if (waiting_since) {
+        if (waiting) {
           // The wait an answer takes, smoothed over the last few.
-          typical_wait_ += ((Clock::now() - *waiting_since) - typical_wait_) / 8;
-          waiting_since.reset();
+          typical_wait_ += ((Clock::now() - waiting_since) - typical_wait_) / 8;
+          waiting = false;
         }
         buffer_.filled(static_cast<size_t>(n));
         bool delivered = deliver();
@@ -157,7 +235,10 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
       }
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return ReadOutcome::kNothing;
-      if (!waiting_since) waiting_since = now;
+      if (!waiting) {
+        waiting = true;
+        waiting_since = now;
+      }
       if (!spun && typical_wait_ < kSpinWhileWaitsUnder) {
         // Spinning on recv() itself: what arrives is read by the call that
         // sees it, one system call per look, none extra when it comes.
@@ -174,6 +255,55 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
       }
       if (ready == 0) return ReadOutcome::kNothing;
     }
+  }
+
+  // As send_frame_now (wire/frame_buffer.h), through TLS: what is left of
+  // `frame` past its first `skip` bytes, encrypted; the bytes taken, or -1
+  // with errno (EAGAIN when the socket can take nothing now).
+  // REQUIRES: write_mu_ (the frame's bytes are staged in tls_out_).
+  ssize_t send_tls(const Frame& frame, size_t skip) REQUIRES(write_mu_) EXCLUDES(ssl_mu_) {
+    if (skip == 0) {
+      // One record for header and body, not two.
+      const size_t bytes = frame.size() * sizeof(capnp::word);
+      FrameHeader header = encode_frame_length(static_cast<uint32_t>(bytes));
+      tls_out_.assign(header.begin(), header.end());
+      const auto* body = reinterpret_cast<const uint8_t*>(frame.data());
+      tls_out_.insert(tls_out_.end(), body, body + bytes);
+    }
+    MutexLock lock(ssl_mu_);
+    ERR_clear_error();
+    int n = SSL_write(ssl_, tls_out_.data() + skip, static_cast<int>(tls_out_.size() - skip));
+    if (n > 0) return n;
+    return tls_failure(SSL_get_error(ssl_, n), "write");
+  }
+
+  // As recv(MSG_DONTWAIT) through TLS: plaintext into `space`; 0 when the
+  // peer closed; -1 with errno (EAGAIN when nothing whole has arrived).
+  ssize_t recv_tls(std::span<uint8_t> space) EXCLUDES(ssl_mu_) {
+    MutexLock lock(ssl_mu_);
+    ERR_clear_error();
+    int n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+    if (n > 0) return n;
+    int error = SSL_get_error(ssl_, n);
+    if (error == SSL_ERROR_ZERO_RETURN) return 0;
+    return tls_failure(error, "read");
+  }
+
+  // -1 with errno for a failed SSL_read or SSL_write: EAGAIN when it waits
+  // for the socket, the socket's error, else EPROTO (said in the log).
+  ssize_t tls_failure(int error, const char* operation) REQUIRES(ssl_mu_) {
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      errno = EAGAIN;
+    } else if (error == SSL_ERROR_SYSCALL && errno != 0) {
+      // errno is the socket's
+    } else if (error == SSL_ERROR_SYSCALL) {
+      errno = ECONNRESET;  // the peer went away mid-record
+    } else {
+      (void)operation;
+      errno = EPROTO;
+    }
+    ERR_clear_error();
+    return -1;
   }
 
   // Delivers the whole frames buffered; whether it delivered any. Stops at
@@ -218,6 +348,10 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   const int fd_;
   const std::string peer_;
   const std::chrono::milliseconds send_timeout_;
+  const std::shared_ptr<TlsContext> tls_;  // tls://: what ssl_ was made from
+  SSL* ssl_ = nullptr;                      // tls://: set by handshake(), before start()
+  // SSL_read and SSL_write take turns on ssl_; taken inside write_mu_.
+  Mutex ssl_mu_;
 
   std::atomic<bool> reading_{false};  // a thread is in read_frames() (or close() reports)
   std::atomic<bool> paused_{false};
@@ -240,12 +374,22 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   FrameBuffer buffer_;
 
   Mutex write_mu_;  // one send() at a time: a frame goes out whole
+  std::vector<uint8_t> tls_out_ GUARDED_BY(write_mu_);  // tls://: the frame being sent
 };
 
 }  // namespace
 
 std::shared_ptr<Connection> make_waiter_read_connection(int fd, std::string peer, int send_timeout_ms) {
   return std::make_shared<WaiterReadConnection>(fd, std::move(peer), send_timeout_ms);
+}
+
+Result<std::shared_ptr<Connection>> make_waiter_read_tls_connection(int fd, std::string peer, int send_timeout_ms,
+                                                                    std::shared_ptr<TlsContext> tls,
+                                                                    const std::string& host,
+                                                                    std::chrono::steady_clock::time_point deadline) {
+  auto connection = std::make_shared<WaiterReadConnection>(fd, std::move(peer), send_timeout_ms, std::move(tls));
+  if (Status s = connection->handshake(host, deadline); !s) return s;
+  return std::shared_ptr<Connection>(std::move(connection));
 }
 
 }  // namespace pagefile::net::internal

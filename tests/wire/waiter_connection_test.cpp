@@ -25,7 +25,7 @@ namespace {
 
 std::shared_ptr<Connection> connect_by_waiter(Bench& bench, Inbox& inbox, int timeout_ms = kConnectTimeoutMs) {
   auto client = connect(bench.client_io.io(), bench.server.address(), timeout_ms, &bench.hub,
-                        Connection::Reading::kByWaiter);
+                        Connection::Reading::kByWaiter, 0, test_tls().client);
   REQUIRE_OK(client);
   (*client)->start(inbox.frame_handler(), inbox.close_handler());
   return *client;
@@ -62,7 +62,7 @@ TEST_CASE("a connection read by its waiters delivers only inside read_frames, on
     std::vector<std::thread::id> delivered_on;
     Inbox inbox;
     auto client = connect(bench.client_io.io(), bench.server.address(), kConnectTimeoutMs, &bench.hub,
-                          Connection::Reading::kByWaiter);
+                          Connection::Reading::kByWaiter, 0, test_tls().client);
     REQUIRE_OK(client);
     Connection& c = **client;
     CHECK(c.reading() == Connection::Reading::kByWaiter);
@@ -98,7 +98,7 @@ TEST_CASE("a connection read by its waiters delivers only inside read_frames, on
     c.close();
     c.send(make_frame(3, 1));  // dropped
     CHECK(inbox.close_count() == 1);
-  }, {Address::Kind::kTcp, Address::Kind::kUnix});
+  }, {Address::Kind::kTcp, Address::Kind::kUnix, Address::Kind::kTls});
 }
 
 TEST_CASE("an inproc connection asked to be read by its waiters reads on its io_context all the same") {
@@ -160,7 +160,7 @@ TEST_CASE("a waiter-read connection: a frame larger than its buffer, then the se
     CHECK(outcome == Connection::ReadOutcome::kEnded);
     CHECK(inbox.close_count() == 1);
     CHECK_CODE(inbox.closed(), Code::kDisconnected);
-  }, {Address::Kind::kTcp, Address::Kind::kUnix});
+  }, {Address::Kind::kTcp, Address::Kind::kUnix, Address::Kind::kTls});
 }
 
 TEST_CASE("a waiter-read connection ends with kCorruption on a malformed length from the server") {
