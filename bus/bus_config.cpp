@@ -48,11 +48,15 @@ std::string* tls_option(TlsOptions& tls, const std::string& entry) {
 Result<BusConfig> parse_bus(std::string_view spec, const std::filesystem::path& home) {
   std::string text(spec);
   if (!spec.empty() && spec.front() == '@') {
-    std::ifstream in{std::string(spec.substr(1))};
-    if (!in) return Status::not_found(spec.substr(1), "cannot read bus file");
+    // @PATH, perhaps followed by ",OPTIONS" (as the tools' --psk-file adds).
+    const size_t comma = spec.find(',');
+    const std::string path(spec.substr(1, comma == std::string_view::npos ? std::string_view::npos : comma - 1));
+    std::ifstream in{path};
+    if (!in) return Status::not_found(path, "cannot read bus file");
     std::ostringstream all;
     all << in.rdbuf();
     text = all.str();
+    if (comma != std::string_view::npos) text += "\n" + std::string(spec.substr(comma + 1));
   }
   BusConfig config;
   config.home = home;

@@ -9,6 +9,7 @@
 //   unix:/run/pf0.sock                        one server on a Unix socket
 //   inproc:4                                  4 servers inside this process
 //   @/etc/pagefile.bus                        read the list from a file
+//   @/etc/pagefile.bus,psk_file=/home/a/key   ...and these entries after it
 //   inproc:4,checksums=off                    embedded servers without page
 //                                             checksums (to measure their cost)
 //   tcp://a:1,tcp://b:1,tcp://c:1,replicas=2  files created without a count of

@@ -7,6 +7,18 @@
 
 namespace pagefile::net {
 
+namespace {
+
+// A rollback journal, WAL or super-journal of SQLite's, by its name.
+bool is_sqlite_companion(std::string_view name) {
+  for (std::string_view suffix : {"-journal", "-wal"}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) return true;
+  }
+  return name.find("-mj") != std::string_view::npos;
+}
+
+}  // namespace
+
 PeerRole role_needed(wire::Request::Reader request) {
   switch (request.which()) {
     case wire::Request::PING:
@@ -16,7 +28,6 @@ PeerRole role_needed(wire::Request::Reader request) {
     case wire::Request::STAT:
     case wire::Request::LIST:
     case wire::Request::RENEW_LEASE:
-    case wire::Request::LOCKS:
     case wire::Request::RELEASE_OWNER:
     case wire::Request::DISK_READ_LOG:
       return PeerRole::kReader;
@@ -33,15 +44,21 @@ PeerRole role_needed(wire::Request::Reader request) {
     case wire::Request::SET_COPY_STATE:
       return PeerRole::kWriter;
     case wire::Request::UNLINK:
-      // Under a write lock (the token the catalog checks is live): SQLite
-      // deleting a journal or WAL, which is how a transaction commits.
-      return request.getLockToken() != 0 ? PeerRole::kWriter : PeerRole::kAdmin;
+      // SQLite deleting a journal or WAL under its database's write lock
+      // (the token the catalog checks is live), which is how a transaction
+      // commits. Any other file, or without a token: an admin's.
+      return request.getLockToken() != 0 && is_sqlite_companion(std::string_view(request.getUnlink().cStr()))
+                 ? PeerRole::kWriter
+                 : PeerRole::kAdmin;
     case wire::Request::DROP_SHARE:
       // A share's pages once the catalog let go of the file: a page server
       // cannot tell, and a writer may overwrite or truncate them anyway.
       return PeerRole::kWriter;
     case wire::Request::SCRUB:
     case wire::Request::REPLACE_SERVER:
+    // Every lock's owner id: with one, a peer could release or renew
+    // another's locks (owner ids are otherwise unguessable).
+    case wire::Request::LOCKS:
       return PeerRole::kAdmin;
   }
   return PeerRole::kAdmin;  // a request this build does not know: only an admin's

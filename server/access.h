@@ -3,14 +3,15 @@
 // inproc:) is an admin; the rules matter for tls:// peers.
 //
 //   reader  ping, read, stats and metrics, open without create, stat, list, shared
-//           locks and their leases, the server's disk-read log
+//           locks and their own leases, the server's disk-read log
 //   writer  and write, sync, truncate, set a size, create, every lock,
-//           fencing, marking a replica behind (setCopyState), unlink
-//           under a write lock (SQLite deleting its journal or WAL; the
-//           catalog checks that the lock's token is live), and dropping a
-//           share's pages (which a writer could overwrite anyway)
-//   admin   and unlink of any file, scrub, replaceServer: the server's
-//           administration
+//           fencing, marking a replica behind (setCopyState), unlink of a
+//           SQLite journal or WAL (NAME-journal, NAME-wal, a super-journal)
+//           under a write lock (the catalog checks that the lock's token is
+//           live), and dropping a share's pages (which a writer could
+//           overwrite anyway)
+//   admin   and unlink of any file, the list of every lock and its owner,
+//           scrub, replaceServer: the server's administration
 #pragma once
 
 #include "wire/pagefile.capnp.h"

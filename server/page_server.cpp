@@ -150,7 +150,7 @@ void PageServer::Impl::sweep_idle() {
     for (const auto& session : idle) {
       logger().info("connection idle peer={} idle_timeout_s={}: closing it", session->peer(),
                     self->options_.idle_timeout.count());
-      session->close();
+      session->close_after_sending();  // an answer still queued goes out first
     }
     self->sweep_idle();
   });

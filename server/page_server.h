@@ -103,7 +103,8 @@ struct ServerOptions {
   // A request larger than max_frame_bytes (pagefiled --max-frame-bytes; at
   // most the transport's kMaxFrameBytes, beyond which a frame is malformed
   // and ends its connection) is refused with kInvalidArgument; one more than
-  // max_inflight requests in flight (--max-inflight) with kBusy; the
+  // max_inflight requests in flight (--max-inflight) with kIOError (kBusy
+  // would be lock contention to a client); the
   // connection is kept either way. A connection with nothing in flight that
   // sent nothing for idle_timeout (--idle-timeout-s; 0: never) is closed,
   // and a client connects again when it next needs the server.

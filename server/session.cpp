@@ -177,9 +177,11 @@ Status Session::within_limits(uint64_t frame_bytes) {
   }
   MutexLock lock(mu_);
   if (active_.size() >= options.max_inflight) {
-    return Status::busy("connection", fmt::format("has {} requests in flight, the most this server takes from one "
-                                                  "connection (--max-inflight)",
-                                                  active_.size()));
+    // (Not kBusy: that is lock contention to a client, which would wait
+    // and retry a lock the catalog never saw.)
+    return Status::io_error("connection", fmt::format("has {} requests in flight, the most this server takes from "
+                                                      "one connection (--max-inflight)",
+                                                      active_.size()));
   }
   return Status::ok();
 }
@@ -209,6 +211,7 @@ void Session::finish(const Job& job) {
   std::vector<Job> ready;
   {
     MutexLock lock(mu_);
+    last_frame_ = std::chrono::steady_clock::now();  // an answer is activity too (the idle timeout)
     active_.erase(job.seq);
     running_.erase(job.seq);
     // Start every waiting job that no earlier job overlaps any more.

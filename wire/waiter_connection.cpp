@@ -21,6 +21,8 @@
 // answers take far longer than it (a server whose disk is slow), so it costs
 // CPU mostly where it saves time.
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,6 +63,42 @@ int poll_ms(Clock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
+// OpenSSL writes to the socket with write(2), which raises SIGPIPE once the
+// peer has gone: in a program that did not ignore it (any SQLite program)
+// that would be its death. Blocked on this thread around each TLS call, and
+// one the call raised is taken off (one pending before is left alone).
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    const int saved = errno;
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec now{0, 0};
+        sigtimedwait(&pipe_, nullptr, &now);
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    errno = saved;
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
 // OpenSSL's reason for the last failure on this thread, and clears it.
 std::string openssl_error() {
   unsigned long code = ERR_get_error();
@@ -98,16 +136,24 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     // IP subject alternative name); one that takes our key shows none.
     boost::system::error_code not_ip;
     boost::asio::ip::make_address(host, not_ip);
+    const bool named = not_ip ? SSL_set1_host(ssl_, host.c_str()) == 1
+                              : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str()) == 1;
+    if (!named) {
+      // Unchecked, any certificate the CA signed would pass for this host.
+      return Status::invalid_argument(peer_, fmt::format("TLS: cannot check certificates against host '{}'", host));
+    }
     if (not_ip) {
-      SSL_set1_host(ssl_, host.c_str());
       // (SSL_set_tlsext_host_name, without its macro's C cast)
       SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(host.c_str()));
-    } else {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str());
     }
     for (;;) {
       ERR_clear_error();
-      int rc = SSL_connect(ssl_);
+      errno = 0;
+      int rc;
+      {
+        SigpipeBlocked quiet;
+        rc = SSL_connect(ssl_);
+      }
       if (rc == 1) return Status::ok();
       int error = SSL_get_error(ssl_, rc);
       short events = error == SSL_ERROR_WANT_READ ? POLLIN : error == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
@@ -272,7 +318,12 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     }
     MutexLock lock(ssl_mu_);
     ERR_clear_error();
-    int n = SSL_write(ssl_, tls_out_.data() + skip, static_cast<int>(tls_out_.size() - skip));
+    errno = 0;
+    int n;
+    {
+      SigpipeBlocked quiet;
+      n = SSL_write(ssl_, tls_out_.data() + skip, static_cast<int>(tls_out_.size() - skip));
+    }
     if (n > 0) return n;
     return tls_failure(SSL_get_error(ssl_, n), "write");
   }
@@ -282,7 +333,12 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   ssize_t recv_tls(std::span<uint8_t> space) EXCLUDES(ssl_mu_) {
     MutexLock lock(ssl_mu_);
     ERR_clear_error();
-    int n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+    errno = 0;
+    int n;
+    {
+      SigpipeBlocked quiet;  // (a read may write: an alert, a key update)
+      n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+    }
     if (n > 0) return n;
     int error = SSL_get_error(ssl_, n);
     if (error == SSL_ERROR_ZERO_RETURN) return 0;
@@ -294,8 +350,9 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   ssize_t tls_failure(int error, const char* operation) REQUIRES(ssl_mu_) {
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
       errno = EAGAIN;
-    } else if (error == SSL_ERROR_SYSCALL && errno != 0) {
-      // errno is the socket's
+    } else if (error == SSL_ERROR_SYSCALL && errno != 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+               errno != EINTR) {
+      // errno is the socket's (cleared before the call)
     } else if (error == SSL_ERROR_SYSCALL) {
       errno = ECONNRESET;  // the peer went away mid-record
     } else {

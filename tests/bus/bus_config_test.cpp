@@ -69,6 +69,28 @@ TEST_CASE("@file: one address a line, comments allowed") {
   CHECK(bus->servers.size() == 2);
   CHECK(bus->catalog == 1);
   CHECK_CODE(parse_bus("@" + (dir / "missing").string(), "/h"), Code::kNotFound);
+
+  // Entries after the file's, as `pagefile --bus @FILE --psk-file KEY` gives.
+  std::ofstream(dir / "tls.bus") << "tls://10.0.0.1:7001\ntls://10.0.0.2:7001  # second\n";
+  auto with_key = parse_bus("@" + (dir / "tls.bus").string() + ",psk_file=/k,replicas=2", "/h");
+  REQUIRE_OK(with_key);
+  CHECK(with_key->servers.size() == 2);
+  CHECK(with_key->tls.psk_files == std::vector<std::string>{"/k"});
+  CHECK(with_key->replicas == 2);
+  CHECK_CODE(parse_bus("@" + (dir / "missing").string() + ",psk_file=/k", "/h"), Code::kNotFound);
+}
+
+TEST_CASE("tls options: psk_file=, tls_cert=, tls_key=, tls_ca=; tls:// servers need something to trust them by") {
+  auto bus = parse_bus("tls://a:1,tls://b:1,psk_file=/x,psk_file=/y,tls_cert=/c,tls_key=/k,tls_ca=/ca", "/h");
+  REQUIRE_OK(bus);
+  CHECK(bus->servers[0].kind == pagefile::net::Address::Kind::kTls);
+  CHECK(bus->tls.psk_files == std::vector<std::string>{"/x", "/y"});
+  CHECK(bus->tls.cert == "/c");
+  CHECK(bus->tls.key == "/k");
+  CHECK(bus->tls.ca == "/ca");
+  CHECK_CODE(parse_bus("tls://a:1", "/h"), Code::kInvalidArgument);
+  CHECK_CODE(parse_bus("tls://a:1,psk_file=", "/h"), Code::kInvalidArgument);
+  CHECK_OK(parse_bus("tcp://a:1,psk_file=/x", "/h"));  // (unused until a tls:// server is named)
 }
 
 TEST_CASE("resolve: explicit, then PAGEFILE_BUS, then the embedded default") {

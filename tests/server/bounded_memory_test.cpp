@@ -24,6 +24,7 @@
 #include "wire/frame.h"
 #include "wire/frame_buffer.h"
 #include "wire/pagefile.capnp.h"
+#include "wire/tls.h"
 #include "wire/wire_convert.h"
 
 using namespace pagefile;
@@ -296,8 +297,9 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   send_stat(fd, 2, "no-such-file");  // the same connection, served
   CHECK(error_of(receive_reply(fd)).code() == Code::kNotFound);
 
-  // Six reads at once of pages never written: each waits 100 ms for the
-  // emulated disk, so the third finds two in flight.
+  // Six reads at once of one page never written: each waits 100 ms for the
+  // emulated disk and the next for it, so the third finds two in flight,
+  // and so do the rest.
   std::string reads;
   for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, 7, 4096, 1);
   send_all(fd, reads.data(), reads.size());
@@ -309,13 +311,13 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
     if (why.is_ok()) {
       ++served;
     } else {
-      CHECK(why.code() == Code::kBusy);
+      CHECK(why.code() == Code::kIOError);  // (not Busy: that is lock contention to a client)
       CHECK(why.message().find("(--max-inflight)") != std::string::npos);
       ++busy;
     }
   }
-  CHECK(served >= 2);
-  CHECK(busy >= 1);
+  CHECK(served == 2);
+  CHECK(busy == 4);
   // Another connection meanwhile is its own: served.
   const int other = connect_unix(socket_path);
   send_read(other, 20, 7, 4096, 1);
@@ -349,6 +351,28 @@ TEST_CASE("--idle-timeout-s: an idle connection is closed; a client connects aga
   };
   CHECK_OK(ping());
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK_OK(ping());
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("--idle-timeout-s over tls://: the client sees the close and connects again, and lives") {
+  // (A TLS client that wrote to a connection the server had closed would get
+  // SIGPIPE from OpenSSL's write(2); this process does not ignore it.)
+  TempDir dir;
+  const std::string key = (dir / "key").string();
+  REQUIRE_OK(write_new_psk_file(key, PeerRole::kAdmin));
+  ServerProcess server("tls://127.0.0.1:0", dir / "server", {"--idle-timeout-s", "1", "--psk-file", key});
+  auto config = parse_bus(server.address() + ",psk_file=" + key, dir / "home");
+  REQUIRE_OK(config);
+  auto client = BusClient::start(*config, {});
+  REQUIRE_OK(client);
+  auto ping = [&] {
+    return (*client)->call_sync((*client)->catalog(), [](wire::Request::Builder r) { r.setPing(); });
+  };
+  for (int round = 0; round < 3; ++round) {
+    CHECK_OK(ping());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  }
   CHECK_OK(ping());
   CHECK(server.stop() == 0);
 }
