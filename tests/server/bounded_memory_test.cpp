@@ -298,8 +298,9 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   CHECK(error_of(receive_reply(fd)).code() == Code::kNotFound);
 
   // Six reads at once of one page never written: each waits 100 ms for the
-  // emulated disk and the next for it, so the third finds two in flight,
-  // and so do the rest.
+  // emulated disk and the next for it, so at most two are ever in flight
+  // and the rest are refused. (The stat answered before may still count
+  // for a moment: its answer leaves before its end is counted.)
   std::string reads;
   for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, 7, 4096, 1);
   send_all(fd, reads.data(), reads.size());
@@ -316,8 +317,10 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
       ++busy;
     }
   }
-  CHECK(served == 2);
-  CHECK(busy == 4);
+  CHECK(served + busy == 6);
+  CHECK(served >= 1);
+  CHECK(served <= 2);
+  CHECK(busy >= 4);
   // Another connection meanwhile is its own: served.
   const int other = connect_unix(socket_path);
   send_read(other, 20, 7, 4096, 1);
