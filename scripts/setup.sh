@@ -27,6 +27,8 @@ packages=(
   gdb
   # the thread-safety build (core/mutex.h, scripts/run)
   clang
+  # bench/experiments.sh's plots (through /usr/bin/python3)
+  python3-matplotlib
 )
 
 missing=()
