@@ -13,8 +13,12 @@
 #   speedtest1 SQLite's speedtest1 --size SIZE, unix against pagefile on the
 #              in-process cluster (the same binary; pagefile made the default VFS
 #              by the test harness's init hook)
+#   capture    what trace capture costs: speedtest1 --size SIZE on pagefile's
+#              default (no bus: local Pagefiles), without and with
+#              PAGEFILE_TRACE, --local-runs times each, alternating; then the
+#              captured trace's size and `pf-replay stats` of it
 #
-# usage: bench/sqlite_vfs.sh [--build DIR] [--parts "workloads speedtest1"]
+# usage: bench/sqlite_vfs.sh [--build DIR] [--parts "workloads speedtest1 capture"]
 #          [--levels "1 4 12"] [--servers 6] [--latency-ms 10] [--cache-pages 64]
 #          [--rows 2000] [--reads 5000] [--txns 2] [--txn-rows 1000]
 #          [--size 100] [--local-runs 5] [--csv OUT] [--tmp DIR]
@@ -27,7 +31,7 @@
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-parse_options build="$here/../build" parts="workloads speedtest1" levels="1 4 12" servers=6 \
+parse_options build="$here/../build" parts="workloads speedtest1 capture" levels="1 4 12" servers=6 \
   latency_ms=10 cache_pages=64 rows=2000 reads=5000 txns=2 txn_rows=1000 size=100 local_runs=5 \
   csv="" tmp="${TMPDIR:-/tmp}" -- "$@"
 
@@ -137,4 +141,33 @@ if [[ " $parts " == *" speedtest1 "* ]]; then
     'BEGIN { printf "TOTAL: unix %.3f s, pagefile (embedded) %.3f s, ratio %.2fx\n", u, p, (u > 0 ? p / u : 0) }'
   [ -z "$csv" ] || { echo "speedtest1-unix,total,$unix_total,$size" >> "$csv";
                      echo "speedtest1-embedded,total,$pagefile_total,$size" >> "$csv"; }
+fi
+
+if [[ " $parts " == *" capture "* ]]; then
+  "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2
+  speedtest1="$build/sqlite-harness/bld/speedtest1"
+  echo
+  echo "== trace capture: speedtest1 --size $size on the default (local Pagefiles), without and with PAGEFILE_TRACE =="
+  total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
+  : > "$work/capture-off.txt"
+  : > "$work/capture-on.txt"
+  for ((run = 1; run <= local_runs; ++run)); do
+    for mode in off on; do
+      rm -f "$work"/cap.db* "$work"/cap.trace*
+      trace_env=(-u PAGEFILE_TRACE)
+      [ "$mode" = on ] && trace_env=(PAGEFILE_TRACE="$work/cap.trace")
+      (cd "$work" && env -u PAGEFILE_BUS "${trace_env[@]}" PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
+         "$speedtest1" --size "$size" "$work/cap.db" > "$work/cap-$mode.out" 2>&1) ||
+        die "speedtest1 (capture $mode) failed: $(tail "$work/cap-$mode.out")"
+      total "$work/cap-$mode.out" >> "$work/capture-$mode.txt"
+      [ -z "$csv" ] || echo "speedtest1-capture-$mode,total,$(total "$work/cap-$mode.out"),$size" >> "$csv"
+    done
+  done
+  off=$(median < "$work/capture-off.txt")
+  on=$(median < "$work/capture-on.txt")
+  echo "runs without capture (s): $(tr '\n' ' ' < "$work/capture-off.txt")"
+  echo "runs with capture (s):    $(tr '\n' ' ' < "$work/capture-on.txt")"
+  awk -v a="$off" -v b="$on" 'BEGIN { printf "median: without %.3f s, with %.3f s, ratio %.3fx\n", a, b, (a > 0 ? b / a : 0) }'
+  echo "the last trace: $(grep -c . "$work/cap.trace") lines, $(du -k "$work/cap.trace" | cut -f1) KiB, data $(du -k "$work/cap.trace.data" | cut -f1) KiB"
+  "$build/tools/pf-replay" stats "$work/cap.trace" | head -8
 fi

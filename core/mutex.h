@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #if defined(__clang__)
 #define PAGEFILE_TSA(x) __attribute__((x))
@@ -115,6 +116,25 @@ class CondVar {
 
  private:
   std::condition_variable cv_;
+};
+
+// A value that other threads may replace at any time (a setting), read and
+// replaced whole under its own mutex.
+template <class T>
+class Locked {
+ public:
+  T get() const {
+    MutexLock lock(mu_);
+    return value_;
+  }
+  void set(T value) {
+    MutexLock lock(mu_);
+    value_ = std::move(value);
+  }
+
+ private:
+  mutable Mutex mu_;
+  T value_ GUARDED_BY(mu_){};
 };
 
 }  // namespace pagefile

@@ -32,8 +32,17 @@ auto ByteFile::timed(F&& confirm) {
   return result;
 }
 
+template <class F>
+void ByteFile::traced(F&& capture) const {
+  if (!trace_) return;
+  std::shared_ptr<TraceWriter> writer = trace_->get();
+  if (!writer) return;
+  capture(*writer, TraceWriter::File{name_, page_size_, policy_});
+}
+
 Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::string& name, OpenOptions options,
-                                                     Layout layout, std::shared_ptr<IoStats> stats) {
+                                                     Layout layout, std::shared_ptr<IoStats> stats,
+                                                     std::shared_ptr<TraceSlot> trace) {
   Result<Fd> fd = Status::not_found(name);
   if (layout == Layout::kBytes && options.page_size == 0) {
     // An existing journal keeps its page size; a new one gets ours.
@@ -63,6 +72,10 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
                      std::move(stats)));
   file->read_ahead_pays_ = !st->always_direct;
   file->replicas_ = st->replicas;
+  file->name_ = name;
+  if (auto access = parse_access_type(policy_name(st->policy))) file->policy_ = *access;
+  file->trace_ = std::move(trace);
+  file->traced([](TraceWriter& w, const TraceWriter::File& f) { w.opened(f); });
   if (layout == Layout::kPages) {
     file->size_ = st->pages * st->page_size;
   } else if (st->pages > 0) {
@@ -75,6 +88,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
 
 Result<int64_t> ByteFile::read_length(const std::string& name) {
   std::vector<std::byte> page(page_size_);
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
   auto got = client_.read(fd_, 0, page);
   if (!got) return got.status();
   if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) == 0) {
@@ -131,6 +145,7 @@ void ByteFile::read_ahead(int64_t page) {
     read.data.resize(page_size_);
     auto ticket = client_.read_request(fd_, next, read.data);
     if (!ticket) return;  // read-ahead is a hint; the read itself will say what is wrong
+    traced([&](TraceWriter& w, const TraceWriter::File& f) { w.read(f, next); });
     stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
     read.ticket = *ticket;
     ahead_.emplace(next, std::move(read));
@@ -148,7 +163,10 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   }
   auto ahead = ahead_.find(page);
   std::optional<Result<PageRead>> now;
-  if (ahead == ahead_.end()) now = client_.read_at_once(fd_, page, out);
+  if (ahead == ahead_.end()) {
+    traced([&](TraceWriter& w, const TraceWriter::File& f) { w.read(f, page); });
+    now = client_.read_at_once(fd_, page, out);
+  }
   if (now) {
     if (!*now) return now->status();
     stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
@@ -202,6 +220,7 @@ Status ByteFile::confirm_oldest_write() {
 
 Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
   drop_ahead(page);  // it would hold what the page held before
+  traced([&](TraceWriter& w, const TraceWriter::File& f) { w.write(f, page, data); });
   auto ticket = client_.write_request(fd_, page, data);
   if (!ticket) return ticket.status();
   stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
@@ -334,6 +353,7 @@ Status ByteFile::truncate(int64_t size) {
   length_dirty_ = size != 0;
   if (Status s = drain(); !s) return s;
   unsynced_ = true;
+  traced([&](TraceWriter& w, const TraceWriter::File& f) { w.truncate(f, keep_pages); });
   return client_.truncate(fd_, keep_pages);
 }
 
@@ -346,6 +366,7 @@ Status ByteFile::drain() {
 Status ByteFile::sync() {
   if (Status s = drain(); !s) return s;
   stats_->syncs.fetch_add(1, std::memory_order_relaxed);
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.sync(f); });
   if (Status s = client_.sync(fd_); !s) return s;
   unsynced_ = false;
   return Status::ok();
@@ -399,6 +420,7 @@ Status ByteFile::close() {
   Status first = drain();
   drop_all_ahead();
   Status s = client_.close(fd_);
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.closed(f); });
   return first.is_ok() ? s : first;
 }
 

@@ -34,11 +34,13 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "pagefile/pagefile.h"
+#include "vfs/trace_writer.h"
 
 namespace pagefile::vfs {
 
@@ -70,9 +72,11 @@ class ByteFile {
 
   // Opens (or creates) `name`. A new kBytes file gets kBytesPageSize unless
   // options.page_size says otherwise. kCorruption when a kBytes file's
-  // length page is not one.
+  // length page is not one. Every page operation sent to the store is
+  // captured to the trace in `trace`, when it holds one.
   static Result<std::unique_ptr<ByteFile>> open(Client& client, const std::string& name, OpenOptions options,
-                                                  Layout layout, std::shared_ptr<IoStats> stats);
+                                                  Layout layout, std::shared_ptr<IoStats> stats,
+                                                  std::shared_ptr<TraceSlot> trace = nullptr);
   // Closes as close() does, dropping its error.
   ~ByteFile();
   ByteFile(const ByteFile&) = delete;
@@ -128,6 +132,9 @@ class ByteFile {
 
   ByteFile(Client& client, Fd fd, uint32_t page_size, Layout layout, uint32_t concurrency,
              std::shared_ptr<IoStats> stats);
+  // Calls `capture(writer, file)` when a trace is being captured.
+  template <class F>
+  void traced(F&& capture) const;
   // The Pagefile page holding data byte `offset`.
   int64_t page_of(int64_t offset) const;
   // Pagefile pages that hold data when the size is `size`.
@@ -155,6 +162,9 @@ class ByteFile {
   const Layout layout_;
   uint32_t concurrency_;
   std::shared_ptr<IoStats> stats_;
+  std::string name_;
+  std::optional<AccessType> policy_;  // as the store reports it (for the trace's open)
+  std::shared_ptr<TraceSlot> trace_;
   bool closed_ = false;
 
   int64_t size_ = 0;

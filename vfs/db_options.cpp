@@ -100,6 +100,10 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
     if (!on) return on.status();
     o.checksums = *on;
   }
+  if (const char* v = param("trace")) {
+    if (*v == '\0') return Status::invalid_argument("trace", "an empty path");
+    o.trace = v;
+  }
   if (const char* v = param("timeout_ms")) {
     auto n = parse_count("timeout_ms", v, 1, 24u * 3600 * 1000);
     if (!n) return n.status();

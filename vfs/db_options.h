@@ -34,6 +34,7 @@ struct DbOptions {
   uint32_t cache_pages = 0;                  // cache_pages=N: also sizes the client's pool
   bool checksums = true;                     // checksums=on|off (off: to measure their cost)
   uint32_t timeout_ms = 0;                   // timeout_ms=N: the bus client's request timeout (0: as it is)
+  std::string trace;                         // trace=PATH: capture the page operations (vfs/trace_writer.h)
 };
 
 // Where a database goes when its URI has no location=: to a bus when one

@@ -56,12 +56,21 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   auto old = databases_.find(db_name);
   if (old != databases_.end()) {  // counted per database, not per open
     config->stats = old->second->stats;
+    config->trace = old->second->trace;
     config->fresh_locks = old->second->fresh_locks;
     config->changes = old->second->changes;
     config->absent = old->second->absent;
     config->wals = old->second->wals;
     config->lock_token = old->second->lock_token;
     if (!options.policy) config->set_policy(old->second->policy());
+  }
+  const char* env_trace = std::getenv("PAGEFILE_TRACE");
+  std::string trace_path = options.trace;
+  if (trace_path.empty() && old == databases_.end() && env_trace != nullptr) trace_path = env_trace;
+  if (!trace_path.empty()) {
+    auto writer = TraceWriter::open(trace_path);
+    if (!writer) return writer.status();
+    config->trace->set(std::move(*writer));
   }
   databases_[db_name] = config;
   known_.insert(db_name);
@@ -100,6 +109,9 @@ void DbRegistry::stop_all() {
   // Stopped, not destroyed: a connection closed later still holds the
   // pointer, and its calls then fail cleanly.
   MutexLock lock(mu_);
+  for (auto& [name, db] : databases_) {
+    if (auto writer = db->trace->get()) writer->flush();
+  }
   for (auto& [bus, bus_client] : clients_) (void)bus_client.client->stop();
 }
 

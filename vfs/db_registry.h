@@ -18,6 +18,7 @@
 #include "pagefile/pagefile.h"
 #include "vfs/db_options.h"
 #include "vfs/byte_file.h"
+#include "vfs/trace_writer.h"
 
 namespace pagefile::vfs {
 
@@ -38,6 +39,9 @@ struct DbConfig {
   // commit survives what its database survives.
   std::atomic<uint32_t> replicas{0};
   std::shared_ptr<IoStats> stats = std::make_shared<IoStats>();
+  // The trace its files are captured to (trace=, $PAGEFILE_TRACE, PRAGMA
+  // pagefile_trace), shared like `stats`.
+  std::shared_ptr<TraceSlot> trace = std::make_shared<TraceSlot>();
   // Times a connection of this database in this process took SHARED from no
   // lock. A journal or WAL descriptor kept open across transactions (SQLite
   // keeps one in exclusive mode, or when a shim claims
@@ -100,18 +104,11 @@ struct DbConfig {
   // The buffer policy the database's files opened from now on get: its URI's
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:
   // the one each file recorded at creation.
-  std::optional<BufferPolicy> policy() const {
-    MutexLock lock(mu_);
-    return policy_;
-  }
-  void set_policy(std::optional<BufferPolicy> policy) {
-    MutexLock lock(mu_);
-    policy_ = std::move(policy);
-  }
+  std::optional<BufferPolicy> policy() const { return policy_.get(); }
+  void set_policy(std::optional<BufferPolicy> policy) { policy_.set(std::move(policy)); }
 
  private:
-  mutable Mutex mu_;
-  std::optional<BufferPolicy> policy_ GUARDED_BY(mu_);
+  Locked<std::optional<BufferPolicy>> policy_;
 };
 
 class DbRegistry {
@@ -122,6 +119,10 @@ class DbRegistry {
   // The configuration for a database opened with `options` (its client
   // started when needed), remembered under `db_name`. Without policy= or
   // cache_pages= in `options` it keeps the policy the database had here.
+  // With trace=PATH its files are captured to the trace at PATH from now on;
+  // without, the first open of a database here captures to
+  // $PAGEFILE_TRACE when that is set. A trace that cannot be written fails
+  // the open (kIOError naming the path) before any file is touched.
   //
   // One client per bus, shared by every database on it, so it has one
   // buffer pool: sized when the client starts, by the cache_pages= of the
@@ -146,7 +147,7 @@ class DbRegistry {
   // store has no listing; this is what pagefile_names() offers instead).
   std::vector<std::string> names();
 
-  // Stops every client (at exit).
+  // Writes out every trace and stops every client (at exit).
   void stop_all();
 
  private:

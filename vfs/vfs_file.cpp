@@ -306,6 +306,26 @@ int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
     auto text = policy_text(st);
     return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
   }
+  if (strcasecmp(name, "pagefile_trace") == 0) {
+    // The database's trace, for every connection of this process (its
+    // journal and WAL too): PATH starts one (or joins the one open at PATH),
+    // '' stops it once what it holds is written.
+    if (value) {
+      std::shared_ptr<TraceWriter> writer;
+      if (*value != '\0') {
+        auto opened = TraceWriter::open(value);
+        if (!opened) return answer(opened.status().to_string(), SQLITE_ERROR);
+        writer = std::move(*opened);
+      } else if (auto old = st.config->trace->get()) {
+        old->flush();
+      }
+      st.config->trace->set(std::move(writer));
+    }
+    auto writer = st.config->trace->get();
+    if (!writer) return answer("", SQLITE_OK);
+    Status s = writer->status();
+    return answer(s ? writer->path() : fmt::format("{} (stopped: {})", writer->path(), s.to_string()), SQLITE_OK);
+  }
   if (strcasecmp(name, "locking_mode") == 0 && value) {
     if (strcasecmp(value, "exclusive") == 0) st.exclusive_mode = true;
     if (strcasecmp(value, "normal") == 0) st.exclusive_mode = false;
@@ -624,11 +644,11 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   auto layout = st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
   bool sized_here = st->main_db && open.page_size == 0 && open.create;
   if (sized_here) open.page_size = sqlite_default_page_size();
-  auto file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats);
+  auto file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace);
   if (!file && sized_here && file.status().is(Code::kInvalidArgument)) {
     // It exists with pages of another size: those.
     open.page_size = 0;
-    file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats);
+    file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace);
   }
   if (!file) return file.status();
   st->file = std::move(*file);

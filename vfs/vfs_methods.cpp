@@ -19,6 +19,9 @@ namespace pagefile::vfs {
 namespace {
 
 thread_local std::string t_last_error;
+// Why the database this thread's sqlite3_open is opening failed, for its
+// auto-extension to say (x_open, add_functions).
+thread_local std::string t_deferred_open_error;
 
 // Files with no durability need stay local (sqlite-vfs.md, "Opening").
 bool goes_to_store(const char* name, int flags) {
@@ -58,6 +61,7 @@ int open_failure(const char* name, const Status& status) {
 
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   file->pMethods = nullptr;  // SQLite calls no xClose after a failed open
+  t_deferred_open_error.clear();  // (an ATTACH's: no auto-extension ran after it)
   if (!goes_to_store(name, flags)) {
     sqlite3_vfs* os = unix_vfs();
     return os->xOpen(os, name, file, flags, out_flags);
@@ -93,6 +97,19 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
       (void)sqlite_error(st.status().with_context("opened read-only through the unix VFS"), SQLITE_NOTADB,
                          SQLITE_NOTICE);
       return rc;
+    }
+    if (!st && role == SQLITE_OPEN_MAIN_DB && st.status().message().find(kTraceUnwritable) != std::string::npos) {
+      // SQLite reports any failed xOpen as "unable to open database file";
+      // the user must learn which trace path failed. So the database opens
+      // as an empty read-only /dev/null through the unix VFS (nothing is
+      // made or written at its path), and the auto-extension that SQLite
+      // runs next on this connection fails the open with the message.
+      sqlite3_vfs* os = unix_vfs();
+      if (os->xOpen(os, "/dev/null", file, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, out_flags) == SQLITE_OK) {
+        (void)sqlite_error(st.status(), SQLITE_CANTOPEN);
+        t_deferred_open_error = st.status().to_string();
+        return SQLITE_OK;
+      }
     }
     if (!st) return open_failure(name, st.status());
     pf->state = st->release();
@@ -191,7 +208,14 @@ sqlite3_vfs make_vfs() {
   return v;
 }
 
-int add_functions(sqlite3* db, char**, const void*) { return register_sql_functions(db); }
+int add_functions(sqlite3* db, char** message, const void*) {
+  if (!t_deferred_open_error.empty()) {
+    std::string why = std::exchange(t_deferred_open_error, {});
+    if (message != nullptr) *message = sqlite3_mprintf("%s", why.c_str());
+    return SQLITE_CANTOPEN;
+  }
+  return register_sql_functions(db);
+}
 
 }  // namespace
 
@@ -256,7 +280,7 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
   open.location = (*config)->options.location;
   auto layout = database_of(*name) == *name ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
   if (!open.read_only) (*config)->forget_absent(*name);  // it may be written now
-  return ByteFile::open(*(*config)->client, *name, open, layout, nullptr);
+  return ByteFile::open(*(*config)->client, *name, open, layout, nullptr, (*config)->trace);
 }
 
 Result<int64_t> local_pages(const std::string& path) {
@@ -324,14 +348,20 @@ Status remove_stored(const std::string& path, bool fenced, bool sync_dir) {
   auto config = DbRegistry::instance().lookup(*name);
   if (!config) return config.status();
   if (Status s = settle_open_wals(*name, WalAccess::kRemoved); !s) return s;
+  Status s;
   if ((*config)->options.location == Location::kLocal) {
-    Status s = LocalPagefile::unlink(*name, sync_dir);
-    return s.is(Code::kNotFound) ? Status::not_found(*name, "does not exist") : s;
+    s = LocalPagefile::unlink(*name, sync_dir);
+    if (s.is(Code::kNotFound)) s = Status::not_found(*name, "does not exist");
+  } else {
+    // A journal or WAL goes under the database's write lock (deleting the
+    // journal commits): its token says so. Anything else is the user's.
+    uint64_t token = fenced && database_of(*name) != *name ? (*config)->lock_token->load() : 0;
+    s = (*config)->client->unlink(*name, (*config)->options.location, token);
   }
-  // A journal or WAL goes under the database's write lock (deleting the
-  // journal commits): its token says so. Anything else is the user's.
-  uint64_t token = fenced && database_of(*name) != *name ? (*config)->lock_token->load() : 0;
-  return (*config)->client->unlink(*name, (*config)->options.location, token);
+  if (s) {
+    if (auto writer = (*config)->trace->get()) writer->unlinked(*name);
+  }
+  return s;
 }
 
 }  // namespace pagefile::vfs

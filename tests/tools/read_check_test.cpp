@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "tests/support/temp_dir.h"
 #include "tools/pf_replay/page_stamp.h"
 
@@ -75,6 +77,26 @@ TEST_CASE("a page's history: writes, failed writes and truncates") {
   // A later, longer truncate cuts nothing new.
   history.truncated(20, /*succeeded=*/true);
   CHECK(history.expect(7).kind == Kind::kZeros);
+}
+
+TEST_CASE("a captured trace's pages: the bytes written, or anything the run did not write") {
+  PageHistory history;
+  history.set_application_pages();
+  std::vector<std::byte> app(kPageSize, std::byte{0x5a});
+  const uint64_t hash = XXH3_64bits(app.data(), app.size());
+  CHECK(history.expect(1).kind == Kind::kAnything);
+  history.wrote_bytes(1, hash);
+  Expectation expect = history.expect(1);
+  CHECK(expect.kind == Kind::kBytes);
+  CHECK(finding_of(expect, PageRead::kData, app) == ReadFinding::kWritten);
+  std::vector<std::byte> other = app;
+  other[100] = std::byte{0};
+  CHECK(mismatch_of(expect, PageRead::kData, other).find("expected the bytes this run wrote") != std::string::npos);
+  CHECK(mismatch_of(expect, PageRead::kBeyondEnd, app).find("beyond the end") != std::string::npos);
+  CHECK(finding_of(history.expect(2), PageRead::kData, other) == ReadFinding::kUnchecked);
+  CHECK(finding_of(history.expect(2), PageRead::kData, std::vector<std::byte>(kPageSize)) == ReadFinding::kZeros);
+  history.truncated(1, true);
+  CHECK(history.expect(1).kind == Kind::kZeros);
 }
 
 TEST_CASE("check_read: the findings that pass") {

@@ -103,7 +103,14 @@ TEST_CASE("each malformed line is reported with its line number") {
       {"read data 99999999999999999999",
        "t.trace:3: read: page '99999999999999999999' is out of range [0, 70368744177663]"},
       {"read data", "t.trace:3: read: expected read NAME PAGE, got 1 argument"},
-      {"write data 1 2", "t.trace:3: write: expected write NAME PAGE, got 3 arguments"},
+      {"write data 1 2", "t.trace:3: write: a write with an OFFSET needs a data line before it"},
+      {"write data 1 2 3", "t.trace:3: write: expected write NAME PAGE [OFFSET], got 4 arguments"},
+      {"unlink data", "t.trace:3: unlink: file 'data' is open (opened on line 2)"},
+      {"unlink", "t.trace:3: unlink: expected unlink NAME, got 0 arguments"},
+      {"data", "t.trace:3: data: expected data PATH, got 0 arguments"},
+      {"@x read data 1", "t.trace:3: timestamp 'x' is not a number"},
+      {"@-5 read data 1", "t.trace:3: timestamp '-5' is out of range [0, 9223372036854775807]"},
+      {"@7", "t.trace:3: a timestamp without an operation"},
       {"sync", "t.trace:3: sync: expected sync NAME, got 0 arguments"},
       {"close data now", "t.trace:3: close: expected close NAME, got 2 arguments"},
       {"truncate data", "t.trace:3: truncate: expected truncate NAME PAGES, got 1 argument"},
@@ -121,15 +128,15 @@ TEST_CASE("each malformed line is reported with its line number") {
       {"open data", "t.trace:3: open: file 'data' is already open (opened on line 2)"},
       {"read other 1", "t.trace:3: read: file 'other' is not open"},
       {"erase data 1",
-       "t.trace:3: unknown operation 'erase' (expected open, read, write, sync, truncate, close "
-       "or a # comment)"},
+       "t.trace:3: unknown operation 'erase' (expected open, read, write, sync, truncate, close, "
+       "unlink, data or a # comment)"},
       {"READ data 1",
-       "t.trace:3: unknown operation 'READ' (expected open, read, write, sync, truncate, close "
-       "or a # comment)"},
+       "t.trace:3: unknown operation 'READ' (expected open, read, write, sync, truncate, close, "
+       "unlink, data or a # comment)"},
       // Bytes that are not printable are shown escaped, never raw.
       {"\x1b[2Jread data 1",
-       "t.trace:3: unknown operation '\\x1b[2Jread' (expected open, read, write, sync, truncate, close "
-       "or a # comment)"},
+       "t.trace:3: unknown operation '\\x1b[2Jread' (expected open, read, write, sync, truncate, close, "
+       "unlink, data or a # comment)"},
       {"read data 1\x07\xff", "t.trace:3: read: page '1\\x07\\xff' is not a number"},
       {"read \x01oth\x7f" "er 1", "t.trace:3: read: file '\\x01oth\\x7fer' is not open"},
       {std::string("open da\0ta", 10), "t.trace:3: open: file name 'da\\x00ta' contains a NUL byte"},
@@ -138,6 +145,41 @@ TEST_CASE("each malformed line is reported with its line number") {
     CAPTURE(c.line);
     CHECK(parse_error(prefix + c.line + "\nclose data\n") == c.message);
   }
+}
+
+TEST_CASE("a captured trace: timestamps, a data file, writes with offsets, unlink") {
+  const std::string text =
+      "data app.trace.data\n"
+      "@0 open app.db 4096 random\n"
+      "@15 write app.db 0 0\n"
+      "@15 write app.db 1 4096\n"
+      "@40 read app.db 1\n"
+      "@41 sync app.db\n"
+      "@90 close app.db\n"
+      "@95 unlink app.db\n";
+  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
+  REQUIRE_OK(trace);
+  CHECK(trace->data_path == "app.trace.data");
+  CHECK(trace->timed);
+  REQUIRE(trace->ops.size() == 7);
+  CHECK(trace->ops[1].data_offset == 0);
+  CHECK(trace->ops[2].data_offset == 4096);
+  CHECK(trace->ops[2].micros == 15);
+  CHECK(trace->ops[6].kind == OpKind::kUnlink);
+  std::string again = "data app.trace.data\n";
+  for (const TraceOp& op : trace->ops) again += format_op(op, trace->files[op.file]) + "\n";
+  CHECK(again == text);
+  // An untimed trace stays untimed; a generated write has no offset.
+  pagefile::Result<Trace> plain = parse_trace("open a\nwrite a 3\n", "t.trace");
+  REQUIRE_OK(plain);
+  CHECK_FALSE(plain->timed);
+  CHECK(plain->ops[1].data_offset == -1);
+  CHECK(plain->ops[1].micros == -1);
+
+  CHECK(parse_error("data a\ndata b\n") == "t.trace:2: data: a second data line");
+  CHECK(parse_error("@5 open a\n@4 read a 1\n") == "t.trace:2: timestamp @4 is before the one of an earlier line (@5)");
+  // A file is opened again after its unlink: a new, empty file.
+  REQUIRE_OK(parse_trace("open a\nclose a\nunlink a\nopen a\nread a 0\n", "t.trace"));
 }
 
 TEST_CASE("operations on a file not open are refused with their line number") {

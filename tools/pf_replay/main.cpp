@@ -241,6 +241,13 @@ int main(int argc, char** argv) {
                    "so that its servers are evenly busy (a read-only run may be reordered)")
       ->check(CLI::IsMember({"trace", "balanced"}))
       ->capture_default_str();
+  std::string pace = "none";
+  run_command
+      ->add_option("--pace", pace,
+                   "none: as fast as the window allows; captured: each operation with a timestamp (@MICROS) "
+                   "no earlier than it was captured, from the start of the run")
+      ->check(CLI::IsMember({"none", "captured"}))
+      ->capture_default_str();
   run_command->add_option("--page-size", replay.page_size,
                           "page size of every open, instead of the trace's");
   run_command->add_option("--policy", replay.policy,
@@ -294,6 +301,7 @@ int main(int argc, char** argv) {
     replay.placement = *pagefile::parse_placement(placement);
   }
   replay.checksums = checksums == "on";
+  replay.pace_captured = pace == "captured";
   replay.show_progress = !no_progress;
   return run_replay(trace_path, replay, csv_path);
 }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "tools/pf_replay/page_stamp.h"
 
@@ -13,17 +14,19 @@ using pagefile::Result;
 using pagefile::Status;
 
 Expectation PageHistory::expect(int64_t page) const {
+  const Expectation not_ours{application_pages_ ? Expectation::Kind::kAnything : Expectation::Kind::kAnyStamp, 0};
   if (auto it = written_.find(page); it != written_.end()) {
-    if (it->second == kUnknownVersion) return {Expectation::Kind::kAnyStamp, 0};
-    return {Expectation::Kind::kVersion, it->second};
+    if (unknown(it->second)) return not_ours;
+    if (it->second.hash) return {Expectation::Kind::kBytes, it->second.value};
+    return {Expectation::Kind::kVersion, it->second.value};
   }
   if (page >= zeros_from_) return {Expectation::Kind::kZeros, 0};
-  return {Expectation::Kind::kAnyStamp, 0};
+  return not_ours;
 }
 
 void PageHistory::write_unconfirmed(int64_t page, uint64_t version) {
   auto it = written_.find(page);
-  if (it != written_.end() && it->second == version) it->second = kUnknownVersion;
+  if (it != written_.end() && it->second.value == version) it->second = {kUnknownVersion, false};
 }
 
 void PageHistory::truncated(int64_t pages, bool succeeded) {
@@ -33,7 +36,7 @@ void PageHistory::truncated(int64_t pages, bool succeeded) {
     } else if (succeeded) {
       it = written_.erase(it);  // zeros_from_ covers it
     } else {
-      it->second = kUnknownVersion;  // cut or not: only its stamp can be checked
+      it->second = {kUnknownVersion, false};  // cut or not: only its stamp can be checked
       ++it;
     }
   }
@@ -64,6 +67,21 @@ Result<ReadFinding> check_stamp(std::span<const std::byte> bytes, std::string_vi
 
 Result<ReadFinding> check_read(const Expectation& expect, std::string_view name, int64_t page,
                                pagefile::PageRead outcome, std::span<const std::byte> bytes) {
+  if (expect.kind == Expectation::Kind::kBytes) {
+    if (outcome == pagefile::PageRead::kBeyondEnd) {
+      return mismatch("expected the bytes this run wrote, but the page is beyond the end of the file");
+    }
+    uint64_t hash = XXH3_64bits(bytes.data(), bytes.size());
+    if (hash != expect.version) {
+      return mismatch(fmt::format("expected the bytes this run wrote (XXH3-64 {:016x}), found others ({:016x})",
+                                  expect.version, hash));
+    }
+    return ReadFinding::kWritten;
+  }
+  if (expect.kind == Expectation::Kind::kAnything) {
+    if (auto empty = empty_finding(outcome, bytes)) return *empty;
+    return ReadFinding::kUnchecked;
+  }
   if (expect.kind == Expectation::Kind::kVersion) {
     if (outcome == pagefile::PageRead::kBeyondEnd) {
       return mismatch(fmt::format("expected version {} (written by this run), but the page is "

@@ -25,6 +25,8 @@ struct Expectation {
     kAnyStamp,  // zeros, beyond the end, or a stamp of this page: not this run's
     kZeros,     // zeros or beyond the end: truncated away by this run
     kVersion,   // the stamp of this page at `version`: written by this run
+    kBytes,     // the bytes whose XXH3-64 is `version`: written by this run from a captured trace's data
+    kAnything,  // any bytes: a captured trace's page not written by this run
   };
   Kind kind = Kind::kAnyStamp;
   uint64_t version = 0;
@@ -38,9 +40,15 @@ class PageHistory {
   Expectation expect(int64_t page) const;
 
   // A write of `page` at `version` was issued.
-  void wrote(int64_t page, uint64_t version) { written_[page] = version; }
+  void wrote(int64_t page, uint64_t version) { written_[page] = {version, false}; }
+  // A write of `page` with the bytes whose XXH3-64 is `hash` was issued
+  // (a captured trace's write: the page is the application's, not a stamp).
+  void wrote_bytes(int64_t page, uint64_t hash) { written_[page] = {hash, true}; }
   // A write of `page` failed as it was issued: its content is unknown now.
-  void write_failed(int64_t page) { written_[page] = kUnknownVersion; }
+  void write_failed(int64_t page) { written_[page] = {kUnknownVersion, false}; }
+  // The file's pages hold an application's bytes (a captured trace): a page
+  // this run did not write may hold anything.
+  void set_application_pages() { application_pages_ = true; }
   // The write of `page` at `version` failed when confirmed. Only that
   // write's own mark is withdrawn: a later write of the page may already
   // stand in for it.
@@ -55,8 +63,15 @@ class PageHistory {
   // (a write or truncate failed): only its stamp is checked.
   static constexpr uint64_t kUnknownVersion = std::numeric_limits<uint64_t>::max();
 
-  // Page -> the version this run last wrote to it, or kUnknownVersion.
-  std::unordered_map<int64_t, uint64_t> written_;
+  // What this run last wrote to a page: a stamp's version (or
+  // kUnknownVersion), or the hash of a captured page's bytes.
+  struct Written {
+    uint64_t value = 0;
+    bool hash = false;
+  };
+  bool unknown(const Written& w) const { return !w.hash && w.value == kUnknownVersion; }
+  std::unordered_map<int64_t, Written> written_;
+  bool application_pages_ = false;
   // Pages at or beyond this were cut off by a truncate of this run; those
   // not in written_ must read as zeros.
   int64_t zeros_from_ = std::numeric_limits<int64_t>::max();
@@ -65,6 +80,8 @@ class PageHistory {
 // What a read that passed its check found.
 enum class ReadFinding : uint8_t {
   kStamped,    // a stamp of the page
+  kWritten,    // the bytes this run wrote from a captured trace's data
+  kUnchecked,  // a captured trace's page this run did not write: anything goes
   kZeros,      // a page of zeros
   kBeyondEnd,  // the end of the file
 };

@@ -1,18 +1,23 @@
 #include "tools/pf_replay/replay.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <fmt/format.h>
 
+#include "core/os_error.h"
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
@@ -60,9 +65,19 @@ class Replayer {
                   static_cast<int64_t>(trace.ops.size()), "ops") {}
 
   void run() {
+    if (!trace_.data_path.empty()) {
+      data_ = std::fopen(trace_.data_path.c_str(), "rb");
+      if (data_ == nullptr) {
+        report_error(0, "the trace's data", pagefile::errno_status(errno, trace_.data_path, "open"));
+      }
+    }
+    const auto began = std::chrono::steady_clock::now();
     for (size_t i = 0; i < trace_.ops.size(); ++i) {
       const TraceOp& op = trace_.ops[i];
       ReplayFile& file = files_[op.file];
+      if (options_.pace_captured && op.micros > 0) {
+        std::this_thread::sleep_until(began + std::chrono::microseconds(op.micros));
+      }
       if (options_.schedule == Schedule::kBalanced && op.kind == OpKind::kRead && file.fd &&
           file.failed_open_line == 0) {
         i = issue_reads_balanced(i) - 1;
@@ -81,6 +96,7 @@ class Replayer {
           case OpKind::kSync: sync(op, file); break;
           case OpKind::kTruncate: truncate(op, file); break;
           case OpKind::kClose: close(op, file); break;
+          case OpKind::kUnlink: unlink(op, file); break;
           case OpKind::kOpen: break;
         }
       }
@@ -98,6 +114,7 @@ class Replayer {
       files_[i].fd.reset();
       if (!s) report_error(0, fmt::format("close {} (at the end of the trace)", name(i)), s);
     }
+    if (data_ != nullptr) std::fclose(data_);
     progress_.clear();
     if (stats_.errors > options_.max_reports) {
       fmt::print(options_.report, "pf-replay: {} more errors not shown\n",
@@ -293,11 +310,31 @@ class Replayer {
     pending_.push_back(read);
   }
 
+  // The bytes a captured write carries: the file's page size from
+  // `offset` in the data file.
+  Status read_data(int64_t offset, std::span<std::byte> out) {
+    if (data_ == nullptr) return Status::io_error(trace_.data_path, "the data file could not be opened");
+    if (fseeko(data_, static_cast<off_t>(offset), SEEK_SET) != 0) return pagefile::errno_status(errno, trace_.data_path, "seek");
+    size_t got = std::fread(out.data(), 1, out.size(), data_);
+    if (got != out.size()) {
+      return Status::io_error(trace_.data_path, fmt::format("ends before the {} bytes at offset {}", out.size(), offset));
+    }
+    return Status::ok();
+  }
+
   void issue_write(const TraceOp& op, ReplayFile& file) {
     Pending write = pending_for(OpKind::kWrite, op);
     write.version = options_.version_base + static_cast<uint64_t>(++writes_issued_);
     std::span<std::byte> data(write_buffer_.data(), file.page_size);
-    stamp_page(data, name(op.file), op.page, write.version);
+    if (op.data_offset >= 0) {
+      if (Status s = read_data(op.data_offset, data); !s) {
+        file.history.write_failed(op.page);
+        report_error(op.line, fmt::format("write {} {}", name(op.file), op.page), s);
+        return;
+      }
+    } else {
+      stamp_page(data, name(op.file), op.page, write.version);
+    }
     // The client copies the data, so the one write buffer is free again as
     // soon as the request returns.
     Result<pagefile::Ticket> ticket = client_.write_request(*file.fd, op.page, data);
@@ -308,7 +345,11 @@ class Replayer {
     }
     ++stats_.writes;
     stats_.bytes += file.page_size;
-    file.history.wrote(op.page, write.version);
+    if (op.data_offset >= 0) {
+      file.history.wrote_bytes(op.page, XXH3_64bits(data.data(), data.size()));
+    } else {
+      file.history.wrote(op.page, write.version);
+    }
     write.ticket = *ticket;
     pending_.push_back(write);
   }
@@ -376,6 +417,8 @@ class Replayer {
       case ReadFinding::kStamped: ++stats_.reads_stamped; break;
       case ReadFinding::kZeros: ++stats_.reads_zero; break;
       case ReadFinding::kBeyondEnd: ++stats_.reads_beyond_end; break;
+      case ReadFinding::kWritten: ++stats_.reads_written; break;
+      case ReadFinding::kUnchecked: ++stats_.reads_unchecked; break;
     }
   }
 
@@ -422,6 +465,15 @@ class Replayer {
     if (!s) report_error(op.line, fmt::format("close {}", name(op.file)), s);
   }
 
+  // A removed file's pages are gone: a later open creates it empty.
+  void unlink(const TraceOp& op, ReplayFile& file) {
+    ++stats_.unlinks;
+    Status s = client_.unlink(name(op.file), options_.location);
+    if (s.is(pagefile::Code::kNotFound)) s = Status::ok();  // as a replay over a fresh store finds it
+    file.history.truncated(0, s.is_ok());
+    if (!s) report_error(op.line, fmt::format("unlink {}", name(op.file)), s);
+  }
+
   const Trace& trace_;
   const ReplayOptions& options_;
   pagefile::Client& client_;
@@ -443,6 +495,7 @@ class Replayer {
   std::vector<size_t> free_buffers_;
   std::vector<std::byte> write_buffer_;
   int64_t writes_issued_ = 0;
+  std::FILE* data_ = nullptr;  // the trace's data file, when it has one
 };
 
 int64_t unix_now_ns() {

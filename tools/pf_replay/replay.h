@@ -71,6 +71,10 @@ struct ReplayOptions {
   // Tickets the driver keeps outstanding, and the client's concurrency level.
   uint32_t concurrency = 1;
   Schedule schedule = Schedule::kTrace;
+  // Issue each operation that carries a timestamp (@MICROS) no earlier
+  // than that long after the replay began, as it was captured; false: as
+  // fast as the window allows (the timestamps are ignored).
+  bool pace_captured = false;
   // When non-zero, the page size of every open instead of the trace's.
   uint32_t page_size = 0;
   // When set, the buffer policy (a registered name: random, sequential,
@@ -106,6 +110,11 @@ struct ReplayStats {
   int64_t reads_stamped = 0;
   int64_t reads_zero = 0;
   int64_t reads_beyond_end = 0;
+  // A captured trace's reads (trace data): of pages this run wrote, found
+  // as written; of pages it did not write, not checkable (the application's).
+  int64_t reads_written = 0;
+  int64_t reads_unchecked = 0;
+  int64_t unlinks = 0;
   double seconds = 0.0;  // the whole replay, steady_clock
   uint32_t concurrency = 0;
   // The page size of the files opened; 0 when none was opened, and

@@ -89,8 +89,9 @@ std::string format_summary(const Trace& trace, const ReplayStats& stats) {
   std::string out = fmt::format(
       "{}: {} ops in {:.3f} s at concurrency {}, page size {}{}\n", trace.source, stats.ops,
       stats.seconds, stats.concurrency, page_size, where);
-  out += fmt::format("  {} pages ({} reads, {} writes), {} syncs, {} truncates\n",
-                     stats.pages(), stats.reads, stats.writes, stats.syncs, stats.truncates);
+  out += fmt::format("  {} pages ({} reads, {} writes), {} syncs, {} truncates{}\n", stats.pages(), stats.reads,
+                     stats.writes, stats.syncs, stats.truncates,
+                     stats.unlinks > 0 ? fmt::format(", {} unlinks", stats.unlinks) : "");
   if (stats.pages() > 0 && stats.seconds > 0.0) {
     out += fmt::format("  {:.4f} ms/page, {:.0f} pages/s, {:.2f} MB/s\n",
                        stats.seconds * 1000.0 / pages, pages / stats.seconds,
@@ -99,6 +100,10 @@ std::string format_summary(const Trace& trace, const ReplayStats& stats) {
   if (stats.reads > 0) {
     out += fmt::format("  reads found {} stamped pages, {} zero pages, {} beyond the end\n",
                        stats.reads_stamped, stats.reads_zero, stats.reads_beyond_end);
+  }
+  if (stats.reads_written + stats.reads_unchecked > 0) {
+    out += fmt::format("  reads of the trace's data: {} pages as this run wrote them, {} not written by it (unchecked)\n",
+                       stats.reads_written, stats.reads_unchecked);
   }
   out += fmt::format("  {} mismatches, {} errors, {} skipped", stats.mismatches, stats.errors,
                      stats.skipped);

@@ -123,6 +123,7 @@ Result<PolicyHits> simulate(const Trace& trace, const pagefile::PolicyRegistry& 
         pool_id[op.file] = 0;
         break;
       case OpKind::kSync:
+      case OpKind::kUnlink:  // of a file not open: nothing of it is in the pool
         break;
     }
   }
@@ -183,8 +184,9 @@ std::string format_stats(const Trace& trace, const TraceStats& stats, uint32_t r
   uint64_t writes = stats.count(OpKind::kWrite);
   std::string out = fmt::format("trace {}: {} operations on {} file{}\n", trace.source, trace.ops.size(),
                                 trace.files.size(), trace.files.size() == 1 ? "" : "s");
-  out += fmt::format("  open {}  read {}  write {}  sync {}  truncate {}  close {}\n", stats.count(OpKind::kOpen), reads,
-                     writes, stats.count(OpKind::kSync), stats.count(OpKind::kTruncate), stats.count(OpKind::kClose));
+  out += fmt::format("  open {}  read {}  write {}  sync {}  truncate {}  close {}  unlink {}\n",
+                     stats.count(OpKind::kOpen), reads, writes, stats.count(OpKind::kSync),
+                     stats.count(OpKind::kTruncate), stats.count(OpKind::kClose), stats.count(OpKind::kUnlink));
   out += fmt::format("  reads / writes     {} / {}\n", percent(reads, reads + writes), percent(writes, reads + writes));
   out += fmt::format("  pages touched      {}\n", stats.pages_touched);
   out += fmt::format("  sequential reads   {} ({} of {} read the page after the file's previous read)\n",

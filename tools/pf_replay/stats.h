@@ -38,7 +38,7 @@ struct PolicyHits {
 };
 
 struct TraceStats {
-  uint64_t ops[6] = {};  // by OpKind
+  uint64_t ops[kOpKinds] = {};  // by OpKind
   uint64_t pages_touched = 0;
   uint64_t sequential_reads = 0;
   // Reuse distances: reuse[i] counts uses at a distance in

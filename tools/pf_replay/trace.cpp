@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <unordered_map>
@@ -86,10 +87,23 @@ class Parser {
     uint32_t opened_at = 0;  // the line of the open in force, 0 when closed
   };
 
-  Status parse_words(const std::vector<std::string_view>& words, uint32_t line_number) {
-    const std::string_view verb = words[0];
+  Status parse_words(std::vector<std::string_view> words, uint32_t line_number) {
     TraceOp op;
     op.line = line_number;
+    if (words[0].starts_with('@')) {
+      Result<int64_t> micros = parse_number(words[0].substr(1), "timestamp", 0, INT64_MAX);
+      if (!micros) return micros.status();
+      if (*micros < last_micros_) {
+        return Status::invalid_argument(
+            fmt::format("timestamp @{} is before the one of an earlier line (@{})", *micros, last_micros_));
+      }
+      op.micros = last_micros_ = *micros;
+      trace_.timed = true;
+      words.erase(words.begin());
+      if (words.empty()) return Status::invalid_argument("a timestamp without an operation");
+    }
+    const std::string_view verb = words[0];
+    if (verb == "data") return parse_data(words);
     size_t min_args = 1;
     size_t max_args = 1;
     std::string_view usage;
@@ -97,12 +111,17 @@ class Parser {
       op.kind = OpKind::kOpen;
       max_args = 3;
       usage = "NAME [PAGE_SIZE] [POLICY]";
-    } else if (verb == "read" || verb == "write") {
-      op.kind = verb == "read" ? OpKind::kRead : OpKind::kWrite;
+    } else if (verb == "read") {
+      op.kind = OpKind::kRead;
       min_args = max_args = 2;
       usage = "NAME PAGE";
-    } else if (verb == "sync" || verb == "close") {
-      op.kind = verb == "sync" ? OpKind::kSync : OpKind::kClose;
+    } else if (verb == "write") {
+      op.kind = OpKind::kWrite;
+      min_args = 2;
+      max_args = 3;
+      usage = "NAME PAGE [OFFSET]";
+    } else if (verb == "sync" || verb == "close" || verb == "unlink") {
+      op.kind = verb == "sync" ? OpKind::kSync : verb == "close" ? OpKind::kClose : OpKind::kUnlink;
       usage = "NAME";
     } else if (verb == "truncate") {
       op.kind = OpKind::kTruncate;
@@ -111,7 +130,7 @@ class Parser {
     } else {
       return Status::invalid_argument(
           fmt::format("unknown operation '{}' (expected open, read, write, sync, truncate, "
-                      "close or a # comment)",
+                      "close, unlink, data or a # comment)",
                       printable(verb)));
     }
     const size_t args = words.size() - 1;
@@ -130,6 +149,14 @@ class Parser {
         Result<int64_t> page = parse_number(words[2], "page", 0, pagefile::kMaxPageNumber);
         if (!page) return page.status().with_context(verb);
         op.page = *page;
+        if (words.size() == 4) {
+          if (trace_.data_path.empty()) {
+            return Status::invalid_argument(verb, "a write with an OFFSET needs a data line before it");
+          }
+          Result<int64_t> offset = parse_number(words[3], "offset", 0, INT64_MAX);
+          if (!offset) return offset.status().with_context(verb);
+          op.data_offset = *offset;
+        }
         break;
       }
       case OpKind::kTruncate: {
@@ -140,6 +167,7 @@ class Parser {
       }
       case OpKind::kSync:
       case OpKind::kClose:
+      case OpKind::kUnlink:
         break;
     }
 
@@ -161,6 +189,11 @@ class Parser {
                               file.opened_at));
       }
       file.opened_at = line_number;
+    } else if (op.kind == OpKind::kUnlink) {
+      if (file.opened_at != 0) {
+        return Status::invalid_argument(
+            verb, fmt::format("file '{}' is open (opened on line {})", printable(name), file.opened_at));
+      }
     } else {
       if (file.opened_at == 0) {
         return Status::invalid_argument(verb, fmt::format("file '{}' is not open", printable(name)));
@@ -168,6 +201,17 @@ class Parser {
       if (op.kind == OpKind::kClose) file.opened_at = 0;
     }
     trace_.ops.push_back(op);
+    return Status::ok();
+  }
+
+  // data PATH: once, before the writes that carry an OFFSET.
+  Status parse_data(const std::vector<std::string_view>& words) {
+    if (words.size() != 2) {
+      return Status::invalid_argument(
+          "data", fmt::format("expected data PATH, got {} argument{}", words.size() - 1, words.size() == 2 ? "" : "s"));
+    }
+    if (!trace_.data_path.empty()) return Status::invalid_argument("data", "a second data line");
+    trace_.data_path = std::string(words[1]);
     return Status::ok();
   }
 
@@ -198,22 +242,11 @@ class Parser {
   }
 
   Trace trace_;
+  int64_t last_micros_ = 0;
   std::unordered_map<std::string, TraceFile> files_;
 };
 
 }  // namespace
-
-std::string_view op_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::kOpen: return "open";
-    case OpKind::kRead: return "read";
-    case OpKind::kWrite: return "write";
-    case OpKind::kSync: return "sync";
-    case OpKind::kTruncate: return "truncate";
-    case OpKind::kClose: return "close";
-  }
-  return "unknown";
-}
 
 Result<Trace> parse_trace(std::string_view text, std::string_view source) {
   Parser parser(source);
@@ -248,26 +281,11 @@ Result<Trace> load_trace(const std::string& path) {
   const bool failed = std::ferror(file) != 0;
   std::fclose(file);
   if (failed) return Status::io_error(path, "error while reading the trace");
-  return parse_trace(text, path);
-}
-
-std::string format_op(const TraceOp& op, std::string_view file_name) {
-  switch (op.kind) {
-    case OpKind::kOpen: {
-      std::string line = fmt::format("open {}", file_name);
-      if (op.page_size != 0) line += fmt::format(" {}", op.page_size);
-      if (op.policy) line += fmt::format(" {}", pagefile::access_type_name(*op.policy));
-      return line;
-    }
-    case OpKind::kRead:
-    case OpKind::kWrite:
-    case OpKind::kTruncate:
-      return fmt::format("{} {} {}", op_name(op.kind), file_name, op.page);
-    case OpKind::kSync:
-    case OpKind::kClose:
-      return fmt::format("{} {}", op_name(op.kind), file_name);
+  Result<Trace> trace = parse_trace(text, path);
+  if (trace && !trace->data_path.empty() && std::filesystem::path(trace->data_path).is_relative()) {
+    trace->data_path = (std::filesystem::path(path).parent_path() / trace->data_path).string();
   }
-  return {};
+  return trace;
 }
 
 }  // namespace pf_replay
