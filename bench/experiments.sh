@@ -92,7 +92,7 @@ L=$latency_ms
 if [[ $quick == 1 ]]; then
   f5_sizes="1024 8192"; f5_levels="1 4 12"; f5_ops=60; f5_file_kib=1024
   f6_sizes="1024 8192 65536"; f6_ops=60; f6_file_kib=1024
-  f7_sizes="1024 8192"; f7_hits="0 50 100"; f7_ops=60; f7_warm=32; f7_file_kib=1024
+  f7_sizes="1024 8192"; f7_hits="0 50 100"; f7_ops=40; f7_warm=32; f7_file_kib=2048
   sc_servers="1 2"; sc_clients="1 2"; sc_seconds=0.5; sc_file_pages=256
   po_file_pages=64; po_passes=2; po_server_pages=4
   pl_units="1 8 64"; pl_rounds=1; pl_ops=48
@@ -100,7 +100,7 @@ if [[ $quick == 1 ]]; then
 else
   f5_sizes="1024 8192"; f5_levels="1 2 4 6 8 12 16 24"; f5_ops=3000; f5_file_kib=16384
   f6_sizes="1024 2048 4096 8192 16384 32768 65536"; f6_ops=3000; f6_file_kib=16384
-  f7_sizes="1024 8192"; f7_hits="0 25 50 75 90 100"; f7_ops=1500; f7_warm=256; f7_file_kib=16384
+  f7_sizes="1024 8192"; f7_hits="0 25 50 75 90 100"; f7_ops=1500; f7_warm=256; f7_file_kib=65536
   sc_servers="1 2 4 6"; sc_clients="1 2 4"; sc_seconds=5; sc_file_pages=2048
   po_file_pages=800; po_passes=3; po_server_pages=32
   pl_units="1 8 64"; pl_rounds=4; pl_ops=600
@@ -221,9 +221,10 @@ fill() {
     --page-size "$size" > "$work/fill.trace"
   replay setup "$work/fill.trace" 24 "$where" "$target" --policy random "$@"
 }
-# warm WHERE TARGET NAME PAGE_SIZE PAGES: reads pages [0, PAGES) once.
+# warm WHERE TARGET NAME PAGE_SIZE PAGES [FIRST]: reads pages [FIRST, FIRST +
+# PAGES) once (FIRST default 0).
 warm() {
-  "$python" "$util" warm --file "$3" --pages "$5" --page-size "$4" > "$work/warm.trace"
+  "$python" "$util" warm --file "$3" --first "${6:-0}" --pages "$5" --page-size "$4" > "$work/warm.trace"
   replay setup "$work/warm.trace" 24 "$1" "$2" --policy random
 }
 rate() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a * b }'; }
@@ -324,10 +325,10 @@ exp_fig6() {
 # (posix_fadvise DONTNEED), and the bytes each run made the kernel read from
 # storage are counted. remote-emulated misses wait for the emulated disk.
 exp_fig7() {
-  local csv="$out/fig7.csv" size pages hit trace d before after io0 io1 kib h m shp
+  local csv="$out/fig7.csv" size pages hit trace d before after io0 io1 kib h m shp group
   rm -f "$out/raw/fig7-pf-replay.csv"
   echo "page_size,mode,hit_percent,ops,pages,seconds,pages_per_s,bytes_per_s,server_hit_percent,disk_read_kib,latency_ms" > "$csv"
-  local big=$((f7_file_kib * 1024 / 1024 * 2))
+  local big=$((f7_file_kib * 2))  # pages: more than the file of 1 KiB pages
   cluster_up f7disk "$servers" --cache-pages "$big"
   cluster_up f7emu "$servers" --cache-pages "$big"
   mkdir -p "$work/f7local"
@@ -340,14 +341,18 @@ exp_fig7() {
   say "fig7: local Pagefile in $work/f7local, 2 x $servers servers; files of $f7_file_kib KiB; warm set $f7_warm pages; $f7_ops reads a run at concurrency 12"
   for size in $f7_sizes; do
     pages=$((f7_file_kib * 1024 / size))
+    # Cold pages one per 4 KiB of every layout: the local file's and each
+    # server's share of the striped file (servers x 4096 / size pages).
+    group=1
+    ((size >= 4096)) || group=$((servers * 4096 / size))
     for hit in $f7_hits; do
       next_seed
       trace="$work/fig7-$size-h$hit.trace"
       "$python" "$util" hitmix --file "data$size" --file-pages "$pages" --warm-pages "$f7_warm" --ops "$f7_ops" \
-        --hit-percent "$hit" --page-size "$size" --seed "$seed" > "$trace"
+        --hit-percent "$hit" --page-size "$size" --seed "$seed" --group-pages "$group" > "$trace"
       # local: the OS page cache is the cache; a miss reads the disk.
       "$python" "$util" evict "$work/f7local" > /dev/null
-      warm --dir "$work/f7local" "data$size" "$size" "$f7_warm"
+      warm --dir "$work/f7local" "data$size" "$size" "$f7_warm" $((pages - f7_warm))
       last_raw="$out/raw/fig7-pf-replay.csv"
       "$python" "$util" rusage "$work/rusage.out" -- "$pf_replay" run "$trace" --dir "$work/f7local" --concurrency 12 \
         --csv "$last_raw" --no-progress > "$work/run.out" 2> "$work/run.err" ||
@@ -357,7 +362,7 @@ exp_fig7() {
       # remote-disk: the servers' pools are the cache; a miss reads the disk.
       cluster_restart f7disk --cache-pages "$big"
       "$python" "$util" evict "$work/f7disk" > /dev/null
-      warm --bus "${cl_bus[f7disk]}" "data$size" "$size" "$f7_warm"
+      warm --bus "${cl_bus[f7disk]}" "data$size" "$size" "$f7_warm" $((pages - f7_warm))
       before=$(server_counts f7disk)
       io0=$("$python" "$util" io_read_kib ${cl_pids[f7disk]})
       replay fig7 "$trace" 12 --bus "${cl_bus[f7disk]}"
@@ -368,7 +373,7 @@ exp_fig7() {
       echo "$size,remote-disk,$hit,$(field ops),$(field pages),$(field seconds),$(field pages_per_s),$(rate "$(field pages_per_s)" "$size"),$shp,$((io1 - io0)),0" >> "$csv"
       # remote-emulated: the servers' pools are the cache; a miss waits L ms.
       cluster_restart f7emu --cache-pages "$big" --disk-latency "$L"
-      warm --bus "${cl_bus[f7emu]}" "data$size" "$size" "$f7_warm"
+      warm --bus "${cl_bus[f7emu]}" "data$size" "$size" "$f7_warm" $((pages - f7_warm))
       before=$(server_counts f7emu)
       replay fig7 "$trace" 12 --bus "${cl_bus[f7emu]}"
       d=$(delta "$before" "$(server_counts f7emu)")

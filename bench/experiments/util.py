@@ -2,13 +2,18 @@
 """Helpers of bench/experiments.sh that pf-replay does not have.
 
     util.py hitmix --file NAME --file-pages P --warm-pages W --ops N
-                   --hit-percent H --page-size B --seed S
+                   --hit-percent H --page-size B --seed S [--group-pages G]
         A read trace of N reads: round(N * H / 100) of them on the warm
-        pages [0, W) (uniform), the rest on distinct pages of [W, P) (each
-        cold page read once, so it cannot be a hit of an earlier read of
-        this trace), in a random order. Needs N - hits <= P - W.
-    util.py warm --file NAME --pages W --page-size B
-        One sequential read of pages [0, W): what makes them the warm set.
+        pages [P - W, P) (uniform), the rest on pages of [0, P - W) each read
+        once, at most one in each aligned group of G pages (default 1), in
+        a random order. The warm set is at the end of the file so that the
+        kernel's read-ahead of the warm pass reads no cold page; with G
+        pages of the file in one 4 KiB page of the page cache (G larger
+        for a file striped over servers, whose pages interleave), a cold
+        read brings no other cold page of the trace in. Needs N - hits <=
+        (P - W) / G.
+    util.py warm --file NAME --first F --pages W --page-size B
+        One sequential read of pages [F, F + W): what makes them the warm set.
     util.py strided --file NAME --file-pages P --stride S --ops N --page-size B
         Reads of pages 0, S, 2S, ... below P, then 1, 1 + S, ... (the bad
         case of striping in units of U over K servers when S = K * U: every
@@ -64,15 +69,20 @@ def options(argv, names):
 
 
 def hitmix(argv):
-    o = options(argv, ["file", "file-pages", "warm-pages", "ops", "hit-percent", "page-size", "seed"])
-    pages, warm, ops = int(o["file-pages"]), int(o["warm-pages"]), int(o["ops"])
+    argv = list(argv)
+    if "--group-pages" not in argv:
+        argv += ["--group-pages", "1"]
+    o = options(argv, ["file", "file-pages", "warm-pages", "ops", "hit-percent", "page-size", "seed", "group-pages"])
+    pages, warm, ops, group = int(o["file-pages"]), int(o["warm-pages"]), int(o["ops"]), int(o["group-pages"])
     hits = round(ops * float(o["hit-percent"]) / 100)
     cold = ops - hits
-    if cold > pages - warm:
-        sys.exit(f"util.py hitmix: {cold} cold reads need {cold} pages beyond the {warm} warm ones, "
-                 f"the file has {pages - warm}")
+    groups = (pages - warm) // group
+    if cold > groups:
+        sys.exit(f"util.py hitmix: {cold} cold reads need {cold} groups of {group} pages before the {warm} warm "
+                 f"ones, the file has {groups}")
     rng = random.Random(int(o["seed"]))
-    reads = [rng.randrange(warm) for _ in range(hits)] + rng.sample(range(warm, pages), cold)
+    reads = ([pages - warm + rng.randrange(warm) for _ in range(hits)] +
+             [g * group + rng.randrange(group) for g in rng.sample(range(groups), cold)])
     rng.shuffle(reads)
     name = o["file"]
     out = [header(["hitmix"] + argv), f"open {name} {o['page-size']} random\n"]
@@ -82,10 +92,10 @@ def hitmix(argv):
 
 
 def warm(argv):
-    o = options(argv, ["file", "pages", "page-size"])
-    name = o["file"]
+    o = options(argv, ["file", "first", "pages", "page-size"])
+    name, first = o["file"], int(o["first"])
     out = [header(["warm"] + argv), f"open {name} {o['page-size']} random\n"]
-    out += [f"read {name} {p}\n" for p in range(int(o["pages"]))]
+    out += [f"read {name} {p}\n" for p in range(first, first + int(o["pages"]))]
     out.append(f"close {name}\n")
     sys.stdout.write("".join(out))
 
