@@ -567,7 +567,7 @@ capture_speedtest1() {
 }
 exp_sqlite() {
   local csv="$out/sqlite.csv" workload trace level kept total fillt
-  rm -f "$out/raw/sqlite-pf-replay.csv" "$out/raw/sqlite-"*-stats.csv
+  rm -f "$out/raw/sqlite-pf-replay.csv" "$out/raw/sqlite-"*
   if [[ ! -f "$vfs" ]]; then skip sqlite "no $vfs: build it (ninja -C $build)"; return; fi
   if ! "$python" -c 'import sqlite3; sqlite3.connect(":memory:").enable_load_extension(True)' 2> /dev/null; then
     skip sqlite "$python's sqlite3 cannot load extensions (Debian's python3 can)"; return
@@ -575,7 +575,6 @@ exp_sqlite() {
   capture_order_entry "$work/order-entry.trace"
   if [[ ! -s "$work/order-entry.trace" ]]; then
     skip sqlite "the VFS wrote no trace with PAGEFILE_TRACE=$work/order-entry.trace: this build has no trace capture (issue 18, item 1)"
-    rm -f "$csv"
     return
   fi
   local workloads=(order-entry)
@@ -618,6 +617,7 @@ exp_sqlite() {
 # ---------------------------------------------------------------------------
 for e in $only; do
   t=$SECONDS
+  rm -f "$out/$e.csv" "$out/$e.png"
   "exp_$e"
   note "seconds_$e" $((SECONDS - t))
 done
