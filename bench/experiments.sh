@@ -519,7 +519,7 @@ exp_placement() {
         case $pattern in
           sequential) gen --pattern sequential --file "$name" --file-pages "$p" --ops "$pl_ops" --page-size "$page" > "$trace" ;;
           random) gen --pattern random --file "$name" --file-pages "$p" --ops "$pl_ops" --page-size "$page" --seed $((seed + unit)) > "$trace" ;;
-          strided) "$python" "$util" strided --file "$name" --file-pages "$p" --stride $((servers * unit)) --ops "$pl_ops" \
+          strided) "$python" "$util" strided --file "$name" --file-pages "$p" --stride $((servers * unit)) --wrap "$unit" --ops "$pl_ops" \
                      --page-size "$page" > "$trace" ;;
         esac
         before=$(server_counts pl)

@@ -419,8 +419,10 @@ def text_placement(rows, info):
     p = params(info, "placement")
     parts = [f"One file of {p.get('file_pages', '?')} pages of 8 KiB per placement over 6 servers with the "
              f"EMULATED {latency} ms disk and no pools; {p.get('reads', '?')} reads a run at concurrency 12: "
-             f"sequential from page 0, uniform random, and strided with stride = 6 x the unit (every read of a pass "
-             f"on one server under striping). Hash places each unit by rendezvous hashing, stripe round-robin. "
+             f"sequential from page 0, uniform random, and strided with stride = 6 x the unit over the pages of "
+             f"the file's first unit-sized slot of every stripe (under striping every read on one server). Stripe "
+             f"places units round-robin; hash places each unit by rendezvous hashing, seeded by the servers' "
+             f"addresses (loopback ports that change from run to run, so each run draws another layout). "
              f"The busiest server's share of the reads comes from each server's page-read counter (pagefile "
              f"status) before and after the run; 1/6 is even."]
     best_stripe = {}

@@ -14,10 +14,12 @@
         (P - W) / G.
     util.py warm --file NAME --first F --pages W --page-size B
         One sequential read of pages [F, F + W): what makes them the warm set.
-    util.py strided --file NAME --file-pages P --stride S --ops N --page-size B
-        Reads of pages 0, S, 2S, ... below P, then 1, 1 + S, ... (the bad
-        case of striping in units of U over K servers when S = K * U: every
-        read of a pass lands on one server).
+    util.py strided --file NAME --file-pages P --stride S --wrap U --ops N
+                    --page-size B
+        Reads of pages 0, S, 2S, ... below P, then 1, 1 + S, ..., up to
+        U - 1, U - 1 + S, ..., then from 0 again: the bad case of striping
+        in units of U over K servers when S = K * U, where every read lands
+        on the first unit's server.
     util.py evict PATH...
         Drops the files' pages (every regular file under each PATH) from
         the operating system's page cache: fdatasync, then
@@ -101,8 +103,8 @@ def warm(argv):
 
 
 def strided(argv):
-    o = options(argv, ["file", "file-pages", "stride", "ops", "page-size"])
-    pages, stride, ops = int(o["file-pages"]), int(o["stride"]), int(o["ops"])
+    o = options(argv, ["file", "file-pages", "stride", "wrap", "ops", "page-size"])
+    pages, stride, wrap, ops = int(o["file-pages"]), int(o["stride"]), int(o["wrap"]), int(o["ops"])
     name = o["file"]
     out = [header(["strided"] + argv), f"open {name} {o['page-size']} random\n"]
     offset, page = 0, 0
@@ -110,7 +112,7 @@ def strided(argv):
         out.append(f"read {name} {page}\n")
         page += stride
         if page >= pages:
-            offset = (offset + 1) % min(stride, pages)
+            offset = (offset + 1) % max(1, min(wrap, stride, pages))
             page = offset
     out.append(f"close {name}\n")
     sys.stdout.write("".join(out))
