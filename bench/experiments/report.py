@@ -402,12 +402,22 @@ def text_policies(rows, info):
             sel = [r for r in rows if r["pattern"] == pattern and r["pool_percent"] == pool]
             if not sel:
                 continue
-            best_hit = max(sel, key=lambda r: num(r, "client_hit_ratio"))
+            top = max(num(r, "client_hit_ratio") for r in sel)
+            best_hit = [r["policy"] for r in sel if num(r, "client_hit_ratio") >= top - 0.005]
             best_rate = max(sel, key=lambda r: num(r, "pages_per_s"))
-            parts.append(f"{PATTERNS[pattern].capitalize()}, pool {pool}%: "
+            parts.append(f"{PATTERNS[pattern].capitalize()}, pool {pool}%: hit ratio "
                          + ", ".join(f"{r['policy']} {fmt(num(r, 'client_hit_ratio'))}" for r in sel)
-                         + f" hit ratio; most pages/s: {best_rate['policy']} ({fmt(num(best_rate, 'pages_per_s'))}); "
-                         f"best hit ratio: {best_hit['policy']}.")
+                         + f"; best hit ratio: {' = '.join(best_hit)}; most pages/s: {best_rate['policy']} "
+                         f"({fmt(num(best_rate, 'pages_per_s'))}).")
+    gaps = [(abs(num(r, "client_hit_ratio") - num(r, "simulated_hit_ratio")), r) for r in rows
+             if num(r, "simulated_hit_ratio") == num(r, "simulated_hit_ratio")]
+    if gaps:
+        close = sum(1 for g, _ in gaps if g <= 0.01)
+        worst_gap, worst = max(gaps, key=lambda g: g[0])
+        parts.append(f"`pf-replay stats` simulated the measured hit ratio within 0.01 in {close} of {len(gaps)} runs; "
+                     f"the largest gap: {worst['policy']} on {PATTERNS[worst['pattern']]}, pool {worst['pool_percent']}%, "
+                     f"simulated {fmt(num(worst, 'simulated_hit_ratio'))}, measured {fmt(num(worst, 'client_hit_ratio'))} "
+                     f"(prefetched pages used: {worst['prefetch_used']}).")
     parts.append("TOPs' expectation: looping (MRU) wins repeated scans, sequential and global-sequential "
                  "(read-ahead) win a scan, random (LRU) wins a hot set, and no policy can win uniform random "
                  "reads (every one hits about as often as the pool is large).")
