@@ -375,15 +375,26 @@ def text_scalability(rows, info):
             if r:
                 cells.append(f"{n}s/{c}c {fmt(num(r, 'total_pages_per_s'))} ({fmt(num(r, 'per_client_pages_per_s'))} each)")
     parts.append("Measured (servers/clients: total (per client) pages/s): " + "; ".join(cells) + ".")
+    # Servers added in proportion to clients: the question's case.
+    diagonal = [(c, pick(rows, servers=c, clients=c)) for c in clients if pick(rows, servers=c, clients=c)]
+    if len(diagonal) >= 2:
+        first = num(diagonal[0][1], "per_client_pages_per_s")
+        last = num(diagonal[-1][1], "per_client_pages_per_s")
+        parts.append("With as many servers as clients (" + ", ".join(f"{c} on {c}" for c, _ in diagonal)
+                     + ") each client read " + ", ".join(fmt(num(r, "per_client_pages_per_s")) for _, r in diagonal)
+                     + f" pages/s: the last {100 * last / first:.0f}% of the first, so adding servers "
+                     + ("kept" if last >= 0.9 * first else "did not keep")
+                     + " per-client throughput within 10% as clients were added.")
     if servers and clients:
-        one = pick(rows, servers=servers[0], clients=clients[0])
-        big = pick(rows, servers=servers[-1], clients=clients[-1])
-        if one and big:
-            parts.append(f"With {clients[0]} client on {servers[0]} server(s) a client read "
-                         f"{fmt(num(one, 'per_client_pages_per_s'))} pages/s; with {clients[-1]} clients on "
-                         f"{servers[-1]} servers each read {fmt(num(big, 'per_client_pages_per_s'))}: adding servers "
-                         f"{'kept' if num(big, 'per_client_pages_per_s') >= 0.9 * num(one, 'per_client_pages_per_s') else 'did not keep'} "
-                         f"per-client throughput (within 10%) as clients were added.")
+        n = servers[-1]
+        row = [pick(rows, servers=n, clients=c) for c in clients]
+        if all(row):
+            parts.append(f"On {n} servers the total went from {fmt(num(row[0], 'total_pages_per_s'))} pages/s with "
+                         f"{clients[0]} client to {fmt(num(row[-1], 'total_pages_per_s'))} with {clients[-1]} "
+                         f"(ideal {n * 1000 / float(latency):.0f} if every disk were always busy)"
+                         + (": one client's 12 requests in trace order leave some disks idle while others queue, "
+                            "and more clients fill them." if num(row[-1], "total_pages_per_s") >
+                            1.05 * num(row[0], "total_pages_per_s") else "."))
     return " ".join(parts)
 
 
