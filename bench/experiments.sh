@@ -240,6 +240,10 @@ note memory "$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/memin
 note kernel "$(uname -srm)"
 note cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 note filesystem "$(stat -f -c %T "$work") ($tmp)"
+if [[ "$(stat -f -c %T "$work")" == tmpfs ]]; then
+  note disk_warning "the data are on tmpfs: the synchronous writes of fig5 and fig6 and the local and remote-disk misses of fig7 reach no disk (pass --tmp DIR on a disk)"
+  say "warning: $tmp is tmpfs: synchronous writes and fig7's disk misses reach no disk (pass --tmp DIR on a disk)"
+fi
 note load_start "$(load)"
 note latency_ms "$L"
 note quick "$quick"
