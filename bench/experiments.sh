@@ -73,7 +73,9 @@ pf_replay="$build/tools/pf-replay"
 pagefiled="$build/tools/pagefiled"
 admin="$build/tools/pagefile"
 vfs="$build/vfs/pagefile.so"
-need_tools pf_replay pagefiled admin
+for tool in "$pf_replay" "$pagefiled" "$admin"; do
+  [[ -x "$tool" ]] || die "no $tool: build it (ninja -C $build) or pass --build DIR"
+done
 python=/usr/bin/python3
 [[ -x "$python" ]] || die "no $python (Debian package python3): the experiments' helpers need it"
 util="$here/experiments/util.py"
