@@ -161,13 +161,18 @@ cluster_up() {
   for ((i = 0; i < n; i++)); do listens+=(tcp://127.0.0.1:0); done
   launch_servers "$name" "${listens[@]}" -- "$@"
 }
+# forget_pids PID...: no longer stopped on exit (they have ended).
+forget_pids() {
+  local pid keep=()
+  for pid in "${cluster_pids[@]}"; do [[ " $* " == *" $pid "* ]] || keep+=("$pid"); done
+  cluster_pids=("${keep[@]}")
+}
 # cluster_down NAME: its servers stopped (by process id) and waited for.
 cluster_down() {
-  local name=$1 pid keep=()
+  local name=$1 pid
   for pid in ${cl_pids[$name]}; do kill "$pid" 2> /dev/null || true; done
   for pid in ${cl_pids[$name]}; do wait "$pid" 2> /dev/null || true; done
-  for pid in "${cluster_pids[@]}"; do [[ " ${cl_pids[$name]} " == *" $pid "* ]] || keep+=("$pid"); done
-  cluster_pids=("${keep[@]}")
+  forget_pids ${cl_pids[$name]}
   cl_pids[$name]=""
 }
 # cluster_restart NAME ARGS...: the same servers over the same directories on
@@ -426,10 +431,12 @@ exp_scalability() {
         "$pf_replay" run "$work/sc-$i.trace" --bus "${cl_bus[sc]}" --concurrency 12 --csv "$work/sc-$i.csv" \
           --no-progress > "$work/sc-$i.out" 2>&1 &
         pids+=($!)
+        cluster_pids+=($!)  # stopped on exit, as the servers are
       done
       for ((i = 0; i < c; i++)); do
         wait "${pids[i]}" || fail "pf-replay client $i of $c against $n servers failed" "$work/sc-$i.out"
       done
+      forget_pids "${pids[@]}"
       t1=$(date +%s.%N)
       raw="$out/raw/scalability-pf-replay.csv"
       for ((i = 0; i < c; i++)); do append_csv "$work/sc-$i.csv" "$raw" || true; done
@@ -601,7 +608,7 @@ exp_sqlite() {
     trace="$work/$workload-replay.trace"
     "$python" "$util" trace_prefix "$work/$workload.trace" "$sq_ops" > "$trace" 2> "$work/prefix.out"
     read -r kept total < "$work/prefix.out"
-    cp "$work/$workload.trace" "$out/raw/sqlite-$workload.trace" 2> /dev/null || true
+    cp "$trace" "$out/raw/sqlite-$workload-replayed.trace"
     "$pf_replay" stats "$trace" --csv "$out/raw/sqlite-$workload-stats.csv" > "$out/raw/sqlite-$workload-stats.txt" 2>&1 ||
       fail "pf-replay stats on the $workload trace failed" "$out/raw/sqlite-$workload-stats.txt"
     # The order-entry trace starts on a loaded database: its pages are
