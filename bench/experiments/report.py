@@ -183,6 +183,7 @@ def plot(directory):
                                   label="simulated (pf-replay stats)" if i == 0 else None)
                 axes[1][col].bar(xs, [num(sel[p], "pages_per_s") if p in sel else 0 for p in patterns],
                                  width, label=policy)
+            axes[0][col].set_ylim(0, 1.25)
             for row, what in enumerate(["client pool hit ratio", "pages/s"]):
                 ax = axes[row][col]
                 ax.set_xticks(range(len(patterns)))
@@ -190,7 +191,7 @@ def plot(directory):
                 ax.set_ylabel(what)
                 ax.set_title(f"{what}, client pool {pool}% of the file")
                 ax.grid(True, axis="y", alpha=0.3)
-                ax.legend(fontsize=7)
+                ax.legend(fontsize=7, ncol=3 if row == 0 else 1, loc="upper left")
         save(fig, "policies")
 
     rows = rows_of("placement")
