@@ -65,7 +65,6 @@ command_line="bash bench/experiments.sh $*"
 for e in $only; do
   [[ " $all_experiments " == *" $e "* ]] || die "--only: unknown experiment '$e' (known: $all_experiments)"
 done
-want() { [[ " $only " == *" $1 "* ]]; }
 
 [[ -d "$build" ]] || die "no build directory $build (pass --build DIR)"
 build=$(cd "$build" && pwd)
@@ -117,7 +116,7 @@ page=8192  # the page size of the experiments that do not vary it
 # started in parallel and restarted on its own addresses (empty pools,
 # fresh counters, other flags). The process ids also go to lib.sh's
 # cluster_pids, which the EXIT trap stops.
-declare -A cl_bus cl_pids cl_dirs
+declare -A cl_bus cl_pids
 # launch_servers NAME LISTEN... -- ARGS...: one pagefiled per LISTEN over
 # $work/NAME/server-I; waits (at most 10 s) for every "listening on" line.
 launch_servers() {

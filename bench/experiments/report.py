@@ -550,7 +550,8 @@ def readme(directory):
              f"| data | {info.get('filesystem', '?')} |",
              f"| emulated disk | {info.get('latency_ms', '?')} ms per uncached page access, one at a time per server "
              f"(`pagefiled --disk-latency {info.get('latency_ms', '?')}`), wherever a figure says EMULATED |",
-             f"| build | {info.get('build', '?')} (commit {info.get('commit', '?')}) |",
+             f"| binaries | {info.get('build', '?')} (tools/pagefiled, tools/pf-replay, tools/pagefile, vfs/pagefile.so) |",
+             f"| scripts | bench/experiments.sh at commit {info.get('commit', '?')} |",
              f"| load average (1, 5, 15 min) | {info.get('load_start', '?')} at the start, {info.get('load_end', '?')} at the end |",
              f"| wall time | {info.get('wall_seconds', '?')} s"
              + (" (--quick: tiny sizes, for the test suite; not figures to quote)" if info.get("quick") == "1" else "")
