@@ -559,9 +559,10 @@ capture_order_entry() {
   local db="$work/oe.db" oe="$here/experiments/order_entry.py"
   local sizes=(--items "$sq_items" --customers "$sq_customers" --txns "$sq_txns")
   rm -f "$db" "$1"
-  "$python" "$oe" --db "file:$db?vfs=pagefile" --extension "$vfs" --phase load "${sizes[@]}" \
+  # On the local default store whatever the environment says (no bus).
+  env -u PAGEFILE_BUS -u PAGEFILE_TRACE "$python" "$oe" --db "file:$db?vfs=pagefile" --extension "$vfs" --phase load "${sizes[@]}" \
     > "$work/oe-load.out" 2>&1 || fail "order_entry.py --phase load failed" "$work/oe-load.out"
-  PAGEFILE_TRACE="$1" "$python" "$oe" --db "file:$db?vfs=pagefile" --extension "$vfs" --phase run "${sizes[@]}" \
+  env -u PAGEFILE_BUS PAGEFILE_TRACE="$1" "$python" "$oe" --db "file:$db?vfs=pagefile" --extension "$vfs" --phase run "${sizes[@]}" \
     > "$work/oe-run.out" 2>&1 || fail "order_entry.py --phase run failed" "$work/oe-run.out"
 }
 # speedtest1 TRACE: SQLite's speedtest1 on the VFS's default with PAGEFILE_TRACE.
@@ -579,7 +580,7 @@ capture_speedtest1() {
     fi
   fi
   rm -f "$work/st.db" "$1"
-  (cd "$work" && PAGEFILE_TRACE="$1" PAGEFILE_TEST_EXTENSION="$vfs" PAGEFILE_VFS_DEFAULT=1 \
+  (cd "$work" && env -u PAGEFILE_BUS PAGEFILE_TRACE="$1" PAGEFILE_TEST_EXTENSION="$vfs" PAGEFILE_VFS_DEFAULT=1 \
     "$st" --size "$sq_size" "$work/st.db" > "$work/st.out" 2>&1) || fail "speedtest1 --size $sq_size failed" "$work/st.out"
 }
 exp_sqlite() {
