@@ -1,6 +1,7 @@
 // pf-replay as a user runs it: the built binary in a subprocess, in a fresh
 // directory. Its path comes from the environment variable PF_REPLAY (set by
 // tests/tools/meson.build).
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -307,6 +308,69 @@ TEST_CASE("pf-replay stats: a report, a CSV of policy x pool size, and clear ref
   Outcome unwritable = pf_replay(dir.path(), {"stats", "loop.trace", "--csv", "no-dir/hits.csv"});
   CHECK(unwritable.exit_status == 3);
   CHECK(unwritable.err.find("no-dir/hits.csv") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagefile::test
+
+namespace pagefile::test {
+namespace {
+
+// The hit ratio of `policy` in a `pf-replay stats --csv` file.
+double predicted(const std::filesystem::path& csv, const std::string& policy) {
+  for (const CsvRow& row : csv_rows(csv)) {
+    if (row.at("policy") == policy) return std::stod(row.at("hit_ratio"));
+  }
+  FAIL("no row for ", policy);
+  return -1;
+}
+
+TEST_CASE("pf-replay stats predicts the hit ratio a replay through the client's pool measures (within 1%)") {
+  TempDir dir;
+  generate_trace(dir.path(), "fill.trace",
+                 {"--pattern", "sequential", "--file", "f", "--file-pages", "400", "--ops", "400", "--write-ratio", "1",
+                  "--page-size", "4096"});
+  struct Pattern {
+    std::string name;
+    std::vector<std::string> args;
+    std::vector<std::string> policies;
+  };
+  // The sequential policy's read-ahead only on the scan it is made for:
+  // elsewhere the client's window, shared by reads and read-ahead, holds
+  // back read-ahead the simulation makes at once (doc/trace_format.md).
+  const std::vector<Pattern> patterns = {
+      {"scan", {"--pattern", "sequential"}, {"random", "sequential", "looping", "global-sequential"}},
+      {"loop", {"--pattern", "looping", "--loop-pages", "120"}, {"random", "looping", "global-sequential"}},
+      {"hot", {"--pattern", "random", "--hot-pages", "40"}, {"random", "looping", "global-sequential"}},
+  };
+  for (const Pattern& pattern : patterns) {
+    std::vector<std::string> args = pattern.args;
+    args.insert(args.end(), {"--file", "f", "--file-pages", "400", "--ops", "3000", "--page-size", "4096"});
+    generate_trace(dir.path(), pattern.name + ".trace", args);
+    Outcome stats = pf_replay(dir.path(), {"stats", pattern.name + ".trace", "--pool-pages", "100", "--read-ahead",
+                                           "12", "--csv", pattern.name + "-stats.csv"});
+    REQUIRE_MESSAGE(stats.exit_status == 0, stats.err);
+    for (const std::string& policy : pattern.policies) {
+      CAPTURE(pattern.name);
+      CAPTURE(policy);
+      const std::string files = pattern.name + "-" + policy;
+      Outcome fill = pf_replay(dir.path(), {"run", "fill.trace", "--dir", files, "--no-progress"});
+      REQUIRE_MESSAGE(fill.exit_status == 0, fill.err);
+      // One read at a time, as SQLite reads, and room for 12 pages ahead.
+      Outcome run = pf_replay(dir.path(), {"run", pattern.name + ".trace", "--dir", files, "--cache-pages", "100",
+                                           "--policy", policy, "--concurrency", "1", "--window", "13", "--csv",
+                                           files + ".csv", "--no-progress"});
+      REQUIRE_MESSAGE(run.exit_status == 0, run.err);
+      CHECK(run.out.find("at concurrency 1 (window 13)") != std::string::npos);
+      const CsvRow row = csv_rows(dir / (files + ".csv")).at(0);
+      const double hits = std::stod(row.at("hits"));
+      const double measured = hits / (hits + std::stod(row.at("misses")));
+      const double expected = predicted(dir / (pattern.name + "-stats.csv"), policy);
+      CAPTURE(measured);
+      CAPTURE(expected);
+      CHECK(std::abs(measured - expected) <= 0.01);
+    }
+  }
 }
 
 }  // namespace

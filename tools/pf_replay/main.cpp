@@ -234,6 +234,11 @@ int main(int argc, char** argv) {
                    "tickets kept outstanding, and the client's concurrency level")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  run_command
+      ->add_option("--window", replay.window,
+                   "the client's concurrency level (requests in flight per file, read-ahead included), "
+                   "when it differs from --concurrency: --concurrency 1 --window N reads as SQLite does")
+      ->check(CLI::Range(1u, 4096u));
   std::string schedule = "trace";
   run_command
       ->add_option("--schedule", schedule,

@@ -515,17 +515,18 @@ Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& option
   }
   pagefile::ClientOptions client_options;
   client_options.local_dir = options.dir;
-  client_options.concurrency = options.concurrency;
+  client_options.concurrency = options.window != 0 ? options.window : options.concurrency;
   client_options.bus = options.bus;
   client_options.cache_pages = options.cache_pages;
   // Local requests beyond the I/O threads only queue, which would cap the
   // level being measured.
-  client_options.io_threads = std::max(client_options.io_threads, options.concurrency);
+  client_options.io_threads = std::max(client_options.io_threads, client_options.concurrency);
   Result<std::unique_ptr<pagefile::Client>> client = pagefile::Client::start(client_options);
   if (!client) return client.status().with_context("starting the Pagefile client");
 
   ReplayStats stats;
   stats.concurrency = options.concurrency;
+  stats.window = options.window;
   stats.location = options.location;
   if (options.location == pagefile::Location::kRemote) {
     stats.bus = options.bus;

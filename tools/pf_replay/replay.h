@@ -70,6 +70,11 @@ struct ReplayOptions {
   bool checksums = true;
   // Tickets the driver keeps outstanding, and the client's concurrency level.
   uint32_t concurrency = 1;
+  // When non-zero, the client's concurrency level instead (requests in
+  // flight per file, the pool's read-ahead included): an application that
+  // waits for each read, as SQLite does, and lets the client read ahead is
+  // --concurrency 1 --window N.
+  uint32_t window = 0;
   Schedule schedule = Schedule::kTrace;
   // Issue each operation that carries a timestamp (@MICROS) no earlier
   // than that long after the replay began, as it was captured; false: as
@@ -117,6 +122,7 @@ struct ReplayStats {
   int64_t unlinks = 0;
   double seconds = 0.0;  // the whole replay, steady_clock
   uint32_t concurrency = 0;
+  uint32_t window = 0;  // ReplayOptions::window, when given
   // The page size of the files opened; 0 when none was opened, and
   // `mixed_page_sizes` when they differed.
   uint32_t page_size = 0;

@@ -87,8 +87,8 @@ std::string format_summary(const Trace& trace, const ReplayStats& stats) {
                         placement_text(stats));
   }
   std::string out = fmt::format(
-      "{}: {} ops in {:.3f} s at concurrency {}, page size {}{}\n", trace.source, stats.ops,
-      stats.seconds, stats.concurrency, page_size, where);
+      "{}: {} ops in {:.3f} s at concurrency {}{}, page size {}{}\n", trace.source, stats.ops, stats.seconds,
+      stats.concurrency, stats.window != 0 ? fmt::format(" (window {})", stats.window) : "", page_size, where);
   out += fmt::format("  {} pages ({} reads, {} writes), {} syncs, {} truncates{}\n", stats.pages(), stats.reads,
                      stats.writes, stats.syncs, stats.truncates,
                      stats.unlinks > 0 ? fmt::format(", {} unlinks", stats.unlinks) : "");
