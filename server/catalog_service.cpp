@@ -87,12 +87,27 @@ Status CatalogService::open() {
   return Status::ok();
 }
 
+bool CatalogService::present() const {
+  std::error_code ec;
+  return dir_.empty() || std::filesystem::exists(dir_ / "catalog.db", ec);
+}
+
+Status CatalogService::answer_without_catalog(wire::Request::Reader request, wire::Response::Builder response) {
+  switch (request.which()) {
+    case wire::Request::LIST: response.initFiles(0); return Status::ok();
+    case wire::Request::LOCKS: response.initLocks(0); return Status::ok();
+    case wire::Request::RELEASE_OWNER: return Status::ok();  // holds nothing here
+    default:
+      return Status::not_found("catalog", "this server holds none (no file was ever created through it): the "
+                                          "bus's catalog is its first server, or the one catalog= names");
+  }
+}
+
 Status CatalogService::open_existing() {
   MutexLock lock(mu_);
   if (dir_.empty()) return open();  // elsewhere: reachable and answering, or no start
+  if (!present()) return Status::ok();
   const std::filesystem::path path = dir_ / "catalog.db";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Status::ok();
   Status s = open();
   if (s) return s;
   return Status::from_code(
@@ -111,6 +126,8 @@ void CatalogService::close() {
 
 Status CatalogService::answer(wire::Request::Reader request, wire::Response::Builder response) {
   MutexLock lock(mu_);
+  const bool creates = request.which() == wire::Request::OPEN && request.getOpen().getCreate();
+  if (!catalog_ && !closed_ && !creates && !present()) return answer_without_catalog(request, response);
   if (Status s = open(); !s) return s;
   // A file id means a file only in the cluster that gave it.
   if (uint64_t cluster = request.getCluster(); cluster != 0 && cluster != catalog_->cluster_id()) {

@@ -6,8 +6,11 @@
 // connections; a client whose catalog is on etcd answers its own, in its
 // process (bus/bus_client.cpp).
 //
-// The built-in catalog's database opens on the first catalog request, so a
-// server that is not the catalog never creates one.
+// The built-in catalog's database is made by the first request that creates
+// a file, so a server that is not the catalog never makes one: a question
+// put to it (a bus that names its servers in another order, `pagefile status
+// --bus` of one server) gets the answer of an empty catalog, or kNotFound
+// saying it holds none, and leaves it as it was (no catalog, no cluster).
 //
 // Thread-safety: thread-safe; requests run one at a time (mu_), so the
 // catalog, which is not thread-safe, sees one caller.
@@ -59,6 +62,10 @@ class CatalogService {
 
  private:
   Status open() REQUIRES(mu_);
+  // A built-in catalog is in the directory (or the catalog is elsewhere).
+  bool present() const REQUIRES(mu_);
+  // What a server that holds no catalog answers to `request`, making none.
+  Status answer_without_catalog(wire::Request::Reader request, wire::Response::Builder response) REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   // A record as the catalog sends it: with the cluster id.

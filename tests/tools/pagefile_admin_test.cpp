@@ -134,6 +134,33 @@ TEST_CASE("pagefile: a server down shows in status; bad usage exits 2") {
   CHECK(bad_bus.err.find("InvalidArgument") != std::string::npos);
 }
 
+TEST_CASE("a question put to a server that is not the catalog leaves it as it was") {
+  // `pagefile status --bus` of one server made it the catalog of a new
+  // cluster, and every request of the real one failed there after as stale.
+  TempDir dir;
+  ServerProcess a(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "a");
+  ServerProcess b(fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), dir / "b");
+  for (const auto& question : std::vector<std::vector<std::string>>{{"status"}, {"ls"}, {"locks"}, {"stat", "f"}}) {
+    std::vector<std::string> args = question;
+    args.insert(args.end(), {"--bus", b.address()});
+    Outcome asked = admin(dir, args);
+    INFO(asked.out, asked.err);
+    CHECK(asked.exit_status == (question[0] == "stat" ? 1 : 0));
+    if (question[0] == "stat") CHECK(asked.err.find("this server holds none") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "b" / "catalog.db"));
+  CHECK_FALSE(std::filesystem::exists(dir / "b" / "cluster"));
+  // The cluster whose catalog is a: every page on b too.
+  const std::string bus = a.address() + "," + b.address();
+  pagefile::test::generate_trace(dir.path(), "fill.trace", {"--pattern", "sequential", "--file", "f", "--file-pages",
+                                                            "16", "--ops", "16", "--write-ratio", "1"});
+  Outcome fill = pagefile::test::pf_replay(dir.path(), {"run", "fill.trace", "--bus", bus, "--no-progress"});
+  INFO(fill.out, fill.err);
+  CHECK(fill.exit_status == 0);
+  Outcome listed = admin(dir, {"ls", "--bus", bus});
+  CHECK(listed.out.find("f") != std::string::npos);
+}
+
 TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a home in use, is refused by name") {
   TempDir dir;
   std::filesystem::path home = dir / "home";
