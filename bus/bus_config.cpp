@@ -36,10 +36,16 @@ bool all_digits(std::string_view s) {
 // The TlsOptions field an entry "NAME=PATH" sets, or null when the entry
 // is not one of them.
 std::string* tls_option(TlsOptions& tls, const std::string& entry) {
-  if (entry.rfind("psk_file=", 0) == 0) return &tls.psk_files.emplace_back();
-  if (entry.rfind("tls_cert=", 0) == 0) return &tls.cert;
-  if (entry.rfind("tls_key=", 0) == 0) return &tls.key;
-  if (entry.rfind("tls_ca=", 0) == 0) return &tls.ca;
+  for (size_t i = 0; i < std::size(kTlsBusOptions); ++i) {
+    std::string_view name = kTlsBusOptions[i];
+    if (entry.size() <= name.size() || entry.compare(0, name.size(), name) != 0 || entry[name.size()] != '=') continue;
+    switch (i) {
+      case 0: return &tls.psk_files.emplace_back();
+      case 1: return &tls.cert;
+      case 2: return &tls.key;
+      default: return &tls.ca;
+    }
+  }
   return nullptr;
 }
 

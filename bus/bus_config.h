@@ -40,6 +40,12 @@
 
 namespace pagefile::net {
 
+// The bus options that carry TLS credentials, NAME=PATH each, in this
+// order: a key file (TlsOptions::psk_files, repeatable), the client's
+// certificate, its key, and the CA certificates (cert, key, ca). The client
+// tools' flags --psk-file, --tls-cert, --tls-key and --tls-ca become these.
+inline constexpr std::string_view kTlsBusOptions[] = {"psk_file", "tls_cert", "tls_key", "tls_ca"};
+
 inline constexpr std::string_view kDefaultBus = "inproc:4";
 
 struct BusConfig {

@@ -5,7 +5,7 @@
 //             [--max-connections N] [--max-frame-bytes B] [--max-inflight N] [--idle-timeout-s S]
 //             [--slow-ms MS] [--catalog etcd://H:P,H:P,H:P]
 //             [--insecure] [--socket-mode MODE] [--config FILE]
-//             [--psk-file FILE]... [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--cert-role CN=ROLE]...]
+//             [--psk-file FILE]... [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--cert-role CN=NAME=ROLE]...]
 //
 // Safe by default: without TLS it listens only on loopback addresses and
 // unix: sockets (mode 0600 unless --socket-mode says otherwise), since
@@ -41,6 +41,13 @@
 #include "server/page_server.h"
 #include "tools/common/config_file.h"
 #include "tools/common/metrics_http.h"
+
+namespace {
+
+// A path for the log: "none" when empty.
+std::string_view or_none(const std::string& path) { return path.empty() ? std::string_view("none") : path; }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace pagefile;
@@ -84,7 +91,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{4096}, size_t{net::kMaxFrameBytes}));
   app.add_option("--max-inflight", options.max_inflight,
-                 "requests in flight per connection; one more is refused as busy (the connection kept)")
+                 "requests in flight per connection; one more is refused with an I/O error (the connection kept)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000000u));
   int64_t idle_timeout_s = 0;
@@ -109,7 +116,7 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", tls.ca, "tls://: the CA certificates clients' certificates must chain to (PEM)");
   std::vector<std::string> cert_roles;
   app.add_option("--cert-role", cert_roles,
-                 "tls://: CN=ROLE, the role of a client certificate by its common name (repeatable; none: every "
+                 "tls://: CN=NAME=ROLE, the role of a client certificate by its common name (repeatable; none: every "
                  "certificate --tls-ca signed is an admin's)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   bool insecure = false;
@@ -243,8 +250,7 @@ int main(int argc, char** argv) {
                 disk_latency_ms, sync, lease_ms, options.max_connections, options.max_frame_bytes,
                 options.max_inflight, idle_timeout_s, options.checksums ? "on" : "off",
                 catalog.empty() ? "built-in" : catalog, metrics_http ? metrics_http->url() : "off", slow_ms,
-                insecure, tls.psk_files.size(), tls.cert.empty() ? "none" : tls.cert,
-                tls.ca.empty() ? "none" : tls.ca, cert_roles.size());
+                insecure, tls.psk_files.size(), or_none(tls.cert), or_none(tls.ca), cert_roles.size());
   fmt::print("pagefiled: listening on {}{}\n", (*server)->address().text(),
              disk_latency_ms > 0 ? fmt::format(" (emulated disk latency {} ms)", disk_latency_ms) : "");
   std::fflush(stdout);
@@ -297,7 +303,7 @@ int main(int argc, char** argv) {
       Status s = reloaded ? (*server)->set_tls(*reloaded) : reloaded.status();
       if (s) {
         logger().info("reload tls psk_files={} tls_cert={} tls_ca={} (for new connections)", tls.psk_files.size(),
-                      tls.cert.empty() ? "none" : tls.cert, tls.ca.empty() ? "none" : tls.ca);
+                      or_none(tls.cert), or_none(tls.ca));
       } else {
         logger().error("reload refused what=tls why=\"{}\" (the credentials loaded before stay)", s.to_string());
       }

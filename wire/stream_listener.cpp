@@ -107,14 +107,16 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
 
   void on_accepted(const error_code& ec, Socket socket) EXCLUDES(mutex_) {
     if (ec == asio::error::operation_aborted) return;
+    std::shared_ptr<TlsContext> tls;  // as set when the peer came (set_tls affects the peers to come)
     {
       MutexLock lock(mutex_);
       if (closed_) return;
+      tls = tls_;
     }
     if (!ec) {
       if constexpr (std::is_same_v<Protocol, Tcp>) {
-        if (is_tls()) {
-          handshake(std::move(socket));
+        if (tls) {
+          handshake(std::move(socket), std::move(tls));
         } else if (auto connection = make_connection(std::move(socket))) {
           on_accept_(std::move(connection));
         }
@@ -141,17 +143,12 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
   // A tls:// peer becomes a connection once its handshake is done and it
   // proved a role; one that does not within kTlsHandshakeTimeoutMs, or
   // fails, is dropped and logged, and never reaches on_accept_.
-  void handshake(Tcp::socket socket) {
+  void handshake(Tcp::socket socket, std::shared_ptr<TlsContext> tls) {
     error_code ec;
     Tcp::endpoint remote = socket.remote_endpoint(ec);
     if (ec) return;
     prepare_socket(socket);
     auto strand = asio::make_strand(io_);
-    std::shared_ptr<TlsContext> tls;
-    {
-      MutexLock lock(mutex_);
-      tls = tls_;
-    }
     auto stream = std::make_shared<TlsStream>(std::move(socket), tls->ssl());
     auto timer = std::make_shared<asio::steady_timer>(strand);
     auto peer = std::make_shared<const std::string>(endpoint_text(remote, Address::Kind::kTls));

@@ -69,15 +69,6 @@ bool parse_hex(std::string_view text, std::vector<uint8_t>& out) {
   return true;
 }
 
-// OpenSSL's reason for the last failure, for messages.
-std::string openssl_reason() {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "unknown reason";
-  const char* reason = ERR_reason_error_string(code);
-  return reason != nullptr ? reason : fmt::format("error {:#x}", code);
-}
-
 // A PEM file a TLS option names: kInvalidArgument naming the option when it
 // cannot be read (OpenSSL's own message would say only "system lib").
 Status check_readable(std::string_view option, const std::string& path) {
@@ -87,6 +78,14 @@ Status check_readable(std::string_view option, const std::string& path) {
 }
 
 }  // namespace
+
+std::string openssl_reason() {
+  unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "unknown reason";
+  const char* reason = ERR_reason_error_string(code);
+  return reason != nullptr ? reason : fmt::format("error {:#x}", code);
+}
 
 std::string_view role_name(PeerRole role) {
   switch (role) {

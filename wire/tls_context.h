@@ -16,6 +16,10 @@
 
 namespace pagefile::net {
 
+// OpenSSL's reason for the last failure on this thread, for messages; clears
+// the thread's error queue.
+std::string openssl_reason();
+
 class TlsContext {
  public:
   explicit TlsContext(TlsSide side);

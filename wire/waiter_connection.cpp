@@ -99,14 +99,6 @@ class SigpipeBlocked {
   bool was_pending_ = false;
 };
 
-// OpenSSL's reason for the last failure on this thread, and clears it.
-std::string openssl_error() {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
-  return reason != nullptr ? reason : "unknown reason";
-}
-
 class WaiterReadConnection final : public Connection, public std::enable_shared_from_this<WaiterReadConnection> {
  public:
   // `tls`: over tls://, the client's credentials; the handshake is then
@@ -125,7 +117,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   Status handshake(const std::string& host, Clock::time_point deadline) {
     ssl_ = SSL_new(tls_->ssl().native_handle());
     if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
-      return Status::io_error(peer_, fmt::format("TLS: {}", openssl_error()));
+      return Status::io_error(peer_, fmt::format("TLS: {}", openssl_reason()));
     }
     // Pieces of a frame may go out as the socket takes them.
     SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -163,7 +155,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
                                                               X509_verify_cert_error_string(verified)));
         }
         if (error == SSL_ERROR_SSL) {
-          return Status::permission_denied(peer_, fmt::format("TLS handshake refused: {}", openssl_error()));
+          return Status::permission_denied(peer_, fmt::format("TLS handshake refused: {}", openssl_reason()));
         }
         return Status::disconnected(peer_, "TLS handshake: the peer hung up (it may have refused our credentials)");
       }

@@ -1,6 +1,9 @@
 #include "tools/common/tls_flags.h"
 
 #include <cstdlib>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "bus/bus_config.h"
 
@@ -15,13 +18,10 @@ void add_tls_flags(CLI::App& app, TlsFlags& flags) {
 
 std::string bus_with_tls(const std::string& bus, const TlsFlags& flags) {
   std::string extra;
-  auto add = [&](const char* name, const std::string& path) {
-    if (!path.empty()) extra += "," + std::string(name) + "=" + path;
-  };
-  add("psk_file", flags.psk_file);
-  add("tls_cert", flags.cert);
-  add("tls_key", flags.key);
-  add("tls_ca", flags.ca);
+  const std::string* paths[] = {&flags.psk_file, &flags.cert, &flags.key, &flags.ca};  // kTlsBusOptions' order
+  for (size_t i = 0; i < std::size(paths); ++i) {
+    if (!paths[i]->empty()) extra += fmt::format(",{}={}", net::kTlsBusOptions[i], *paths[i]);
+  }
   if (extra.empty()) return bus;
   std::string base = bus;
   if (base.empty()) {
