@@ -128,8 +128,11 @@ class Locked {
     return value_;
   }
   void set(T value) {
-    MutexLock lock(mu_);
-    value_ = std::move(value);
+    {
+      MutexLock lock(mu_);
+      std::swap(value_, value);
+    }
+    // (The old value goes here, outside the mutex: its destructor may wait.)
   }
 
  private:

@@ -73,7 +73,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
   file->read_ahead_pays_ = !st->always_direct;
   file->replicas_ = st->replicas;
   file->name_ = name;
-  if (auto access = parse_access_type(policy_name(st->policy))) file->policy_ = *access;
+  file->policy_ = st->policy.access;
   file->trace_ = std::move(trace);
   file->traced([](TraceWriter& w, const TraceWriter::File& f) { w.opened(f); });
   if (layout == Layout::kPages) {
@@ -220,9 +220,11 @@ Status ByteFile::confirm_oldest_write() {
 
 Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
   drop_ahead(page);  // it would hold what the page held before
-  traced([&](TraceWriter& w, const TraceWriter::File& f) { w.write(f, page, data); });
   auto ticket = client_.write_request(fd_, page, data);
   if (!ticket) return ticket.status();
+  // (Recorded once requested: a write refused at once never happened. One
+  // refused at its confirm did not either, yet stays in the trace.)
+  traced([&](TraceWriter& w, const TraceWriter::File& f) { w.write(f, page, data); });
   stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
   writes_.push_back(*ticket);
   unsynced_ = true;
@@ -353,8 +355,9 @@ Status ByteFile::truncate(int64_t size) {
   length_dirty_ = size != 0;
   if (Status s = drain(); !s) return s;
   unsynced_ = true;
-  traced([&](TraceWriter& w, const TraceWriter::File& f) { w.truncate(f, keep_pages); });
-  return client_.truncate(fd_, keep_pages);
+  Status s = client_.truncate(fd_, keep_pages);
+  if (s) traced([&](TraceWriter& w, const TraceWriter::File& f) { w.truncate(f, keep_pages); });
+  return s;
 }
 
 Status ByteFile::drain() {

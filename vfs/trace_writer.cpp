@@ -1,6 +1,7 @@
 #include "vfs/trace_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,40 +42,69 @@ Status write_all(int fd, std::string_view bytes, const std::string& path) {
   return Status::ok();
 }
 
+bool is_blank_or_control(char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; }
+
 // A trace word: a name without blanks or control bytes, not starting with '#'.
 std::string trace_word(std::string_view name) {
   std::string word;
-  for (char c : name) word += static_cast<unsigned char>(c) <= ' ' || c == 0x7f ? '_' : c;
+  for (char c : name) word += is_blank_or_control(c) ? '_' : c;
   if (word.empty() || word[0] == '#') word.insert(word.begin(), '_');
   return word;
+}
+
+// `text` on one line: control bytes (a newline among them) as '?'.
+std::string one_line(std::string_view text) {
+  std::string line(text);
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < ' ' || c == 0x7f) c = '?';
+  }
+  return line;
 }
 
 }  // namespace
 
 Result<std::shared_ptr<TraceWriter>> TraceWriter::open(const std::string& path) {
   if (path.empty()) return Status::invalid_argument("trace", "an empty path");
+  const std::string data_path = path + ".data";
+  const std::string data_name = std::filesystem::path(data_path).filename().string();
+  if (data_name[0] == '#' || std::any_of(data_name.begin(), data_name.end(), is_blank_or_control)) {
+    return Status::invalid_argument(path, fmt::format("{}: its file name may have no blanks or control characters, "
+                                                      "nor start with '#'", kTraceUnwritable));
+  }
   std::error_code ec;
   std::string key = std::filesystem::absolute(path, ec).lexically_normal().string();
   if (ec) key = path;
   OpenWriters& writers = open_writers();
   MutexLock lock(writers.mu);
-  if (auto live = writers.by_path[key].lock()) return live;
-  const std::string data_path = path + ".data";
-  int text_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (auto it = writers.by_path.find(key); it != writers.by_path.end()) {
+    if (auto live = it->second.lock()) return live;
+    // Its writer is still finishing (the entry goes when it has): the lock
+    // below refuses this open meanwhile.
+  }
+  int text_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (text_fd < 0) return errno_status(errno, path, kTraceUnwritable);
-  int data_fd = ::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (data_fd < 0) {
-    Status s = errno_status(errno, data_path, kTraceUnwritable);
+  // Emptied only once this process holds it: never under another writer.
+  if (::flock(text_fd, LOCK_EX | LOCK_NB) != 0) {
+    Status s = errno == EWOULDBLOCK
+                   ? Status::busy(path, fmt::format("{}: another process (or writer) is writing it", kTraceUnwritable))
+                   : errno_status(errno, path, kTraceUnwritable);
     ::close(text_fd);
     return s;
   }
-  std::shared_ptr<TraceWriter> writer(new TraceWriter(path, text_fd, data_fd));
+  int data_fd = ::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (data_fd < 0 || ::ftruncate(text_fd, 0) != 0) {
+    Status s = errno_status(errno, data_fd < 0 ? data_path : path, kTraceUnwritable);
+    if (data_fd >= 0) ::close(data_fd);
+    ::close(text_fd);
+    return s;
+  }
+  std::shared_ptr<TraceWriter> writer(new TraceWriter(path, key, text_fd, data_fd));
   writers.by_path[key] = writer;
   return writer;
 }
 
-TraceWriter::TraceWriter(std::string path, int text_fd, int data_fd)
-    : path_(std::move(path)), text_fd_(text_fd), data_fd_(data_fd) {
+TraceWriter::TraceWriter(std::string path, std::string key, int text_fd, int data_fd)
+    : path_(std::move(path)), key_(std::move(key)), owner_(::getpid()), text_fd_(text_fd), data_fd_(data_fd) {
   std::time_t now = std::time(nullptr);
   char when[32] = {};
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -82,7 +112,7 @@ TraceWriter::TraceWriter(std::string path, int text_fd, int data_fd)
   text_ = fmt::format(
       "# captured by the pagefile VFS (process {}, {}): pf-replay run replays it (doc/trace_format.md)\n"
       "data {}\n",
-      ::getpid(), when, std::filesystem::path(path_ + ".data").filename().string());
+      owner_, when, std::filesystem::path(path_ + ".data").filename().string());
   ++recorded_;
   thread_ = std::thread([this] { run(); });
 }
@@ -93,9 +123,18 @@ TraceWriter::~TraceWriter() {
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
-  ::close(text_fd_);
+  if (::getpid() == owner_) {
+    thread_.join();
+  } else {
+    thread_.detach();  // (a forked child's copy: no such thread runs here)
+  }
   ::close(data_fd_);
+  ::close(text_fd_);  // and with it the lock
+  OpenWriters& writers = open_writers();
+  MutexLock lock(writers.mu);
+  if (auto it = writers.by_path.find(key_); it != writers.by_path.end() && it->second.expired()) {
+    writers.by_path.erase(it);
+  }
 }
 
 void TraceWriter::run() {
@@ -103,12 +142,15 @@ void TraceWriter::run() {
   for (;;) {
     const bool empty = text_.empty() && data_.empty();
     if (empty && stopping_) return;
+    if (empty) {
+      changed_.wait(mu_);
+      continue;
+    }
     const bool due = text_.size() + data_.size() >= kWakeBytes || stopping_ || flushing_ > 0;
-    if (empty || !due) {
-      // Little or nothing waits: more, a flush, or the period, whichever
-      // comes first (what waits is written once the period passes).
-      bool woken = changed_.wait_for(mu_, kWriteEvery);
-      if (woken || empty) continue;
+    if (!due) {
+      // Little waits: more, a flush, or the period, whichever comes first
+      // (what waits is written once the period passes).
+      if (changed_.wait_for(mu_, kWriteEvery)) continue;
     }
     std::string text = std::move(text_);
     std::string data = std::move(data_);
@@ -121,6 +163,14 @@ void TraceWriter::run() {
     Status s;
     if (!failed) s = write_all(data_fd_, data, path_ + ".data");
     if (!failed && s) s = write_all(text_fd_, text, path_);
+    if (!failed && s) {
+      text_end_ += static_cast<int64_t>(text.size());
+      data_end_ += static_cast<int64_t>(data.size());
+    } else if (!failed) {
+      // (A disk full mid-batch: no half line, no line whose page is cut.)
+      (void)::ftruncate(text_fd_, text_end_);
+      (void)::ftruncate(data_fd_, data_end_);
+    }
     lock.lock();
     if (!s && error_.is_ok()) error_ = s;
     written_ = batch;
@@ -129,6 +179,7 @@ void TraceWriter::run() {
 }
 
 void TraceWriter::flush() {
+  if (::getpid() != owner_) return;  // a forked child: its copy has no writer thread
   MutexLock lock(mu_);
   uint64_t want = recorded_;
   ++flushing_;
@@ -150,7 +201,7 @@ TraceWriter::Named& TraceWriter::named(const std::string& store_name) {
     for (int n = 2; trace_names_.contains(chosen); ++n) chosen = fmt::format("{}~{}", base, n);
     trace_names_.insert(chosen);
     it->second.trace_name = chosen;
-    text_ += fmt::format("# file {} is {}\n", chosen, store_name);
+    text_ += fmt::format("# file {} is {}\n", chosen, one_line(store_name));
   }
   return it->second;
 }
@@ -188,6 +239,7 @@ TraceWriter::Named& TraceWriter::ensure_open(const File& file) {
   if (n.descriptors == 0) {
     emit_open(file, n);
     n.descriptors = 1;
+    ++open_files_;
   }
   return n;
 }
@@ -195,7 +247,10 @@ TraceWriter::Named& TraceWriter::ensure_open(const File& file) {
 void TraceWriter::opened(const File& file) {
   MutexLock lock(mu_);
   Named& n = named(file.name);
-  if (n.descriptors++ == 0) emit_open(file, n);
+  if (n.descriptors++ == 0) {
+    emit_open(file, n);
+    ++open_files_;
+  }
 }
 
 void TraceWriter::closed(const File& file) {
@@ -204,8 +259,11 @@ void TraceWriter::closed(const File& file) {
     MutexLock lock(mu_);
     Named& n = named(file.name);
     if (n.descriptors == 0) return;  // opened before the capture, and closed there
-    if (--n.descriptors == 0) record(TraceOp{.kind = OpKind::kClose}, n);
-    none_open = std::all_of(names_.begin(), names_.end(), [](const auto& e) { return e.second.descriptors == 0; });
+    if (--n.descriptors == 0) {
+      record(TraceOp{.kind = OpKind::kClose}, n);
+      --open_files_;
+    }
+    none_open = open_files_ == 0;
   }
   // Nothing open: the application may well read the trace now.
   if (none_open) flush();
@@ -239,8 +297,13 @@ void TraceWriter::unlinked(const std::string& name) {
     // closes it first, and opens it again if that descriptor goes on.
     record(TraceOp{.kind = OpKind::kClose}, n);
     n.descriptors = 0;
+    --open_files_;
   }
   record(TraceOp{.kind = OpKind::kUnlink}, n);
+  // Gone: its name may serve again (a super-journal's random name would
+  // otherwise stay for the life of the process).
+  trace_names_.erase(n.trace_name);
+  names_.erase(name);
 }
 
 }  // namespace pagefile::vfs

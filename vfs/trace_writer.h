@@ -12,13 +12,17 @@
 // Files are named in the trace by their last path component (`app.db`,
 // `app.db-journal`), made unique with `~2`, `~3`... when two store names
 // share one; a comment line gives each one's store name. So a replay with
-// --dir writes under its own directory, never over the captured database.
+// --dir writes under its own directory, not over the captured database
+// (pf-replay requires --dir or --bus for a captured trace).
 //
 // The calling thread only formats a line and copies a written page into a
 // buffer; one thread of the writer's own writes them out. When more than
 // kMaxBuffered bytes wait, callers wait for it (memory stays bounded; no
 // operation is ever dropped while the trace can be written). The first
-// error writing the trace stops the capture, and status() reports it.
+// error writing the trace stops the capture, and status() reports it; the
+// files are cut back to the last whole batch, so what they hold replays.
+// One process writes a trace at a time: another one's open of the same path
+// is refused while it does (an advisory lock on PATH).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -33,6 +37,8 @@
 #include <span>
 #include <string>
 #include <thread>
+
+#include <sys/types.h>
 
 #include "core/mutex.h"
 #include "core/trace_op.h"
@@ -54,8 +60,10 @@ class TraceWriter {
   static constexpr std::chrono::milliseconds kWriteEvery{50};
 
   // The writer of the trace at `path`: the one this process has open there,
-  // or a new one that creates (or empties) PATH and PATH.data. kIOError
-  // naming the path when either cannot be written.
+  // or a new one that creates (or empties) PATH and PATH.data. An error
+  // naming the path (its message holds kTraceUnwritable) when either cannot
+  // be written, another process writes it, or its file name has blanks or
+  // starts with '#' (the trace names its data file by it).
   static Result<std::shared_ptr<TraceWriter>> open(const std::string& path);
   // Writes out what waits, then closes the files.
   ~TraceWriter();
@@ -91,7 +99,7 @@ class TraceWriter {
     int descriptors = 0;  // open in the trace while > 0
   };
 
-  TraceWriter(std::string path, int text_fd, int data_fd);
+  TraceWriter(std::string path, std::string key, int text_fd, int data_fd);
   // The trace's name of `store_name`, chosen (and announced) on first use.
   Named& named(const std::string& store_name) REQUIRES(mu_);
   // Appends `op` on `named` (its time set now); `page` holds a write's bytes.
@@ -102,6 +110,8 @@ class TraceWriter {
   void run();
 
   const std::string path_;
+  const std::string key_;  // in the process's table of open writers
+  const pid_t owner_;      // a forked child has no writer thread: it writes nothing
   const int text_fd_;
   const int data_fd_;
   const std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
@@ -113,6 +123,9 @@ class TraceWriter {
   uint64_t recorded_ GUARDED_BY(mu_) = 0;       // batches handed to the writer (text_ or data_ grew)
   uint64_t written_ GUARDED_BY(mu_) = 0;        // of those, written out
   int64_t data_offset_ GUARDED_BY(mu_) = 0;     // where the next page goes in PATH.data
+  int64_t text_end_ = 0;  // the writer thread's: the files' lengths after the last whole batch
+  int64_t data_end_ = 0;
+  int open_files_ GUARDED_BY(mu_) = 0;  // names with descriptors
   Status error_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   int flushing_ GUARDED_BY(mu_) = 0;  // callers of flush() waiting

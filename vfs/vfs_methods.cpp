@@ -20,8 +20,22 @@ namespace {
 
 thread_local std::string t_last_error;
 // Why the database this thread's sqlite3_open is opening failed, for its
-// auto-extension to say (x_open, add_functions).
-thread_local std::string t_deferred_open_error;
+// auto-extension to say (x_open, add_functions): the database's name and
+// the message.
+thread_local std::pair<std::string, std::string> t_deferred_open_error;
+
+// The unix VFS's methods for the stand-in of a database whose trace cannot
+// be written (x_open), but for the lock: an ATTACH, which runs no
+// auto-extension, fails at its first lock rather than see an empty database.
+int refuse_lock(sqlite3_file*, int) { return SQLITE_CANTOPEN; }
+const sqlite3_io_methods* stand_in_methods(const sqlite3_io_methods* unix_methods) {
+  static const sqlite3_io_methods methods = [unix_methods] {
+    sqlite3_io_methods m = *unix_methods;
+    m.xLock = refuse_lock;
+    return m;
+  }();
+  return &methods;
+}
 
 // Files with no durability need stay local (sqlite-vfs.md, "Opening").
 bool goes_to_store(const char* name, int flags) {
@@ -61,7 +75,7 @@ int open_failure(const char* name, const Status& status) {
 
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   file->pMethods = nullptr;  // SQLite calls no xClose after a failed open
-  t_deferred_open_error.clear();  // (an ATTACH's: no auto-extension ran after it)
+  t_deferred_open_error = {};  // (an ATTACH's: no auto-extension ran after it)
   if (!goes_to_store(name, flags)) {
     sqlite3_vfs* os = unix_vfs();
     return os->xOpen(os, name, file, flags, out_flags);
@@ -106,8 +120,9 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
       // runs next on this connection fails the open with the message.
       sqlite3_vfs* os = unix_vfs();
       if (os->xOpen(os, "/dev/null", file, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, out_flags) == SQLITE_OK) {
+        file->pMethods = stand_in_methods(file->pMethods);
         (void)sqlite_error(st.status(), SQLITE_CANTOPEN);
-        t_deferred_open_error = st.status().to_string();
+        t_deferred_open_error = {name, st.status().to_string()};
         return SQLITE_OK;
       }
     }
@@ -209,8 +224,9 @@ sqlite3_vfs make_vfs() {
 }
 
 int add_functions(sqlite3* db, char** message, const void*) {
-  if (!t_deferred_open_error.empty()) {
-    std::string why = std::exchange(t_deferred_open_error, {});
+  auto [name, why] = std::exchange(t_deferred_open_error, {});
+  const char* main_name = sqlite3_db_filename(db, "main");
+  if (!why.empty() && main_name != nullptr && name == main_name) {
     if (message != nullptr) *message = sqlite3_mprintf("%s", why.c_str());
     return SQLITE_CANTOPEN;
   }

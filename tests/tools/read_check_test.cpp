@@ -85,7 +85,7 @@ TEST_CASE("a captured trace's pages: the bytes written, or anything the run did 
   std::vector<std::byte> app(kPageSize, std::byte{0x5a});
   const uint64_t hash = XXH3_64bits(app.data(), app.size());
   CHECK(history.expect(1).kind == Kind::kAnything);
-  history.wrote_bytes(1, hash);
+  history.wrote_bytes(1, 7, hash);
   Expectation expect = history.expect(1);
   CHECK(expect.kind == Kind::kBytes);
   CHECK(finding_of(expect, PageRead::kData, app) == ReadFinding::kWritten);
@@ -95,6 +95,10 @@ TEST_CASE("a captured trace's pages: the bytes written, or anything the run did 
   CHECK(mismatch_of(expect, PageRead::kBeyondEnd, app).find("beyond the end") != std::string::npos);
   CHECK(finding_of(history.expect(2), PageRead::kData, other) == ReadFinding::kUnchecked);
   CHECK(finding_of(history.expect(2), PageRead::kData, std::vector<std::byte>(kPageSize)) == ReadFinding::kZeros);
+  // Its write failed at the confirm: the page may hold anything now.
+  history.write_unconfirmed(1, 7);
+  CHECK(history.expect(1).kind == Kind::kAnything);
+  history.wrote_bytes(1, 8, hash);
   history.truncated(1, true);
   CHECK(history.expect(1).kind == Kind::kZeros);
 }

@@ -108,6 +108,12 @@ TEST_CASE("a captured session replays into a store byte-identical to the databas
   INFO(local.out, local.err);
   REQUIRE(local.exit_status == 0);
   CHECK(local_bytes(dir.path() / "replayed" / "app.db") == made);
+  // Again over the store it made: its reads find the application's pages,
+  // which this run did not write (no stamps to check, no mismatch).
+  Outcome again = pagefile::test::pf_replay(dir.path(), {"run", trace.string(), "--dir", (dir.path() / "replayed").string(), "--no-progress"});
+  INFO(again.out, again.err);
+  CHECK(again.exit_status == 0);
+  CHECK(local_bytes(dir.path() / "replayed" / "app.db") == made);
 
   SUBCASE("on a fresh embedded store, one page at a time and at concurrency 12") {
     CHECK(replay_and_export(dir.path(), trace, "inproc:4", 1, "app.db") == made);
@@ -182,11 +188,24 @@ TEST_CASE("a trace that cannot be written fails the open, naming the path, and m
   TempDir dir;
   const fs::path db = dir.path() / "x.db";
   const std::string bad = (dir.path() / "no-such-dir" / "x.trace").string();
-  SqliteDb conn(fmt::format("file:{}?vfs=pagefile&trace={}", db.string(), bad));
-  CHECK(conn.open_rc() != SQLITE_OK);
-  std::string said = conn.error();
-  CHECK(said.find(bad) != std::string::npos);
+  {
+    SqliteDb conn(fmt::format("file:{}?vfs=pagefile&trace={}", db.string(), bad));
+    CHECK(conn.open_rc() != SQLITE_OK);
+    std::string said = conn.error();
+    CHECK(said.find(bad) != std::string::npos);
+    CHECK_FALSE(fs::exists(db));
+  }
+  // The next open on this thread is not told of it.
+  SqliteDb memory(":memory:", nullptr);
+  CHECK(memory.open_rc() == SQLITE_OK);
+  // An ATTACH runs no auto-extension: it fails at its first lock, rather
+  // than see an empty database.
+  CHECK(memory.exec(fmt::format("ATTACH 'file:{}?vfs=pagefile&trace={}' AS b", db.string(), bad)) != SQLITE_OK);
   CHECK_FALSE(fs::exists(db));
+  // A trace whose file name has a blank would name its data file so.
+  SqliteDb blank(fmt::format("file:{}?vfs=pagefile&trace={}", db.string(), (dir.path() / "my%20trace").string()));
+  CHECK(blank.open_rc() != SQLITE_OK);
+  CHECK(blank.error().find("may have no blanks") != std::string::npos);
 
   SqliteDb other("file:" + (dir.path() / "y.db").string() + "?vfs=pagefile");
   REQUIRE(other.open_rc() == SQLITE_OK);
@@ -201,6 +220,14 @@ TEST_CASE("pf-replay names the line of a malformed captured trace and a data fil
   Outcome bad = pagefile::test::pf_replay(dir.path(), {"run", "bad.trace", "--dir", "r"});
   CHECK(bad.exit_status == 2);
   CHECK(bad.err.find("bad.trace:4: timestamp @4 is before the one of an earlier line (@5)") != std::string::npos);
+  // A captured trace is replayed where it is told, with its own pages.
+  pagefile::test::write_file(dir.path() / "captured.trace", "data t.data\nopen a 4096\nwrite a 0 0\n");
+  Outcome nowhere = pagefile::test::pf_replay(dir.path(), {"run", "captured.trace"});
+  CHECK(nowhere.exit_status == 2);
+  CHECK(nowhere.err.find("--dir DIR") != std::string::npos);
+  Outcome resized = pagefile::test::pf_replay(dir.path(), {"run", "captured.trace", "--dir", "r", "--page-size", "8192"});
+  CHECK(resized.exit_status == 2);
+  CHECK(resized.err.find("cannot change the pages of a captured trace") != std::string::npos);
   pagefile::test::write_file(dir.path() / "short.trace", "data t.data\nopen a 4096\nwrite a 0 0\nwrite a 1 4096\n");
   Outcome shortened = pagefile::test::pf_replay(dir.path(), {"run", "short.trace", "--dir", "r", "--no-progress"});
   CHECK(shortened.exit_status == 3);

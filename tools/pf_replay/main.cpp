@@ -116,6 +116,20 @@ int run_replay(const std::string& trace_path, ReplayOptions options, const std::
   int load_status = kExitOk;
   std::optional<pf_replay::Trace> trace = load_or_fail(trace_path, load_status);
   if (!trace) return load_status;
+  if (!trace->data_path.empty()) {
+    // A captured trace names its files as the application did: replayed
+    // in the directory it came from, it would write over them.
+    if (options.location == pagefile::Location::kLocal && !options.dir_given) {
+      return fail(kExitUsage, pagefile::Status::invalid_argument(
+                                  trace_path, "is a captured trace (it has a data line): say where to replay it, "
+                                              "--dir DIR (not the captured files' own) or --bus BUS"));
+    }
+    if (options.page_size != 0) {
+      return fail(kExitUsage, pagefile::Status::invalid_argument(
+                                  fmt::format("--page-size {}", options.page_size),
+                                  "cannot change the pages of a captured trace (its writes carry their bytes)"));
+    }
+  }
   if (!csv_path.empty()) {
     pagefile::Result<bool> csv = pf_replay::check_csv(csv_path);
     if (!csv) {
@@ -299,6 +313,7 @@ int main(int argc, char** argv) {
   }
   if (*stats_command) return run_stats(stats_trace, pool_pages, read_ahead, stats_csv);
   replay.dir = dir;
+  replay.dir_given = run_command->count("--dir") > 0;
   replay.schedule = schedule == "balanced" ? pf_replay::Schedule::kBalanced : pf_replay::Schedule::kTrace;
   if (*bus_option) {
     replay.location = pagefile::Location::kRemote;

@@ -17,8 +17,8 @@ Expectation PageHistory::expect(int64_t page) const {
   const Expectation not_ours{application_pages_ ? Expectation::Kind::kAnything : Expectation::Kind::kAnyStamp, 0};
   if (auto it = written_.find(page); it != written_.end()) {
     if (unknown(it->second)) return not_ours;
-    if (it->second.hash) return {Expectation::Kind::kBytes, it->second.value};
-    return {Expectation::Kind::kVersion, it->second.value};
+    if (it->second.captured) return {Expectation::Kind::kBytes, it->second.hash};
+    return {Expectation::Kind::kVersion, it->second.version};
   }
   if (page >= zeros_from_) return {Expectation::Kind::kZeros, 0};
   return not_ours;
@@ -26,7 +26,7 @@ Expectation PageHistory::expect(int64_t page) const {
 
 void PageHistory::write_unconfirmed(int64_t page, uint64_t version) {
   auto it = written_.find(page);
-  if (it != written_.end() && it->second.value == version) it->second = {kUnknownVersion, false};
+  if (it != written_.end() && it->second.version == version) it->second = {kUnknownVersion, 0, false};
 }
 
 void PageHistory::truncated(int64_t pages, bool succeeded) {
@@ -36,7 +36,7 @@ void PageHistory::truncated(int64_t pages, bool succeeded) {
     } else if (succeeded) {
       it = written_.erase(it);  // zeros_from_ covers it
     } else {
-      it->second = {kUnknownVersion, false};  // cut or not: only its stamp can be checked
+      it->second = {kUnknownVersion, 0, false};  // cut or not: only its stamp can be checked
       ++it;
     }
   }

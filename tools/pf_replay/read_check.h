@@ -40,12 +40,13 @@ class PageHistory {
   Expectation expect(int64_t page) const;
 
   // A write of `page` at `version` was issued.
-  void wrote(int64_t page, uint64_t version) { written_[page] = {version, false}; }
-  // A write of `page` with the bytes whose XXH3-64 is `hash` was issued
-  // (a captured trace's write: the page is the application's, not a stamp).
-  void wrote_bytes(int64_t page, uint64_t hash) { written_[page] = {hash, true}; }
+  void wrote(int64_t page, uint64_t version) { written_[page] = {version, 0, false}; }
+  // A write of `page`, the run's write `version`, with the bytes whose
+  // XXH3-64 is `hash` was issued (a captured trace's write: the page is the
+  // application's, not a stamp).
+  void wrote_bytes(int64_t page, uint64_t version, uint64_t hash) { written_[page] = {version, hash, true}; }
   // A write of `page` failed as it was issued: its content is unknown now.
-  void write_failed(int64_t page) { written_[page] = {kUnknownVersion, false}; }
+  void write_failed(int64_t page) { written_[page] = {kUnknownVersion, 0, false}; }
   // The file's pages hold an application's bytes (a captured trace): a page
   // this run did not write may hold anything.
   void set_application_pages() { application_pages_ = true; }
@@ -63,13 +64,14 @@ class PageHistory {
   // (a write or truncate failed): only its stamp is checked.
   static constexpr uint64_t kUnknownVersion = std::numeric_limits<uint64_t>::max();
 
-  // What this run last wrote to a page: a stamp's version (or
-  // kUnknownVersion), or the hash of a captured page's bytes.
+  // What this run last wrote to a page: the write's version (or
+  // kUnknownVersion), and for a captured page the hash of its bytes.
   struct Written {
-    uint64_t value = 0;
-    bool hash = false;
+    uint64_t version = 0;
+    uint64_t hash = 0;
+    bool captured = false;
   };
-  bool unknown(const Written& w) const { return !w.hash && w.value == kUnknownVersion; }
+  bool unknown(const Written& w) const { return w.version == kUnknownVersion; }
   std::unordered_map<int64_t, Written> written_;
   bool application_pages_ = false;
   // Pages at or beyond this were cut off by a truncate of this run; those

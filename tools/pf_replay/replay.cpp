@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -66,17 +67,18 @@ class Replayer {
 
   void run() {
     if (!trace_.data_path.empty()) {
-      data_ = std::fopen(trace_.data_path.c_str(), "rb");
-      if (data_ == nullptr) {
-        report_error(0, "the trace's data", pagefile::errno_status(errno, trace_.data_path, "open"));
-      }
+      data_ = ::open(trace_.data_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (data_ < 0) report_error(0, "the trace's data", pagefile::errno_status(errno, trace_.data_path, "open"));
     }
+    // Paced from the first timestamp: the time before it is not the trace's.
     const auto began = std::chrono::steady_clock::now();
+    int64_t first_micros = -1;
     for (size_t i = 0; i < trace_.ops.size(); ++i) {
       const TraceOp& op = trace_.ops[i];
       ReplayFile& file = files_[op.file];
-      if (options_.pace_captured && op.micros > 0) {
-        std::this_thread::sleep_until(began + std::chrono::microseconds(op.micros));
+      if (options_.pace_captured && op.micros >= 0) {
+        if (first_micros < 0) first_micros = op.micros;
+        std::this_thread::sleep_until(began + std::chrono::microseconds(op.micros - first_micros));
       }
       if (options_.schedule == Schedule::kBalanced && op.kind == OpKind::kRead && file.fd &&
           file.failed_open_line == 0) {
@@ -114,7 +116,7 @@ class Replayer {
       files_[i].fd.reset();
       if (!s) report_error(0, fmt::format("close {} (at the end of the trace)", name(i)), s);
     }
-    if (data_ != nullptr) std::fclose(data_);
+    if (data_ >= 0) ::close(data_);
     progress_.clear();
     if (stats_.errors > options_.max_reports) {
       fmt::print(options_.report, "pf-replay: {} more errors not shown\n",
@@ -192,6 +194,9 @@ class Replayer {
     }
     file.fd = *fd;
     file.page_size = status->page_size;
+    // A captured trace's files hold the application's pages: one this run
+    // did not write may hold anything.
+    if (!trace_.data_path.empty()) file.history.set_application_pages();
     note_page_size(file.page_size);
     note_policy(pagefile::policy_name(status->policy));
     if (write_buffer_.size() < file.page_size) write_buffer_.resize(file.page_size);
@@ -313,9 +318,15 @@ class Replayer {
   // The bytes a captured write carries: the file's page size from
   // `offset` in the data file.
   Status read_data(int64_t offset, std::span<std::byte> out) {
-    if (data_ == nullptr) return Status::io_error(trace_.data_path, "the data file could not be opened");
-    if (fseeko(data_, static_cast<off_t>(offset), SEEK_SET) != 0) return pagefile::errno_status(errno, trace_.data_path, "seek");
-    size_t got = std::fread(out.data(), 1, out.size(), data_);
+    if (data_ < 0) return Status::io_error(trace_.data_path, "the data file could not be opened");
+    size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::pread(data_, out.data() + got, out.size() - got, static_cast<off_t>(offset) + static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return pagefile::errno_status(errno, trace_.data_path, "read");
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
     if (got != out.size()) {
       return Status::io_error(trace_.data_path, fmt::format("ends before the {} bytes at offset {}", out.size(), offset));
     }
@@ -346,7 +357,7 @@ class Replayer {
     ++stats_.writes;
     stats_.bytes += file.page_size;
     if (op.data_offset >= 0) {
-      file.history.wrote_bytes(op.page, XXH3_64bits(data.data(), data.size()));
+      file.history.wrote_bytes(op.page, write.version, XXH3_64bits(data.data(), data.size()));
     } else {
       file.history.wrote(op.page, write.version);
     }
@@ -495,7 +506,7 @@ class Replayer {
   std::vector<size_t> free_buffers_;
   std::vector<std::byte> write_buffer_;
   int64_t writes_issued_ = 0;
-  std::FILE* data_ = nullptr;  // the trace's data file, when it has one
+  int data_ = -1;  // the trace's data file, when it has one
 };
 
 int64_t unix_now_ns() {

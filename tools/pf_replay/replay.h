@@ -56,6 +56,7 @@ struct ReplayOptions {
   // ClientOptions::local_dir: where the trace's file names are resolved
   // (local files only).
   std::filesystem::path dir = ".";
+  bool dir_given = false;  // --dir was given (a captured trace needs one)
   // Where every file of the trace is opened. kRemote: on the page servers of
   // `bus` (ClientOptions::bus; empty means $PAGEFILE_BUS, else the embedded
   // default), with the trace's names as catalog names.
