@@ -491,7 +491,10 @@ exp_policies() {
       pool=$((pct == 50 ? p50 : p90))
       for policy in random sequential looping global-sequential; do
         cluster_restart po --cache-pages "$po_server_pages" --disk-latency "$L"
-        replay policies "$work/po-$pattern.trace" 12 --bus "${cl_bus[po]}" --policy "$policy" --cache-pages "$pool"
+        # (--window 24: room in the client's window for 12 pages of read-ahead
+        # beside the 12 reads in flight, as pf-replay stats --read-ahead 12
+        # supposes.)
+        replay policies "$work/po-$pattern.trace" 12 --bus "${cl_bus[po]}" --policy "$policy" --cache-pages "$pool" --window 24
         d=$(server_counts po)
         sh=$(sum_column "$d" 2); sm=$(sum_column "$d" 3)
         sim=$(awk -F, -v pt="$pattern" -v po="$policy" -v n="$pool" '$1 == pt && $2 == po && $3 == n { print $4 }' "$out/raw/policies-simulated.csv")
@@ -501,7 +504,7 @@ exp_policies() {
     done
   done
   cluster_down po
-  note policies_params "file_pages=$p passes=$po_passes hot_pages=$hot hot_share=0.9 server_pages=$po_server_pages page_size=$page concurrency=12 servers=$servers"
+  note policies_params "file_pages=$p passes=$po_passes hot_pages=$hot hot_share=0.9 server_pages=$po_server_pages page_size=$page concurrency=12 window=24 servers=$servers"
 }
 
 # ---------------------------------------------------------------------------

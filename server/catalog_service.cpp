@@ -87,6 +87,14 @@ Status CatalogService::open() {
   return Status::ok();
 }
 
+namespace {
+
+Status not_a_catalog_request(wire::Request::Reader request) {
+  return Status::not_supported("request", fmt::format("unknown request type {}", static_cast<int>(request.which())));
+}
+
+}  // namespace
+
 bool CatalogService::present() const {
   std::error_code ec;
   return dir_.empty() || std::filesystem::exists(dir_ / "catalog.db", ec);
@@ -97,9 +105,17 @@ Status CatalogService::answer_without_catalog(wire::Request::Reader request, wir
     case wire::Request::LIST: response.initFiles(0); return Status::ok();
     case wire::Request::LOCKS: response.initLocks(0); return Status::ok();
     case wire::Request::RELEASE_OWNER: return Status::ok();  // holds nothing here
-    default:
+    case wire::Request::OPEN:
+    case wire::Request::STAT:
+    case wire::Request::SET_SIZE:
+    case wire::Request::UNLINK:
+    case wire::Request::SET_COPY_STATE:
+    case wire::Request::REPLACE_SERVER:
+    case wire::Request::LOCK:
+    case wire::Request::RENEW_LEASE:
       return Status::not_found("catalog", "this server holds none (no file was ever created through it): the "
                                           "bus's catalog is its first server, or the one catalog= names");
+    default: return not_a_catalog_request(request);
   }
 }
 
@@ -185,9 +201,7 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       }
       return Status::ok();
     }
-    default:
-      return Status::not_supported("request", fmt::format("unknown request type {}",
-                                                          static_cast<int>(request.which())));
+    default: return not_a_catalog_request(request);
   }
 }
 

@@ -422,7 +422,7 @@ def text_policies(rows, info):
     parts = [f"A file of {p.get('file_pages', '?')} pages of 8 KiB on 6 servers with the EMULATED {latency} ms "
              f"disk and pools of {p.get('server_pages', '?')} pages each (restarted empty before every run); the "
              f"client's pool (`pf-replay run --cache-pages`) at 50% and 90% of the file runs each policy "
-             f"(`--policy`); reads at concurrency 12. Patterns: one sequential scan; {p.get('passes', '?')} scans of "
+             f"(`--policy`); reads at concurrency 12, with room in the client's window for 12 pages of read-ahead beside them (`--window 24`). Patterns: one sequential scan; {p.get('passes', '?')} scans of "
              f"the whole file (larger than the pool); uniform random reads; a hot set of 10% of the pages taking "
              f"90% of the reads. Bars are the client pool's measured hit ratio (black dots: what `pf-replay stats` "
              f"simulates for the same trace and pool) and pages/s."]
