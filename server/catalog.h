@@ -68,6 +68,9 @@ class Catalog {
   virtual Status renew(uint64_t owner) = 0;
   virtual Status release_owner(uint64_t owner) = 0;
   virtual Result<std::vector<LockRecord>> locks() = 0;
+  // Clients' leases that ran out here so far (their locks dropped); 0 for a
+  // catalog whose leases another system keeps (etcd's expire there).
+  virtual uint64_t lease_expiries() const { return 0; }
 };
 
 }  // namespace pagefile::net

@@ -95,6 +95,11 @@ Status not_a_catalog_request(wire::Request::Reader request) {
 
 }  // namespace
 
+uint64_t CatalogService::lease_expiries() const {
+  MutexLock lock(mu_);
+  return catalog_ ? catalog_->lease_expiries() : 0;
+}
+
 bool CatalogService::present() const {
   std::error_code ec;
   return dir_.empty() || std::filesystem::exists(dir_ / "catalog.db", ec);

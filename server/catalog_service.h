@@ -60,6 +60,9 @@ class CatalogService {
   // without one gets it with its first catalog request.
   Status open_existing();
 
+  // Catalog::lease_expiries of the catalog, 0 while none is open.
+  uint64_t lease_expiries() const;
+
  private:
   Status open() REQUIRES(mu_);
   // A built-in catalog is in the directory (or the catalog is elsewhere).
@@ -79,7 +82,7 @@ class CatalogService {
   const std::filesystem::path dir_;  // the built-in catalog's; empty for one on etcd
   Opener opener_;
   ClusterMembership* const membership_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::unique_ptr<Catalog> catalog_ GUARDED_BY(mu_);  // opened on first use
   bool closed_ GUARDED_BY(mu_) = false;
 };

@@ -44,6 +44,7 @@ void LeaseTable::expire() {
     }
     uint64_t owner = it->first;
     it = leases_.erase(it);
+    ++expiries_;
     logger().info("lease expired owner={}", owner);
     for (auto file = locks_.begin(); file != locks_.end();) {
       if (auto held = file->second.find(owner); held != file->second.end() && held->second >= LockLevel::kReserved) {

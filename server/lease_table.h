@@ -114,6 +114,10 @@ class LeaseTable {
 
   std::chrono::milliseconds lease() const { return lease_; }
 
+  // Leases that ran out so far (found out at the calls that look: a lease
+  // counts when a call after its end sees it gone).
+  uint64_t expiries() const { return expiries_; }
+
  private:
   // Forgets owners whose lease ran out. Every public call starts with it.
   void expire();
@@ -132,6 +136,7 @@ class LeaseTable {
   // file -> version, for files whose version moved; others are at base_
   std::map<uint64_t, uint64_t> versions_;
   uint64_t base_;
+  uint64_t expiries_ = 0;
 };
 
 }  // namespace pagefile::net

@@ -37,6 +37,7 @@ class LocalCatalog final : public Catalog {
   Status renew(uint64_t owner) override { return leases_.renew(owner); }
   Status release_owner(uint64_t owner) override;
   Result<std::vector<LockRecord>> locks() override { return leases_.list(); }
+  uint64_t lease_expiries() const override { return leases_.expiries(); }
 
  private:
   LocalCatalog(std::unique_ptr<CatalogStore> store, std::chrono::milliseconds lease);

@@ -396,6 +396,7 @@ Status PageServer::Impl::scrub(wire::ScrubShare::Reader request, wire::Response:
 ServerCounters PageServer::Impl::snapshot() const {
   ServerCounters out = tally_.snapshot();
   out.cache_pages = shares_.pool().size();
+  out.lease_expiries = catalog_.lease_expiries();
   return out;
 }
 
@@ -405,6 +406,7 @@ void PageServer::Impl::fill_stats(wire::ServerStats::Builder out) const {
   PAGEFILE_SERVER_TALLY(PAGEFILE_TALLY_WIRE)
 #undef PAGEFILE_TALLY_WIRE
   out.setCachePages(c.cache_pages);
+  out.setLeaseExpiries(c.lease_expiries);
   out.setDiskLatencyUs(static_cast<uint32_t>(options_.disk_latency.count()));
   out.setCacheCapacity(shares_.pool().capacity());
   out.setPrefetchPages(options_.prefetch_pages);

@@ -130,6 +130,7 @@ struct ServerCounters {
   uint64_t unconfirmed_write_bytes = 0;
   uint64_t peak_unconfirmed_write_bytes = 0;  // the most ever held at once
   uint64_t repairs = 0;  // pages rewritten from another copy (WritePages.repair)
+  uint64_t lease_expiries = 0;  // clients' leases that ran out at this server's catalog
 };
 
 // The server pool's counters for one file's share, since the file took its

@@ -94,6 +94,9 @@ std::string RequestMetrics::prometheus(const ServerCounters& c) const {
   one("pagefile_disk_writes_total", "counter", "Writes to the disk.", c.disk_writes);
   one("pagefile_syncs_total", "counter", "Syncs made durable.", c.syncs);
   one("pagefile_repairs_total", "counter", "Damaged copies rewritten from a good one.", c.repairs);
+  one("pagefile_lease_expiries_total", "counter",
+      "Clients' leases that ran out at this server's catalog (their locks dropped, a writer's fenced).",
+      c.lease_expiries);
   one("pagefile_bytes_in_total", "counter", "Bytes received.", c.bytes_in);
   one("pagefile_bytes_out_total", "counter", "Bytes sent.", c.bytes_out);
   one("pagefile_errors_total", "counter", "Requests answered with an error, all operations.", c.errors);

@@ -217,6 +217,7 @@ struct ServerStats {
   cacheCapacity @16 :UInt64;        # --cache-pages
   prefetchPages @17 :UInt32;        # global-sequential window (k)
   repairs @18 :UInt64;              # pages rewritten from another copy
+  leaseExpiries @19 :UInt64;        # clients' leases that ran out at its catalog
 }
 
 struct DiskRead {

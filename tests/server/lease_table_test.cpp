@@ -213,8 +213,10 @@ TEST_CASE_FIXTURE(Table, "a lease holds until it runs out, then every lock of th
   CHECK(t.reserved_by_other(kFile, 2));
   CHECK_CODE(t.set_level(kFile, 2, kReserved), Code::kBusy);  // failure renews nothing
 
+  CHECK(t.expiries() == 0);
   clock.now += 1ms;
   check_levels({{kFile, 1, kNone}, {kFile + 1, 1, kNone}});
+  CHECK(t.expiries() == 2);  // owners 1 and 2
   CHECK_FALSE(t.reserved_by_other(kFile, 2));
   // Owner 2's lease started at the same time, so it is gone too.
   CHECK(t.level(kFile, 2) == kNone);

@@ -234,6 +234,8 @@ TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving w
   CHECK(before.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
   CHECK(before.find("# TYPE pagefile_pages_written_total counter") != std::string::npos);
   CHECK(sample(before, "pagefile_pages_written_total") == 0);
+  CHECK(before.find("# TYPE pagefile_lease_expiries_total counter") != std::string::npos);
+  CHECK(sample(before, "pagefile_lease_expiries_total") == 0);
 
   // Some work: a file of 40 pages written and read back by pf-replay.
   generate_trace(dir.path(), "w.trace", {"--file", "m", "--file-pages", "40", "--pattern", "sequential", "--ops",
