@@ -287,7 +287,7 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   TempDir dir;
   const std::string socket_path = (dir / "pf.sock").string();
   ServerProcess server("unix:" + socket_path, dir / "server",
-                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "100"});
+                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000"});
   const int fd = connect_unix(socket_path);
 
   send_stat(fd, 1, std::string(8000, 'x'));
@@ -297,9 +297,11 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   send_stat(fd, 2, "no-such-file");  // the same connection, served
   CHECK(error_of(receive_reply(fd)).code() == Code::kNotFound);
 
-  // Six reads at once of one page never written: each waits 100 ms for the
+  // Six reads at once of one page never written: each waits 1 s for the
   // emulated disk and the next for it, so at most two are ever in flight
-  // and the rest are refused. (The stat answered before may still count
+  // and the rest are refused. (A second, not 100 ms: under a sanitizer on a
+  // busy machine the session took over 100 ms to come to the sixth, and the
+  // first read had left by then.) (The stat answered before may still count
   // for a moment: its answer leaves before its end is counted.)
   std::string reads;
   for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, 7, 4096, 1);
