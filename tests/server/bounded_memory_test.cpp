@@ -13,12 +13,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bus/bus_client.h"
+#include "pagefile/pagefile.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 #include "wire/frame.h"
@@ -287,7 +289,32 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   TempDir dir;
   const std::string socket_path = (dir / "pf.sock").string();
   ServerProcess server("unix:" + socket_path, dir / "server",
-                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000"});
+                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000",
+                        "--cache-pages", "0"});
+  // A page on the server's disk (a page never written is zeros at once,
+  // with no disk access): file m's page 0, in its share shares/ID.pf.
+  {
+    ClientOptions options;
+    options.bus = "unix:" + socket_path;
+    auto client = Client::start(options);
+    REQUIRE(client);
+    OpenOptions open;
+    open.location = Location::kRemote;
+    open.create = true;
+    open.page_size = 1024;  // its writes' frames under --max-frame-bytes
+    auto m = (*client)->open("m", open);
+    REQUIRE_MESSAGE(m, m.status().to_string());
+    std::vector<std::byte> page(1024, std::byte{7});
+    Status written = (*client)->write(*m, 0, page);
+    REQUIRE_MESSAGE(written, written.to_string());
+    REQUIRE((*client)->close(*m));
+    REQUIRE((*client)->stop());
+  }
+  uint64_t share_id = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "server" / "shares")) {
+    if (entry.path().extension() == ".pf") share_id = std::stoull(entry.path().stem().string());
+  }
+  REQUIRE(share_id != 0);
   const int fd = connect_unix(socket_path);
 
   send_stat(fd, 1, std::string(8000, 'x'));
@@ -297,14 +324,12 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   send_stat(fd, 2, "no-such-file");  // the same connection, served
   CHECK(error_of(receive_reply(fd)).code() == Code::kNotFound);
 
-  // Six reads at once of one page never written: each waits 1 s for the
+  // Six reads at once of that page, with no pool: each waits 1 s for the
   // emulated disk and the next for it, so at most two are ever in flight
-  // and the rest are refused. (A second, not 100 ms: under a sanitizer on a
-  // busy machine the session took over 100 ms to come to the sixth, and the
-  // first read had left by then.) (The stat answered before may still count
+  // and the rest are refused. (The stat answered before may still count
   // for a moment: its answer leaves before its end is counted.)
   std::string reads;
-  for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, 7, 4096, 1);
+  for (uint64_t id = 10; id < 16; ++id) append_read(reads, id, share_id, 1024, 1);
   send_all(fd, reads.data(), reads.size());
   int busy = 0, served = 0;
   for (int i = 0; i < 6; ++i) {
@@ -325,7 +350,7 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   CHECK(busy >= 4);
   // Another connection meanwhile is its own: served.
   const int other = connect_unix(socket_path);
-  send_read(other, 20, 7, 4096, 1);
+  send_read(other, 20, share_id, 1024, 1);
   CHECK(error_of(receive_reply(other)).is_ok());
   ::close(other);
   ::close(fd);
