@@ -28,6 +28,10 @@
 #                the order-entry workload of bench/experiments/order_entry.py
 #                and speedtest1, replayed over 6 servers with the EMULATED disk
 #                at concurrency 1 to 24
+#   replicas     bench/replicas.sh: R = 1, 2, 3 copies of each page on 6
+#                servers with the EMULATED disk, random reads and writes
+#                against the ideal at concurrency 1 to 24, and what copies
+#                cost SQLite's workloads through the VFS
 #
 # A benchmark: it asserts nothing about speed. Every pf-replay run verifies
 # every page it reads, and an error or a mismatch stops the run. --quick runs
@@ -38,7 +42,7 @@
 # TCL harness when BUILD/sqlite-harness has none).
 #
 # usage: bash bench/experiments.sh [--quick] --out DIR [--build DIR]
-#            [--only "fig5 fig6 fig7 scalability policies placement sqlite"]
+#            [--only "fig5 fig6 fig7 scalability policies placement sqlite replicas"]
 #            [--latency-ms 10] [--tmp DIR]
 #   --out DIR      where the CSVs, PNGs and README.md go (created; an
 #                  experiment's files are replaced, others left)
@@ -57,7 +61,7 @@ args=()
 for arg in "$@"; do
   if [[ $arg == --quick ]]; then quick=1; else args+=("$arg"); fi
 done
-all_experiments="fig5 fig6 fig7 scalability policies placement sqlite"
+all_experiments="fig5 fig6 fig7 scalability policies placement sqlite replicas"
 parse_options out="" build="$here/../build" only="$all_experiments" latency_ms=10 tmp="${TMPDIR:-/tmp}" \
   -- "${args[@]}"
 command_line="bash bench/experiments.sh $*"
@@ -98,6 +102,7 @@ if [[ $quick == 1 ]]; then
   po_file_pages=64; po_passes=2; po_server_pages=4
   pl_units="1 8 64"; pl_rounds=1; pl_ops=48
   sq_levels="1 12"; sq_ops=100; sq_txns=20; sq_items=200; sq_customers=30; sq_size=1
+  re_levels="1 6"; re_counts="1 2"; re_file_pages=600; re_cache_pages=32; re_seconds=0.5; re_sqlite_rows=40
 else
   f5_sizes="1024 8192"; f5_levels="1 2 4 6 8 12 16 24"; f5_ops=3000; f5_file_kib=16384
   f6_sizes="1024 2048 4096 8192 16384 32768 65536"; f6_ops=3000; f6_file_kib=16384
@@ -106,6 +111,8 @@ else
   po_file_pages=800; po_passes=3; po_server_pages=32
   pl_units="1 8 64"; pl_rounds=4; pl_ops=600
   sq_levels="1 2 4 6 8 12 16 24"; sq_ops=3000; sq_txns=500; sq_items=2000; sq_customers=300; sq_size=25
+  re_levels="1 2 4 6 8 12 16 24"; re_counts="1 2 3"; re_file_pages=30000; re_cache_pages=256; re_seconds=4
+  re_sqlite_rows=400
 fi
 servers=6
 page=8192  # the page size of the experiments that do not vary it
@@ -633,6 +640,23 @@ exp_sqlite() {
     done
   done
   note sqlite_params "levels=${sq_levels// /,} replay_ops=$sq_ops txns=$sq_txns items=$sq_items customers=$sq_customers speedtest1_size=$sq_size servers=$servers server_pages=64"
+}
+
+# ---------------------------------------------------------------------------
+# replicas: bench/replicas.sh (issue 16) on a cluster of its own, its CSV
+# kept as the experiment's: reads and writes per replica count and level
+# against the ideal, then SQLite's workloads per count at concurrency 12.
+exp_replicas() {
+  local csv="$out/replicas.csv"
+  say "replicas: R = ${re_counts// /, } on $servers servers, EMULATED $L ms, files of $re_file_pages pages; levels ${re_levels// /, }"
+  bash "$here/replicas.sh" --pf-replay "$pf_replay" --pagefiled "$pagefiled" --replicas "$re_counts" \
+    --levels "$re_levels" --servers "$servers" --latency-ms "$L" --cache-pages "$re_cache_pages" \
+    --file-pages "$re_file_pages" --page-size "$page" --seconds "$re_seconds" \
+    --sqlite-rows "$([[ -f "$vfs" ]] && echo "$re_sqlite_rows" || echo 0)" --csv "$csv" --tmp "$tmp" \
+    > "$out/raw/replicas.txt" 2>&1 || fail "bench/replicas.sh failed" "$out/raw/replicas.txt"
+  local top=${re_levels##* }
+  say "replicas: $(awk -F, -v c="$top" '$2 == "read" && $3 == c { printf "R=%s reads c%s %s%% of the ideal; ", $1, c, $8 }' "$csv")"
+  note replicas_params "levels=${re_levels// /,} counts=${re_counts// /,} file_pages=$re_file_pages server_pages=$re_cache_pages seconds=$re_seconds sqlite_rows=$re_sqlite_rows page_size=$page servers=$servers"
 }
 
 # ---------------------------------------------------------------------------

@@ -42,12 +42,15 @@ SHAPES = {
     "sqlite": ("workload,concurrency,ops,pages,reads,writes,syncs,seconds,ms_per_page,pages_per_s,"
                "trace_page_ops,replayed_page_ops,latency_ms,servers",
                {"concurrency": {"1", "12"}}),
+    "replicas": ("replicas,kind,concurrency,ops,seconds,pages_per_s,ideal,percent_of_ideal",
+                 {"replicas": {"1", "2"}, "kind": {"read", "write", "sqlite-insert", "sqlite-reads", "sqlite-scan",
+                                                   "sqlite-txn", "sqlite-txn-cold"}}),
 }
 # Columns that must hold a positive number in every row.
 POSITIVE = {"fig5": ["pages_per_s", "ms_per_page"], "fig6": ["pages_per_s", "bytes_per_s"],
             "fig7": ["pages_per_s", "bytes_per_s"], "scalability": ["total_pages_per_s", "per_client_pages_per_s"],
             "policies": ["pages_per_s"], "placement": ["pages_per_s", "busiest_server_share"],
-            "sqlite": ["pages_per_s", "ms_per_page"]}
+            "sqlite": ["pages_per_s", "ms_per_page"], "replicas": ["seconds"]}
 
 
 def run_info(directory):
@@ -80,9 +83,12 @@ def check_csv(directory, name, problems):
             problems.append(f"{name}.csv: {column} has {sorted(seen)}, expected {sorted(wanted)}")
     if name == "sqlite":
         expected *= len({r["workload"] for r in rows}) or 1
+    if name == "replicas":  # reads and writes at levels 1 and 6, SQLite's five workloads at 12 only
+        expected = len(values["replicas"]) * (2 * 2 + 5)
     if len(rows) != expected:
         problems.append(f"{name}.csv: {len(rows)} rows, expected {expected}")
-    keys = [tuple(r[c] for c in values) + ((r["workload"],) if name == "sqlite" else ()) for r in rows]
+    keys = [tuple(r[c] for c in values) + ((r["workload"],) if name == "sqlite" else ())
+            + ((r["concurrency"],) if name == "replicas" else ()) for r in rows]
     if len(set(keys)) != len(keys):
         problems.append(f"{name}.csv: a combination of {', '.join(values)} appears twice")
     for r in rows:
@@ -94,6 +100,13 @@ def check_csv(directory, name, problems):
             if not ok:
                 problems.append(f"{name}.csv: {column} is {r[column]!r} in row {r}")
                 break
+        if name == "replicas" and r["kind"] in ("read", "write"):
+            try:
+                ok = float(r["pages_per_s"]) > 0 and float(r["ideal"]) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                problems.append(f"replicas.csv: no rate or ideal in row {r}")
     return rows
 
 
