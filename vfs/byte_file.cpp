@@ -275,7 +275,6 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   }
   size_t avail = offset >= size_ ? 0 : static_cast<size_t>(std::min<int64_t>(size_ - offset, static_cast<int64_t>(out.size())));
   size_t done = 0;
-  std::vector<std::byte> page_buffer;
   while (done < avail) {
     int64_t at = offset + static_cast<int64_t>(done);
     int64_t page = page_of(at);
@@ -290,9 +289,10 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
       // cache), and one not kept is never stale: another connection's
       // checkpoint may write it with no lock of this VFS's in between (a
       // wal-index kept above the VFS).
-      page_buffer.resize(page_size_);
-      if (Status s = fetch(page, page_buffer); !s) return s;
-      std::memcpy(out.data() + done, page_buffer.data() + in_page, n);
+      if (!scratch_) scratch_ = std::make_unique_for_overwrite<std::byte[]>(page_size_);
+      std::span<std::byte> whole(scratch_.get(), page_size_);
+      if (Status s = fetch(page, whole); !s) return s;
+      std::memcpy(out.data() + done, whole.data() + in_page, n);
     } else {
       // Part of a page (a header, a journal record): keep it, the next read
       // is most likely the rest of it.

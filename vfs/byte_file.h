@@ -179,6 +179,10 @@ class ByteFile {
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
   std::map<int64_t, AheadRead> ahead_;
+  // A page for reads of part of a page that is not kept (read): allocated
+  // at the first, never cleared (the page is read over it). SQLite reads
+  // 16 bytes of the header page at every transaction.
+  std::unique_ptr<std::byte[]> scratch_;
 };
 
 }  // namespace pagefile::vfs

@@ -120,8 +120,30 @@ Result<DbOptions> parse_db_options(const ParamGetter& param) {
   return o;
 }
 
+namespace {
+
+// True when `path` is already as store_name would write it: no empty, "."
+// or ".." part and no '/' at the end. SQLite asks with the same normal path
+// at every transaction (xAccess of the journal): it is answered without
+// taking the path apart.
+bool is_normal(std::string_view path) {
+  size_t i = path.front() == '/' ? 1 : 0;
+  if (i == path.size()) return false;  // "/"
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (part.empty() || part == "." || part == "..") return false;
+    i = j + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<std::string> store_name(std::string_view path) {
   if (path.empty()) return Status::invalid_argument("path", "is empty");
+  if (is_normal(path)) return std::string(path);
   bool absolute = path.front() == '/';
   std::vector<std::string_view> parts;
   size_t i = 0;

@@ -27,6 +27,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -139,6 +140,28 @@ class TraceWriter {
 // URI's trace=, $PAGEFILE_TRACE or PRAGMA pagefile_trace. Every operation
 // looks here, so a capture started or stopped by the pragma applies to the
 // files already open.
-using TraceSlot = Locked<std::shared_ptr<TraceWriter>>;
+class TraceSlot {
+ public:
+  // The trace, or null. Asked at every page operation: while no trace is
+  // set, the answer comes from one atomic load, without the mutex.
+  std::shared_ptr<TraceWriter> get() const {
+    if (!on_.load(std::memory_order_acquire)) return nullptr;
+    MutexLock lock(mu_);
+    return writer_;
+  }
+  void set(std::shared_ptr<TraceWriter> writer) {
+    {
+      MutexLock lock(mu_);
+      std::swap(writer_, writer);
+      on_.store(writer_ != nullptr, std::memory_order_release);
+    }
+    // (The old trace goes here, outside the mutex: its destructor may wait.)
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::shared_ptr<TraceWriter> writer_ GUARDED_BY(mu_);
+  std::atomic<bool> on_{false};  // writer_ != nullptr, as last set
+};
 
 }  // namespace pagefile::vfs

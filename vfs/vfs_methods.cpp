@@ -152,11 +152,13 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     // of every transaction, and "absent" stays true until the database's
     // version moves (DbConfig::known_absent).
     auto full = store_name(name);
-    std::shared_ptr<DbConfig> config;
-    if (full && database_of(*full) != *full) config = DbRegistry::instance().find(*full);
+    std::shared_ptr<DbConfig> database = full ? DbRegistry::instance().find(*full) : nullptr;
+    // (known_absent is for a database's journal or WAL, not the database.)
+    DbConfig* config = database && database_of(*full) != *full ? database.get() : nullptr;
     if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
-    auto size = local_pages(name);  // (a local file: one stat)
+    // (A local file: one stat.)
+    auto size = full ? local_pages_of(*full, database.get()) : Result<int64_t>(int64_t{-1});
     if (size && *size < 0) size = stored_size(name);
     if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
     bool exists = size && *size > 0;
@@ -302,11 +304,14 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 Result<int64_t> local_pages(const std::string& path) {
   auto name = store_name(path);
   if (!name) return int64_t{-1};
-  auto config = DbRegistry::instance().find(*name);
+  return local_pages_of(*name, DbRegistry::instance().find(*name).get());
+}
+
+Result<int64_t> local_pages_of(const std::string& name, const DbConfig* config) {
   if (!config || config->options.location != Location::kLocal) return int64_t{-1};
   struct stat st {};
-  if (::stat(name->c_str(), &st) != 0) {
-    return errno == ENOENT ? Result<int64_t>(Status::not_found(*name)) : Result<int64_t>(int64_t{-1});
+  if (::stat(name.c_str(), &st) != 0) {
+    return errno == ENOENT ? Result<int64_t>(Status::not_found(name)) : Result<int64_t>(int64_t{-1});
   }
   if (!S_ISREG(st.st_mode)) return int64_t{-1};
   // Only a header (or nothing): no pages. Else at least one page beyond it:

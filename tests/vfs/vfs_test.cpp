@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "vfs/db_options.h"
+
 #include "tests/support/temp_dir.h"
 #include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
@@ -96,6 +98,26 @@ int access(const std::string& name, int flags = SQLITE_ACCESS_EXISTS) {
 }
 
 }  // namespace
+
+TEST_CASE("store names: a normal path is its own name, others are made normal") {
+  using pagefile::vfs::store_name;
+  for (const char* same : {"/a/b.db", "a/b.db", "b.db", "/b.db", "../b.db", "a/.hidden/b.db", "/a/b.db-journal"}) {
+    auto name = store_name(same);
+    REQUIRE(name);
+    CHECK(*name == same);
+  }
+  const std::pair<const char*, const char*> made[] = {
+      {"/a//b.db", "/a/b.db"}, {"/a/./b.db", "/a/b.db"}, {"/a/c/../b.db", "/a/b.db"}, {"./b.db", "b.db"},
+      {"a/b/", "a/b"}, {"../../b.db", "../../b.db"}, {"a/../../b.db", "../b.db"}, {"//b.db", "/b.db"}, {"/", "/"}};
+  for (auto [path, want] : made) {
+    auto name = store_name(path);
+    REQUIRE(name);
+    CHECK(*name == want);
+  }
+  CHECK(store_name("").status().is(pagefile::Code::kInvalidArgument));
+  CHECK(store_name(".").status().is(pagefile::Code::kInvalidArgument));
+  CHECK(store_name("/../b.db").status().is(pagefile::Code::kInvalidArgument));
+}
 
 TEST_CASE("registration: VFS 'pagefile' exists and is not the default") {
   REQUIRE(vfs() != nullptr);
