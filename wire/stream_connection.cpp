@@ -25,6 +25,7 @@
 #include "wire/frame_delivery.h"
 #include "wire/stream_socket.h"
 #include "wire/tls_context.h"
+#include "wire/tls_socket.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -36,7 +37,7 @@ class StreamConnection final : public Connection, public std::enable_shared_from
  public:
   // A TLS stream encrypts what it writes: nothing may be written to its
   // descriptor but through it.
-  static constexpr bool kTls = std::is_same_v<Socket, TlsStream>;
+  static constexpr bool kTls = std::is_same_v<Socket, TlsStream> || std::is_same_v<Socket, TlsSocket>;
 
   StreamConnection(asio::io_context& io, Socket socket, std::string peer, std::shared_ptr<TlsContext> tls = nullptr,
                    PeerRole role = PeerRole::kAdmin)
@@ -386,6 +387,11 @@ std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, Unix::s
 std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, TlsStream stream, std::string peer,
                                                    std::shared_ptr<TlsContext> tls, PeerRole role) {
   return std::make_shared<StreamConnection<TlsStream>>(io, std::move(stream), std::move(peer), std::move(tls), role);
+}
+
+std::shared_ptr<Connection> make_stream_connection(asio::io_context& io, TlsSocket socket, std::string peer,
+                                                   std::shared_ptr<TlsContext> tls, PeerRole role) {
+  return std::make_shared<StreamConnection<TlsSocket>>(io, std::move(socket), std::move(peer), std::move(tls), role);
 }
 
 }  // namespace pagefile::net::internal

@@ -24,6 +24,7 @@
 #include "core/os_error.h"
 #include "wire/stream_socket.h"
 #include "wire/tls_context.h"
+#include "wire/tls_socket.h"
 #include "wire/transport_internal.h"
 
 namespace pagefile::net::internal {
@@ -149,7 +150,7 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
     if (ec) return;
     prepare_socket(socket);
     auto strand = asio::make_strand(io_);
-    auto stream = std::make_shared<TlsStream>(std::move(socket), tls->ssl());
+    auto stream = std::make_shared<TlsSocket>(std::move(socket), tls->ssl().native_handle());
     auto timer = std::make_shared<asio::steady_timer>(strand);
     auto peer = std::make_shared<const std::string>(endpoint_text(remote, Address::Kind::kTls));
     timer->expires_after(std::chrono::milliseconds(kTlsHandshakeTimeoutMs));
@@ -159,7 +160,6 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
       stream->lowest_layer().close(ignored);
     });
     stream->async_handshake(
-        TlsStream::server,
         asio::bind_executor(strand, [self = this->shared_from_this(), tls, stream, timer, peer](const error_code& hs_ec) {
           timer->cancel();
           Result<PeerRole> role = hs_ec ? Result<PeerRole>(internal::handshake_status(hs_ec, *peer, stream->native_handle()))

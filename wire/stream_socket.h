@@ -39,10 +39,16 @@ inline void prepare_socket(Unix::socket&) {}
 std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io, Tcp::socket socket, std::string peer);
 std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io, Unix::socket socket, std::string peer);
 // The connection over a TLS stream whose handshake is done, for a peer in
-// `role`; it holds on to `tls`, which its stream was made from.
+// `role`; it holds on to `tls`, which its stream was made from. (A client's
+// Asio SSL stream; a server's is a TlsSocket, below.)
 std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io,
                                                    boost::asio::ssl::stream<Tcp::socket> stream, std::string peer,
                                                    std::shared_ptr<TlsContext> tls, PeerRole role);
+// The same over a server's TlsSocket (wire/tls_socket.h) whose handshake is
+// done.
+class TlsSocket;
+std::shared_ptr<Connection> make_stream_connection(boost::asio::io_context& io, TlsSocket socket,
+                                                   std::string peer, std::shared_ptr<TlsContext> tls, PeerRole role);
 
 // kInvalidArgument when a unix: address's path cannot be a socket's
 // address (empty, or too long for sockaddr_un), else OK.

@@ -1,0 +1,195 @@
+// TlsSocket's OpenSSL side (wire/tls_socket.h).
+#include "wire/tls_socket.h"
+
+#include <algorithm>
+#include <climits>
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+
+namespace pagefile::net::internal {
+
+namespace {
+
+using boost::system::error_code;
+
+// The BIO OpenSSL writes its records to: they are appended to a vector
+// (TlsSocket::State::out) that the socket sends from, so nothing is copied
+// again between OpenSSL and send().
+std::vector<uint8_t>& out_of(BIO* bio) { return *static_cast<std::vector<uint8_t>*>(BIO_get_data(bio)); }
+
+int out_write(BIO* bio, const char* data, int size) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(data);
+  out_of(bio).insert(out_of(bio).end(), bytes, bytes + size);
+  return size;
+}
+
+long out_ctrl(BIO* bio, int command, long, void*) {
+  switch (command) {
+    case BIO_CTRL_FLUSH:
+      return 1;  // (the socket sends it once the SSL call returns)
+    case BIO_CTRL_WPENDING:
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(out_of(bio).size());
+    default:
+      return 0;
+  }
+}
+
+int out_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+const BIO_METHOD* out_method() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "pagefile tls out");
+    if (m != nullptr) {
+      BIO_meth_set_write(m, out_write);
+      BIO_meth_set_ctrl(m, out_ctrl);
+      BIO_meth_set_create(m, out_create);
+    }
+    return m;
+  }();
+  return method;
+}
+
+// The error_code for a failed SSL call whose SSL_get_error was `error`, as
+// Asio's ssl::stream reports it (handshake_status and socket_status read
+// these).
+error_code ssl_error(int error) {
+  if (error == SSL_ERROR_ZERO_RETURN) return boost::asio::error::eof;
+  if (error == SSL_ERROR_SYSCALL) {
+    unsigned long queued = ERR_get_error();
+    if (queued != 0) return error_code(static_cast<int>(queued), boost::asio::error::get_ssl_category());
+    // errno 0: the peer closed the connection without a TLS goodbye.
+    if (errno == 0) return boost::asio::ssl::error::stream_truncated;
+    return error_code(errno, boost::system::system_category());
+  }
+  unsigned long queued = ERR_get_error();
+  if (queued == 0) return boost::asio::error::no_protocol_option;
+  // OpenSSL 3 says so of a peer gone without a TLS goodbye.
+  if (ERR_GET_REASON(queued) == SSL_R_UNEXPECTED_EOF_WHILE_READING) return boost::asio::ssl::error::stream_truncated;
+  return error_code(static_cast<int>(queued), boost::asio::error::get_ssl_category());
+}
+
+}  // namespace
+
+TlsSocket::TlsSocket(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx)
+    : socket_(std::move(socket)), state_(std::make_unique<State>()) {
+  error_code ignored;
+  socket_.native_non_blocking(true, ignored);  // OpenSSL reads it: EAGAIN, never a wait
+  const BIO_METHOD* method = out_method();
+  SSL* ssl = method != nullptr ? SSL_new(ctx) : nullptr;
+  if (ssl == nullptr) return;
+  BIO* in = BIO_new_socket(socket_.native_handle(), BIO_NOCLOSE);
+  BIO* out = BIO_new(method);
+  if (in == nullptr || out == nullptr) {
+    BIO_free(in);
+    BIO_free(out);
+    SSL_free(ssl);
+    return;
+  }
+  BIO_set_data(out, &state_->out);
+  SSL_set_bio(ssl, in, out);
+  SSL_set_accept_state(ssl);
+  // A recv takes whatever has arrived (many small requests), not one record
+  // header and then its body.
+  SSL_set_read_ahead(ssl, 1);
+  SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  state_->ssl = ssl;
+}
+
+TlsSocket::~TlsSocket() {
+  if (state_ != nullptr && state_->ssl != nullptr) SSL_free(state_->ssl);  // (and its BIOs)
+}
+
+TlsSocket::Step TlsSocket::handshake_step(error_code& ec) {
+  if (!ok()) {
+    ec = boost::asio::error::no_memory;
+    return Step::kFailed;
+  }
+  if (!SSL_is_init_finished(state_->ssl)) {
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_do_handshake(state_->ssl);
+    if (rc != 1) {
+      int error = SSL_get_error(state_->ssl, rc);
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+        ec = ssl_error(error);
+        error_code ignored;
+        (void)flush(ignored);  // the alert saying why, if the socket takes it
+        return Step::kFailed;
+      }
+      Step sent = flush(ec);
+      if (sent != Step::kDone) return sent;
+      return error == SSL_ERROR_WANT_READ ? Step::kWantRead : Step::kWantWrite;
+    }
+  }
+  return flush(ec);  // done once its last flight is sent
+}
+
+TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_code& ec) {
+  // SSL_read gives one record at a time: reading on while records are
+  // whole lets a burst of requests be delivered (and answered, in one
+  // send) together, as over tcp://.
+  auto* into = static_cast<uint8_t*>(data);
+  n = 0;
+  while (n < size) {
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_read(state_->ssl, into + n, static_cast<int>(std::min<size_t>(size - n, INT_MAX)));
+    if (rc > 0) {
+      n += static_cast<size_t>(rc);
+      continue;
+    }
+    int error = SSL_get_error(state_->ssl, rc);
+    if (n > 0) break;  // what came first, now; the end or the error again at the next read
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      Step sent = flush(ec);
+      if (sent == Step::kFailed) return sent;
+      return error == SSL_ERROR_WANT_READ ? Step::kWantRead : Step::kWantWrite;
+    }
+    ec = ssl_error(error);
+    return Step::kFailed;
+  }
+  ERR_clear_error();
+  // A read may have made something to send (a key update's answer): it
+  // goes now if the socket takes it, else with the next answer.
+  error_code ignored;
+  (void)flush(ignored);
+  return Step::kDone;
+}
+
+bool TlsSocket::encrypt(const void* data, size_t size, error_code& ec) {
+  if (size == 0) return true;
+  ERR_clear_error();
+  errno = 0;
+  // The BIO never refuses: SSL_write takes it all, in records of 16 KiB.
+  int rc = SSL_write(state_->ssl, data, static_cast<int>(std::min<size_t>(size, INT_MAX)));
+  if (rc == static_cast<int>(size)) return true;
+  ec = rc > 0 ? boost::asio::error::message_size : ssl_error(SSL_get_error(state_->ssl, rc));
+  return false;
+}
+
+TlsSocket::Step TlsSocket::flush(error_code& ec) {
+  std::vector<uint8_t>& out = state_->out;
+  while (state_->out_sent < out.size()) {
+    ssize_t n = ::send(socket_.native_handle(), out.data() + state_->out_sent, out.size() - state_->out_sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Step::kWantWrite;
+      ec = error_code(errno, boost::system::system_category());
+      return Step::kFailed;
+    }
+    state_->out_sent += static_cast<size_t>(n);
+  }
+  out.clear();  // (its capacity stays for the next batch)
+  state_->out_sent = 0;
+  return Step::kDone;
+}
+
+}  // namespace pagefile::net::internal
