@@ -6,55 +6,15 @@
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/ssl/error.hpp>
-#include <openssl/bio.h>
 #include <openssl/err.h>
+
+#include "wire/tls_bio.h"
 
 namespace pagefile::net::internal {
 
 namespace {
 
 using boost::system::error_code;
-
-// The BIO OpenSSL writes its records to: they are appended to a vector
-// (TlsSocket::State::out) that the socket sends from, so nothing is copied
-// again between OpenSSL and send().
-std::vector<uint8_t>& out_of(BIO* bio) { return *static_cast<std::vector<uint8_t>*>(BIO_get_data(bio)); }
-
-int out_write(BIO* bio, const char* data, int size) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(data);
-  out_of(bio).insert(out_of(bio).end(), bytes, bytes + size);
-  return size;
-}
-
-long out_ctrl(BIO* bio, int command, long, void*) {
-  switch (command) {
-    case BIO_CTRL_FLUSH:
-      return 1;  // (the socket sends it once the SSL call returns)
-    case BIO_CTRL_WPENDING:
-    case BIO_CTRL_PENDING:
-      return static_cast<long>(out_of(bio).size());
-    default:
-      return 0;
-  }
-}
-
-int out_create(BIO* bio) {
-  BIO_set_init(bio, 1);
-  return 1;
-}
-
-const BIO_METHOD* out_method() {
-  static BIO_METHOD* method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "pagefile tls out");
-    if (m != nullptr) {
-      BIO_meth_set_write(m, out_write);
-      BIO_meth_set_ctrl(m, out_ctrl);
-      BIO_meth_set_create(m, out_create);
-    }
-    return m;
-  }();
-  return method;
-}
 
 // The error_code for a failed SSL call whose SSL_get_error was `error`, as
 // Asio's ssl::stream reports it (handshake_status and socket_status read
@@ -81,18 +41,17 @@ TlsSocket::TlsSocket(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx)
     : socket_(std::move(socket)), state_(std::make_unique<State>()) {
   error_code ignored;
   socket_.native_non_blocking(true, ignored);  // OpenSSL reads it: EAGAIN, never a wait
-  const BIO_METHOD* method = out_method();
-  SSL* ssl = method != nullptr ? SSL_new(ctx) : nullptr;
+  SSL* ssl = SSL_new(ctx);
   if (ssl == nullptr) return;
   BIO* in = BIO_new_socket(socket_.native_handle(), BIO_NOCLOSE);
-  BIO* out = BIO_new(method);
+  // Records wait in state_->out, sent by flush().
+  BIO* out = new_buffer_bio(&state_->out);
   if (in == nullptr || out == nullptr) {
     BIO_free(in);
     BIO_free(out);
     SSL_free(ssl);
     return;
   }
-  BIO_set_data(out, &state_->out);
   SSL_set_bio(ssl, in, out);
   SSL_set_accept_state(ssl);
   // A recv takes whatever has arrived (many small requests), not one record

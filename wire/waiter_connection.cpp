@@ -21,13 +21,13 @@
 // answers take far longer than it (a server whose disk is slow), so it costs
 // CPU mostly where it saves time.
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <optional>
 #include <vector>
@@ -43,6 +43,7 @@
 #include "core/mutex.h"
 #include "wire/frame_buffer.h"
 #include "wire/frame_delivery.h"
+#include "wire/tls_bio.h"
 #include "wire/tls_context.h"
 #include "wire/transport_internal.h"
 
@@ -63,42 +64,6 @@ int poll_ms(Clock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
-// OpenSSL writes to the socket with write(2), which raises SIGPIPE once the
-// peer has gone: in a program that did not ignore it (any SQLite program)
-// that would be its death. Blocked on this thread around each TLS call, and
-// one the call raised is taken off (one pending before is left alone).
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlocked() {
-    const int saved = errno;
-    if (!was_pending_) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        const timespec now{0, 0};
-        sigtimedwait(&pipe_, nullptr, &now);
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    errno = saved;
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-  bool was_pending_ = false;
-};
-
 class WaiterReadConnection final : public Connection, public std::enable_shared_from_this<WaiterReadConnection> {
  public:
   // `tls`: over tls://, the client's credentials; the handshake is then
@@ -116,14 +81,25 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
   // kDisconnected when the server hung up or the time ran out.
   Status handshake(const std::string& host, Clock::time_point deadline) {
     ssl_ = SSL_new(tls_->ssl().native_handle());
-    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+    // OpenSSL's socket BIO writes with write(2), which raises SIGPIPE once
+    // the peer has gone: in a program that did not ignore it (any SQLite
+    // program) that would be its death. Ours sends with MSG_NOSIGNAL.
+    BIO* in = ssl_ != nullptr ? BIO_new_socket(fd_, BIO_NOCLOSE) : nullptr;
+    BIO* out = in != nullptr ? new_send_bio(fd_) : nullptr;
+    if (out == nullptr) {
+      BIO_free(in);
       return Status::io_error(peer_, fmt::format("TLS: {}", openssl_reason()));
     }
+    SSL_set_bio(ssl_, in, out);
     // Pieces of a frame may go out as the socket takes them.
     SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     // A server that hangs up without TLS's goodbye has closed all the same
     // (frames carry their length, so a cut cannot pass for a whole one).
     SSL_set_options(ssl_, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    // A recv takes whatever has arrived (a batch of answers), not a record's
+    // header and then its body. (Whole records OpenSSL holds are read before
+    // the socket is polled: a reader always tries recv_tls first.)
+    SSL_set_read_ahead(ssl_, 1);
     // A server that shows a certificate must be the host dialled (a DNS or
     // IP subject alternative name); one that takes our key shows none.
     boost::system::error_code not_ip;
@@ -141,11 +117,7 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     for (;;) {
       ERR_clear_error();
       errno = 0;
-      int rc;
-      {
-        SigpipeBlocked quiet;
-        rc = SSL_connect(ssl_);
-      }
+      int rc = SSL_connect(ssl_);
       if (rc == 1) return Status::ok();
       int error = SSL_get_error(ssl_, rc);
       short events = error == SSL_ERROR_WANT_READ ? POLLIN : error == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
@@ -311,30 +283,33 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
     MutexLock lock(ssl_mu_);
     ERR_clear_error();
     errno = 0;
-    int n;
-    {
-      SigpipeBlocked quiet;
-      n = SSL_write(ssl_, tls_out_.data() + skip, static_cast<int>(tls_out_.size() - skip));
-    }
+    int n = SSL_write(ssl_, tls_out_.data() + skip, static_cast<int>(tls_out_.size() - skip));
     if (n > 0) return n;
     return tls_failure(SSL_get_error(ssl_, n), "write");
   }
 
   // As recv(MSG_DONTWAIT) through TLS: plaintext into `space`; 0 when the
   // peer closed; -1 with errno (EAGAIN when nothing whole has arrived).
+  // SSL_read gives one record at a time: this reads on while records are
+  // whole, so a batch of answers is delivered at once.
   ssize_t recv_tls(std::span<uint8_t> space) EXCLUDES(ssl_mu_) {
     MutexLock lock(ssl_mu_);
-    ERR_clear_error();
-    errno = 0;
-    int n;
-    {
-      SigpipeBlocked quiet;  // (a read may write: an alert, a key update)
-      n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+    size_t got = 0;
+    while (got < space.size()) {
+      ERR_clear_error();
+      errno = 0;
+      int n = SSL_read(ssl_, space.data() + got, static_cast<int>(std::min<size_t>(space.size() - got, INT_MAX)));
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+        continue;
+      }
+      int error = SSL_get_error(ssl_, n);
+      if (got > 0) break;  // the end or the error again at the next read
+      if (error == SSL_ERROR_ZERO_RETURN) return 0;
+      return tls_failure(error, "read");
     }
-    if (n > 0) return n;
-    int error = SSL_get_error(ssl_, n);
-    if (error == SSL_ERROR_ZERO_RETURN) return 0;
-    return tls_failure(error, "read");
+    ERR_clear_error();
+    return static_cast<ssize_t>(got);
   }
 
   // -1 with errno for a failed SSL_read or SSL_write: EAGAIN when it waits

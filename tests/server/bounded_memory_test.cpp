@@ -387,7 +387,8 @@ TEST_CASE("--idle-timeout-s: an idle connection is closed; a client connects aga
 
 TEST_CASE("--idle-timeout-s over tls://: the client sees the close and connects again, and lives") {
   // (A TLS client that wrote to a connection the server had closed would get
-  // SIGPIPE from OpenSSL's write(2); this process does not ignore it.)
+  // SIGPIPE but for its sends with MSG_NOSIGNAL, wire/tls_bio.h; this process
+  // does not ignore it.)
   TempDir dir;
   const std::string key = (dir / "key").string();
   REQUIRE_OK(write_new_psk_file(key, PeerRole::kAdmin));
