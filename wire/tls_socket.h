@@ -64,7 +64,7 @@ class TlsSocket {
       return;
     }
     wait(step, std::forward<Handler>(handler),
-         [this](auto&& h) { async_handshake(std::forward<decltype(h)>(h)); }, [](auto&& h, const error_code& e) {
+         [this](auto&& h) { this->async_handshake(std::forward<decltype(h)>(h)); }, [](auto&& h, const error_code& e) {
            h(e);
          });
   }
@@ -81,7 +81,7 @@ class TlsSocket {
       return;
     }
     wait(step, std::forward<Handler>(handler),
-         [this, into](auto&& h) { async_read_some(boost::asio::buffer(into), std::forward<decltype(h)>(h)); },
+         [this, into](auto&& h) { this->async_read_some(boost::asio::buffer(into), std::forward<decltype(h)>(h)); },
          [](auto&& h, const error_code& e) { h(e, size_t{0}); });
   }
 
@@ -126,7 +126,7 @@ class TlsSocket {
       return;
     }
     wait(step, std::forward<Handler>(handler),
-         [this, bytes](auto&& h) { send_encrypted(std::forward<decltype(h)>(h), bytes); },
+         [this, bytes](auto&& h) { this->send_encrypted(std::forward<decltype(h)>(h), bytes); },
          [](auto&& h, const error_code& e) { h(e, size_t{0}); });
   }
 
