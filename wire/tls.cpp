@@ -217,6 +217,13 @@ Status TlsContext::load(const TlsOptions& options) {
     if (options.cert.empty() && keys.empty()) {
       return Status::invalid_argument("TLS", "a tls:// server needs --tls-cert and --tls-key, or --psk-file");
     }
+    if (!options.cert.empty() && options.ca.empty() && keys.empty()) {
+      // It would show its certificate and then refuse every client: none
+      // could prove itself.
+      return Status::invalid_argument("--tls-cert " + options.cert,
+                                      "a tls:// server must be able to check its clients: give --tls-ca (the CA "
+                                      "of their certificates) or --psk-file (their keys)");
+    }
     if (!options.ca.empty() && options.cert.empty()) {
       return Status::invalid_argument("--tls-ca " + options.ca,
                                       "a server that checks client certificates needs its own (--tls-cert, --tls-key)");

@@ -193,6 +193,13 @@ TEST_CASE("credentials that cannot work are refused when loaded, naming what is 
   no_key.key.clear();
   CHECK_CODE(make_tls_context(no_key, TlsSide::kServer), Code::kInvalidArgument);
 
+  TlsOptions no_ca = server_certs();  // a certificate, and no way to check a client's
+  no_ca.ca.clear();
+  refused = make_tls_context(no_ca, TlsSide::kServer);
+  CHECK_CODE(refused, Code::kInvalidArgument);
+  CHECK(message_has(refused.status(), "--tls-ca"));
+  CHECK(message_has(refused.status(), "--psk-file"));
+
   TlsOptions ca_only;
   ca_only.ca = cert("ca.pem");
   CHECK_CODE(make_tls_context(ca_only, TlsSide::kServer), Code::kInvalidArgument);  // nothing to show clients
