@@ -34,8 +34,6 @@
 // ticket: they leave the window when their I/O is done.
 #pragma once
 
-#include <boost/asio/thread_pool.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -55,6 +53,7 @@
 #include "store/local_pagefile.h"
 #include "core/page_bounds.h"
 #include "core/page_io.h"
+#include "core/work_pool.h"
 #include "bus/bus_client.h"
 #include "bus/remote_page_io.h"
 #include "pagefile/pagefile.h"
@@ -222,9 +221,9 @@ class Client::Impl {
   std::atomic<int> request_timeout_ms_{options_.request_timeout_ms};  // set_request_timeout
   // The threads of local Pagefiles' page I/O, started at the first local
   // open: a client of remote files only (the VFS on a bus) runs none.
-  boost::asio::thread_pool& local_pool();
+  WorkPool& local_pool();
   std::once_flag pool_started_;
-  std::optional<boost::asio::thread_pool> pool_;
+  std::optional<WorkPool> pool_;
   const std::shared_ptr<const PolicyRegistry> policies_;
   const std::unique_ptr<BufferPool> cache_;  // null: no pool
 

@@ -138,7 +138,7 @@ Status Client::Impl::close(Fd fd) {
   return first_error;
 }
 
-boost::asio::thread_pool& Client::Impl::local_pool() {
+WorkPool& Client::Impl::local_pool() {
   std::call_once(pool_started_, [this] { pool_.emplace(options_.io_threads); });
   return *pool_;
 }

@@ -1,20 +1,18 @@
 #include "store/local_page_io.h"
 
-#include <boost/asio/post.hpp>
-
 namespace pagefile {
 
-LocalPageIo::LocalPageIo(std::unique_ptr<LocalPagefile> file, boost::asio::thread_pool& pool)
+LocalPageIo::LocalPageIo(std::unique_ptr<LocalPagefile> file, WorkPool& pool)
     : file_(std::move(file)), pool_(pool) {}
 
 void LocalPageIo::read_async(int64_t page, std::span<std::byte> out, ReadDone done) {
-  boost::asio::post(pool_, [file = file_.get(), page, out, done = std::move(done)] {
+  pool_.post([file = file_.get(), page, out, done = std::move(done)] {
     done(file->read_page(page, out));
   });
 }
 
 void LocalPageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
-  boost::asio::post(pool_, [file = file_.get(), page, data, done = std::move(done)] {
+  pool_.post([file = file_.get(), page, data, done = std::move(done)] {
     done(file->write_page(page, data));
   });
 }

@@ -4,17 +4,16 @@
 
 #include <memory>
 
-#include <boost/asio/thread_pool.hpp>
-
-#include "store/local_pagefile.h"
 #include "core/page_io.h"
+#include "core/work_pool.h"
+#include "store/local_pagefile.h"
 
 namespace pagefile {
 
 class LocalPageIo final : public PageIo {
  public:
   // REQUIRES: `pool` outlives this object and every callback it starts.
-  LocalPageIo(std::unique_ptr<LocalPagefile> file, boost::asio::thread_pool& pool);
+  LocalPageIo(std::unique_ptr<LocalPagefile> file, WorkPool& pool);
 
   const std::string& name() const override { return file_->name(); }
   uint32_t page_size() const override { return file_->page_size(); }
@@ -51,7 +50,7 @@ class LocalPageIo final : public PageIo {
 
  private:
   std::unique_ptr<LocalPagefile> file_;
-  boost::asio::thread_pool& pool_;
+  WorkPool& pool_;
 };
 
 }  // namespace pagefile

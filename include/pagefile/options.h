@@ -188,8 +188,11 @@ struct ClientOptions {
   // experiments use 1 to 24.
   uint32_t concurrency = 8;
 
-  // Threads that carry out local page I/O. Requests beyond this many wait in
-  // a queue, so a level above it gains nothing for local files.
+  // The most threads that carry out local page I/O: reads that must wait
+  // for the disk and O_DSYNC writes (the rest is done on the caller's
+  // thread). Each starts when a request finds none idle. Requests beyond
+  // this many wait in a queue, so a level above it gains nothing for local
+  // files.
   uint32_t io_threads = 16;
 
   // The bus for remote files: server addresses separated by commas or white

@@ -1,0 +1,55 @@
+// Threads for blocking work that start only when the work needs them.
+//
+// A client's local page I/O (client/files.cpp) reads on the caller's thread
+// whatever is in the page cache and writes there too; only a read that must
+// wait for the disk, or an O_DSYNC write, goes to a thread. A fixed pool sized
+// for the most requests in flight (16) would sit idle in most processes, a
+// SQLite one included. This pool starts a thread when a task finds none idle,
+// up to its maximum, and keeps the threads it started until join().
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "core/mutex.h"
+
+namespace pagefile {
+
+class WorkPool {
+ public:
+  explicit WorkPool(size_t max_threads);
+  WorkPool(const WorkPool&) = delete;
+  WorkPool& operator=(const WorkPool&) = delete;
+  ~WorkPool();  // join()
+
+  // Runs `task` on a thread of the pool: an idle one, else a new one while
+  // there are fewer than the maximum, else the first to become idle. Tasks
+  // start in the order they were posted.
+  void post(std::function<void()> task) EXCLUDES(mu_);
+
+  // Runs the tasks already posted, then stops the threads. Posting after
+  // join() runs nothing. Idempotent.
+  void join() EXCLUDES(mu_);
+
+  // Threads started so far (join() stops them; the count stays), and of
+  // them those waiting for a task now.
+  size_t threads() const EXCLUDES(mu_);
+  size_t idle() const EXCLUDES(mu_);
+
+ private:
+  void run() EXCLUDES(mu_);
+
+  const size_t max_threads_;
+  mutable Mutex mu_;
+  CondVar work_or_stop_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  size_t idle_ GUARDED_BY(mu_) = 0;  // threads waiting for a task
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  size_t started_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pagefile
