@@ -175,10 +175,16 @@ class StreamConnection final : public Connection, public std::enable_shared_from
       asio::buffer_copy(asio::buffer(write_bytes_), write_buffers_);
       write_buffers_.assign(1, asio::buffer(write_bytes_));
     }
-    asio::async_write(socket_, write_buffers_,
-                      asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec, size_t) {
-                        self->on_written(ec);
-                      }));
+    auto written = asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec, size_t) {
+      self->on_written(ec);
+    });
+    if constexpr (std::is_same_v<Socket, TlsSocket>) {
+      // It sends all or fails; asio::async_write would hand it 64 KiB at a
+      // time, each piece waiting for the one before.
+      socket_.async_write_some(write_buffers_, std::move(written));
+    } else {
+      asio::async_write(socket_, write_buffers_, std::move(written));
+    }
   }
 
   void on_written(const error_code& ec) EXCLUDES(write_mu_) {

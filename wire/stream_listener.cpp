@@ -159,9 +159,20 @@ class AcceptLoop : public std::enable_shared_from_this<AcceptLoop<Protocol>> {
       error_code ignored;
       stream->lowest_layer().close(ignored);
     });
+    // Begun on the strand, not here: the accept loop goes on while this
+    // handshake's key exchange runs.
+    asio::post(strand, [self = this->shared_from_this(), tls, stream, timer, peer, strand]() mutable {
+      self->shake_hands(std::move(tls), std::move(stream), std::move(timer), std::move(peer), strand);
+    });
+  }
+
+  void shake_hands(std::shared_ptr<TlsContext> tls, std::shared_ptr<TlsSocket> stream,
+                   std::shared_ptr<asio::steady_timer> timer, std::shared_ptr<const std::string> peer, Strand strand) {
     stream->async_handshake(
-        asio::bind_executor(strand, [self = this->shared_from_this(), tls, stream, timer, peer](const error_code& hs_ec) {
+        asio::bind_executor(strand, [self = this->shared_from_this(), tls, stream, timer, peer](error_code hs_ec) {
           timer->cancel();
+          // (Done, but the time ran out just before: closed by the timer.)
+          if (!hs_ec && !stream->lowest_layer().is_open()) hs_ec = asio::error::operation_aborted;
           Result<PeerRole> role = hs_ec ? Result<PeerRole>(internal::handshake_status(hs_ec, *peer, stream->native_handle()))
                                         : tls->peer_role(stream->native_handle());
           if (!role) {

@@ -29,7 +29,7 @@ error_code ssl_error(int error) {
     return error_code(errno, boost::system::system_category());
   }
   unsigned long queued = ERR_get_error();
-  if (queued == 0) return boost::asio::error::no_protocol_option;
+  if (queued == 0) return boost::asio::ssl::error::unexpected_result;
   // OpenSSL 3 says so of a peer gone without a TLS goodbye.
   if (ERR_GET_REASON(queued) == SSL_R_UNEXPECTED_EOF_WHILE_READING) return boost::asio::ssl::error::stream_truncated;
   return error_code(static_cast<int>(queued), boost::asio::error::get_ssl_category());
@@ -61,15 +61,20 @@ TlsSocket::TlsSocket(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx)
   state_->ssl = ssl;
 }
 
-TlsSocket::~TlsSocket() {
-  if (state_ != nullptr && state_->ssl != nullptr) SSL_free(state_->ssl);  // (and its BIOs)
+bool TlsSocket::closed(error_code& ec) {
+  if (!ok()) {
+    ec = boost::asio::error::no_memory;
+    return true;
+  }
+  if (!socket_.is_open()) {
+    ec = boost::asio::error::operation_aborted;
+    return true;
+  }
+  return false;
 }
 
 TlsSocket::Step TlsSocket::handshake_step(error_code& ec) {
-  if (!ok()) {
-    ec = boost::asio::error::no_memory;
-    return Step::kFailed;
-  }
+  if (closed(ec)) return Step::kFailed;
   if (!SSL_is_init_finished(state_->ssl)) {
     ERR_clear_error();
     errno = 0;
@@ -94,6 +99,15 @@ TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_c
   // SSL_read gives one record at a time: reading on while records are
   // whole lets a burst of requests be delivered (and answered, in one
   // send) together, as over tcp://.
+  if (closed(ec)) return Step::kFailed;
+  if (state_->read_error) {
+    ec = state_->read_error;
+    return Step::kFailed;
+  }
+  if (state_->out.size() - state_->out_sent > kMaxUnsentFromReads) {
+    Step sent = flush(ec);
+    if (sent != Step::kDone) return sent;
+  }
   auto* into = static_cast<uint8_t*>(data);
   n = 0;
   while (n < size) {
@@ -105,7 +119,10 @@ TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_c
       continue;
     }
     int error = SSL_get_error(state_->ssl, rc);
-    if (n > 0) break;  // what came first, now; the end or the error again at the next read
+    if (n > 0) {  // what came first, now; the end or the error at the next read
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) state_->read_error = ssl_error(error);
+      break;
+    }
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
       Step sent = flush(ec);
       if (sent == Step::kFailed) return sent;
@@ -123,6 +140,7 @@ TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_c
 }
 
 bool TlsSocket::encrypt(const void* data, size_t size, error_code& ec) {
+  if (closed(ec)) return false;
   if (size == 0) return true;
   ERR_clear_error();
   errno = 0;

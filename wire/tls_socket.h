@@ -45,7 +45,6 @@ class TlsSocket {
   TlsSocket(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx);
   TlsSocket(TlsSocket&&) noexcept = default;
   TlsSocket& operator=(TlsSocket&&) noexcept = default;
-  ~TlsSocket();
 
   bool ok() const { return state_ != nullptr && state_->ssl != nullptr; }
   boost::asio::ip::tcp::socket& lowest_layer() { return socket_; }
@@ -104,12 +103,28 @@ class TlsSocket {
   // The OpenSSL side; on the heap, so the BIO's pointer to `out` survives a
   // move of the socket.
   struct State {
+    State() = default;
+    State(const State&) = delete;
+    State& operator=(const State&) = delete;
+    ~State() {
+      if (ssl != nullptr) SSL_free(ssl);  // (and its BIOs)
+    }
     SSL* ssl = nullptr;
     std::vector<uint8_t> out;  // records made and not yet sent, from out_sent
     size_t out_sent = 0;
+    // A fatal error met after a read had bytes to give: given by the next.
+    error_code read_error;
   };
+  // Records a read made (a key update's answer) wait at most this much
+  // before reading waits for the socket to take them: a peer that asks and
+  // never reads cannot grow `out` without bound.
+  static constexpr size_t kMaxUnsentFromReads = 64 * 1024;
 
-  // One turn of each operation; each ends by sending what it made.
+  // One turn of each operation; each ends by sending what it made. Each
+  // first checks that the socket is still open: OpenSSL's read BIO holds the
+  // descriptor's number, which a close (on this strand) may have handed to
+  // another file since a wait completed.
+  bool closed(error_code& ec);
   Step handshake_step(error_code& ec);
   Step read_step(void* data, size_t size, size_t& n, error_code& ec);
   bool encrypt(const void* data, size_t size, error_code& ec);
