@@ -24,6 +24,8 @@ import statistics
 import sys
 import time
 
+from pagefile_extension import load_pagefile
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -34,9 +36,7 @@ def main():
     p.add_argument("--kill-at", type=float, default=0)
     a = p.parse_args()
 
-    loader = sqlite3.connect(":memory:")
-    loader.enable_load_extension(True)
-    loader.load_extension(a.extension)
+    load_pagefile(a.extension)
     db = sqlite3.connect(a.db, uri=True, isolation_level=None, timeout=10)
     db.execute("PRAGMA journal_mode=delete")
     db.execute("CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, body TEXT)")

@@ -18,13 +18,7 @@ import subprocess
 import sys
 import time
 
-
-def load(extension):
-    if extension:
-        loader = sqlite3.connect(":memory:")
-        loader.enable_load_extension(True)
-        loader.load_extension(extension)
-        loader.close()
+from pagefile_extension import load_pagefile
 
 
 def connect(args):
@@ -35,7 +29,7 @@ def connect(args):
 
 
 def worker(args):
-    load(args.extension)
+    load_pagefile(args.extension)
     db = connect(args)
     rng = random.Random(args.seed)
     for _ in range(args.txns):
@@ -67,7 +61,7 @@ def main():
         worker(args)
         return
 
-    load(args.extension)
+    load_pagefile(args.extension)
     db = connect(args)
     mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
     if mode != args.journal_mode:

@@ -37,6 +37,8 @@ import statistics
 import sys
 import time
 
+from pagefile_extension import load_pagefile
+
 PAD_BYTES = 3000
 
 
@@ -73,15 +75,7 @@ def main():
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
-    if args.extension:
-        # The extension registers the VFS process-wide; this connection only
-        # carries the load (the VFS stays: SQLITE_OK_LOAD_PERMANENTLY).
-        loader = sqlite3.connect(":memory:")
-        loader.enable_load_extension(True)
-        # (Debian's Python has no entrypoint=; SQLite derives
-        # sqlite3_pagefile_init from the file name pagefile.so.)
-        loader.load_extension(args.extension)
-        loader.close()
+    load_pagefile(args.extension)
 
     db = connect(args)
 

@@ -33,10 +33,15 @@ on any SQLite error or when the database's invariants do not hold at the end
 warehouse's year-to-date equals its districts'; integrity_check ok).
 """
 import argparse
+import os
 import random
 import sqlite3
 import sys
 import time
+
+# bench/pagefile_extension.py, one folder up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pagefile_extension import load_pagefile  # noqa: E402
 
 DISTRICTS = 10
 LAST_NAME_SYLLABLES = ["BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING"]
@@ -262,14 +267,7 @@ def main():
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
-    if args.extension:
-        # The extension registers the VFS process-wide (SQLITE_OK_LOAD_PERMANENTLY);
-        # this connection only carries the load. Debian's Python has no
-        # entrypoint=: SQLite derives sqlite3_pagefile_init from pagefile.so.
-        loader = sqlite3.connect(":memory:")
-        loader.enable_load_extension(True)
-        loader.load_extension(args.extension)
-        loader.close()
+    load_pagefile(args.extension)
 
     db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None)
     if args.phase in ("load", "both"):

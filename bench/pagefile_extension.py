@@ -1,0 +1,25 @@
+"""Loading the pagefile VFS into Python's sqlite3, for the bench scripts.
+
+    from pagefile_extension import load_pagefile
+    load_pagefile("build/vfs/pagefile.so")
+
+Needs Debian's /usr/bin/python3: its sqlite3 module can load extensions
+(enable_load_extension); the pyenv Python first on some PATHs cannot.
+"""
+import sqlite3
+
+
+def load_pagefile(extension):
+    """Registers the VFS in this process (no-op for a false `extension`).
+
+    The extension registers the VFS process-wide and stays
+    (SQLITE_OK_LOAD_PERMANENTLY); the connection made here only carries the
+    load. Debian's Python has no entrypoint=: SQLite derives
+    sqlite3_pagefile_init from the file name pagefile.so.
+    """
+    if not extension:
+        return
+    loader = sqlite3.connect(":memory:")
+    loader.enable_load_extension(True)
+    loader.load_extension(extension)
+    loader.close()
