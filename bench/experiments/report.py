@@ -96,59 +96,48 @@ def plot(directory):
     styles = {"hit": "o-", "miss-sync-write": "s--", "miss-emulated": "^-",
               "local-disk": "o-", "remote-disk": "s--", "remote-emulated": "^-"}
 
-    rows = rows_of("fig5")
-    if rows:
+    def lines(ax, rows, key, labels, x, y, xlabel, ylabel, title):
+        """One line per value of `key` named in `labels`, points (x(r), y(r)); a log y axis."""
+        for value, label in labels.items():
+            pts = [(x(r), y(r)) for r in rows if r[key] == value]
+            if pts:
+                ax.plot(*zip(*sorted(pts)), styles[value],
+                        label=label.replace("emulated disk", f"emulated {latency} ms disk"))
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+
+    def by_page_size(rows):
+        """A panel per page size: the figure, and (axes, size, that size's rows) for each."""
         sizes = sorted({r["page_size"] for r in rows}, key=int)
         fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.2), squeeze=False)
-        for ax, size in zip(axes[0], sizes):
-            for variant in VARIANT_LABELS:
-                pts = [(int(r["concurrency"]), num(r, "ms_per_page")) for r in rows
-                       if r["page_size"] == size and r["variant"] == variant]
-                if pts:
-                    ax.plot(*zip(*sorted(pts)), styles[variant], label=VARIANT_LABELS[variant]
-                            .replace("emulated disk", f"emulated {latency} ms disk"))
-            ax.set_yscale("log")
-            ax.set_xlabel("concurrency (requests in flight)")
-            ax.set_ylabel("ms per page (log)")
-            ax.set_title(f"{size_label(size)} pages, 6 servers")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+        return fig, [(ax, size, [r for r in rows if r["page_size"] == size]) for ax, size in zip(axes[0], sizes)]
+
+    rows = rows_of("fig5")
+    if rows:
+        fig, panels = by_page_size(rows)
+        for ax, size, sized in panels:
+            lines(ax, sized, "variant", VARIANT_LABELS, lambda r: int(r["concurrency"]), lambda r: num(r, "ms_per_page"),
+                  "concurrency (requests in flight)", "ms per page (log)", f"{size_label(size)} pages, 6 servers")
         save(fig, "fig5")
 
     rows = rows_of("fig6")
     if rows:
         fig, ax = plt.subplots(figsize=(6.5, 4.2))
-        for variant in VARIANT_LABELS:
-            pts = [(int(r["page_size"]) / 1024, num(r, "bytes_per_s") / 1e6) for r in rows if r["variant"] == variant]
-            if pts:
-                ax.plot(*zip(*sorted(pts)), styles[variant], label=VARIANT_LABELS[variant]
-                        .replace("emulated disk", f"emulated {latency} ms disk"))
+        lines(ax, rows, "variant", VARIANT_LABELS, lambda r: int(r["page_size"]) / 1024,
+              lambda r: num(r, "bytes_per_s") / 1e6, "page size (KiB)", "MB/s (log)", "concurrency 12, 6 servers")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("page size (KiB)")
-        ax.set_ylabel("MB/s (log)")
-        ax.set_title("concurrency 12, 6 servers")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
         save(fig, "fig6")
 
     rows = rows_of("fig7")
     if rows:
-        sizes = sorted({r["page_size"] for r in rows}, key=int)
-        fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.2), squeeze=False)
-        for ax, size in zip(axes[0], sizes):
-            for mode in MODE_LABELS:
-                pts = [(int(r["hit_percent"]), num(r, "bytes_per_s") / 1e6) for r in rows
-                       if r["page_size"] == size and r["mode"] == mode]
-                if pts:
-                    ax.plot(*zip(*sorted(pts)), styles[mode], label=MODE_LABELS[mode]
-                            .replace("emulated disk", f"emulated {latency} ms disk"))
-            ax.set_yscale("log")
-            ax.set_xlabel("cache hits (%)")
-            ax.set_ylabel("MB/s (log)")
-            ax.set_title(f"{size_label(size)} pages, concurrency 12")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+        fig, panels = by_page_size(rows)
+        for ax, size, sized in panels:
+            lines(ax, sized, "mode", MODE_LABELS, lambda r: int(r["hit_percent"]), lambda r: num(r, "bytes_per_s") / 1e6,
+                  "cache hits (%)", "MB/s (log)", f"{size_label(size)} pages, concurrency 12")
         save(fig, "fig7")
 
     rows = rows_of("scalability")
