@@ -1,12 +1,23 @@
 #include "core/work_pool.h"
 
+#include <system_error>
 #include <utility>
 
 namespace pagefile {
 
-WorkPool::WorkPool(size_t max_threads) : max_threads_(max_threads == 0 ? 1 : max_threads) {}
+WorkPool::WorkPool(size_t max_threads) : max_threads_(max_threads == 0 ? 1 : max_threads) {
+  MutexLock lock(mu_);
+  start_thread();  // (a failure here is the caller's, as it was a fixed pool's)
+  // Ready once it waits for work: the first task then finds it idle.
+  while (idle_ == 0) drained_.wait(mu_);
+}
 
 WorkPool::~WorkPool() { join(); }
+
+void WorkPool::start_thread() {
+  threads_.emplace_back([this] { run(); });
+  ++started_;
+}
 
 void WorkPool::post(std::function<void()> task) {
   MutexLock lock(mu_);
@@ -14,21 +25,27 @@ void WorkPool::post(std::function<void()> task) {
   tasks_.push_back(std::move(task));
   // Every waiting task has an idle thread to take it, or gets a new one.
   if (tasks_.size() > idle_ && started_ < max_threads_) {
-    threads_.emplace_back([this] { run(); });
-    ++started_;
-  } else {
-    work_or_stop_.notify_one();
+    try {
+      start_thread();
+      return;
+    } catch (const std::system_error&) {
+      // No thread to be had now: the pool's first one (always there) and any
+      // others take the task in turn.
+    }
   }
+  work_or_stop_.notify_one();
 }
 
 void WorkPool::join() {
   std::vector<std::thread> threads;
   {
     MutexLock lock(mu_);
+    while (!stopping_ && (!tasks_.empty() || running_ > 0)) drained_.wait(mu_);
     stopping_ = true;
     threads.swap(threads_);
   }
   work_or_stop_.notify_all();
+  drained_.notify_all();  // (another join() waiting returns)
   for (std::thread& t : threads) t.join();
 }
 
@@ -48,14 +65,18 @@ void WorkPool::run() {
     if (!tasks_.empty()) {
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
+      ++running_;
       lock.unlock();
       task();
       task = nullptr;  // (what it holds goes before the lock is taken again)
       lock.lock();
+      --running_;
+      if (tasks_.empty() && running_ == 0) drained_.notify_all();
       continue;
     }
     if (stopping_) return;
     ++idle_;
+    drained_.notify_all();  // (the constructor waits for its first thread here)
     work_or_stop_.wait(mu_);
     --idle_;
   }

@@ -4,8 +4,9 @@
 // whatever is in the page cache and writes there too; only a read that must
 // wait for the disk, or an O_DSYNC write, goes to a thread. A fixed pool sized
 // for the most requests in flight (16) would sit idle in most processes, a
-// SQLite one included. This pool starts a thread when a task finds none idle,
-// up to its maximum, and keeps the threads it started until join().
+// SQLite one included. This pool starts with one thread and starts another
+// when a task finds none idle, up to its maximum; it keeps the threads it
+// started until join().
 #pragma once
 
 #include <cstddef>
@@ -20,18 +21,21 @@ namespace pagefile {
 
 class WorkPool {
  public:
+  // Starts the first thread (throws std::system_error, as std::thread does,
+  // when it cannot).
   explicit WorkPool(size_t max_threads);
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
   ~WorkPool();  // join()
 
   // Runs `task` on a thread of the pool: an idle one, else a new one while
-  // there are fewer than the maximum, else the first to become idle. Tasks
-  // start in the order they were posted.
+  // there are fewer than the maximum (or when one cannot be started), else
+  // the first to become idle. Tasks start in the order they were posted.
   void post(std::function<void()> task) EXCLUDES(mu_);
 
-  // Runs the tasks already posted, then stops the threads. Posting after
-  // join() runs nothing. Idempotent.
+  // Waits until no task is queued or running, tasks posted meanwhile (by
+  // tasks or other threads) included, then stops the threads; a task posted
+  // after that never runs. REQUIRES: not called from a task. Idempotent.
   void join() EXCLUDES(mu_);
 
   // Threads started so far (join() stops them; the count stays), and of
@@ -40,13 +44,16 @@ class WorkPool {
   size_t idle() const EXCLUDES(mu_);
 
  private:
+  void start_thread() REQUIRES(mu_);
   void run() EXCLUDES(mu_);
 
   const size_t max_threads_;
   mutable Mutex mu_;
   CondVar work_or_stop_;
+  CondVar drained_;  // the queue is empty and no task runs, or a thread went idle
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
-  size_t idle_ GUARDED_BY(mu_) = 0;  // threads waiting for a task
+  size_t idle_ GUARDED_BY(mu_) = 0;     // threads waiting for a task
+  size_t running_ GUARDED_BY(mu_) = 0;  // tasks being run
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mu_);
   size_t started_ GUARDED_BY(mu_) = 0;

@@ -190,9 +190,9 @@ struct ClientOptions {
 
   // The most threads that carry out local page I/O: reads that must wait
   // for the disk and O_DSYNC writes (the rest is done on the caller's
-  // thread). Each starts when a request finds none idle. Requests beyond
-  // this many wait in a queue, so a level above it gains nothing for local
-  // files.
+  // thread). One starts at the first local open, each further one when a
+  // request finds none idle. Requests beyond this many wait in a queue, so
+  // a level above it gains nothing for local files.
   uint32_t io_threads = 16;
 
   // The bus for remote files: server addresses separated by commas or white

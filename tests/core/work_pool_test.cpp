@@ -48,10 +48,10 @@ bool reaches(const std::atomic<int>& done, int want) {
   return eventually([&] { return done.load() >= want; });
 }
 
-TEST_CASE("no thread until a task comes; tasks one after another share one thread") {
-  WorkPool pool(8);
-  CHECK(pool.threads() == 0);
+TEST_CASE("one thread to begin with; tasks one after another share it") {
   std::atomic<int> done{0};
+  WorkPool pool(8);
+  CHECK(pool.threads() == 1);
   for (int i = 1; i <= 20; ++i) {
     pool.post([&] { done.fetch_add(1); });
     REQUIRE(reaches(done, i));
@@ -61,10 +61,11 @@ TEST_CASE("no thread until a task comes; tasks one after another share one threa
 }
 
 TEST_CASE("tasks that block at once get a thread each, up to the maximum; the rest wait their turn") {
-  WorkPool pool(3);
+  // (Declared before the pool, which joins first when a check fails.)
   Gate gate;
   std::atomic<int> started{0};
   std::atomic<int> done{0};
+  WorkPool pool(3);
   for (int i = 0; i < 5; ++i) {
     pool.post([&] {
       started.fetch_add(1);
@@ -81,11 +82,20 @@ TEST_CASE("tasks that block at once get a thread each, up to the maximum; the re
   CHECK(pool.threads() == 3);
 }
 
-TEST_CASE("join runs what was posted, then nothing more") {
+TEST_CASE("join runs what was posted, and what tasks post meanwhile, then nothing more") {
+  Gate gate;
   std::atomic<int> done{0};
   WorkPool pool(2);
-  Gate gate;
-  pool.post([&] { gate.wait(); done.fetch_add(1); });
+  pool.post([&] {
+    gate.wait();
+    done.fetch_add(1);
+    // Posted while join() waits: it runs too (a request's next one, as
+    // the client dispatches it from a completion).
+    pool.post([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      done.fetch_add(1);
+    });
+  });
   for (int i = 0; i < 10; ++i) pool.post([&] { done.fetch_add(1); });
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -93,10 +103,10 @@ TEST_CASE("join runs what was posted, then nothing more") {
   });
   pool.join();
   opener.join();
-  CHECK(done.load() == 11);
+  CHECK(done.load() == 12);
   pool.post([&] { done.fetch_add(1); });
   pool.join();  // (again: nothing to do)
-  CHECK(done.load() == 11);
+  CHECK(done.load() == 12);
   CHECK(pool.threads() == 2);
 }
 
