@@ -421,7 +421,9 @@ TEST_CASE("etcd: a member dying, the leader among them, costs a call one attempt
   EtcdCatalog::Options options;
   options.endpoints = cluster.endpoints();
   options.lease = kLease;
-  options.client.deadline = 4000ms;
+  // (Room for an election, or two, on a machine busy with sanitized tests
+  // beside this one.)
+  options.client.deadline = 8000ms;
   auto opened = EtcdCatalog::open(options);
   REQUIRE(opened);
   EtcdCatalog& c = **opened;
@@ -429,12 +431,16 @@ TEST_CASE("etcd: a member dying, the leader among them, costs a call one attempt
   REQUIRE(a);
   REQUIRE(c.lock(a->id, 1, LockLevel::kShared));
   int64_t size = 0;
+  auto locked = [&](LockLevel level) {
+    auto got = c.lock(a->id, 1, level);
+    REQUIRE_MESSAGE(got, "lock to level ", static_cast<int>(level), " at size ", size, ": ", got.status().to_string());
+  };
   auto step = [&] {
     ++size;
-    REQUIRE(c.lock(a->id, 1, LockLevel::kReserved));
+    locked(LockLevel::kReserved);
     Status s = c.set_size(0, a->id, size, false);
     REQUIRE_MESSAGE(s, s.to_string());
-    REQUIRE(c.lock(a->id, 1, LockLevel::kShared));
+    locked(LockLevel::kShared);
   };
   for (int i = 0; i < 5; ++i) step();
 
