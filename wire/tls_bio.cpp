@@ -3,7 +3,11 @@
 
 #include <sys/socket.h>
 
+#include <openssl/err.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 
 namespace pagefile::net::internal {
@@ -76,6 +80,22 @@ BIO* new_send_bio(int fd) {
 BIO* new_buffer_bio(std::vector<uint8_t>* out) {
   static const BIO_METHOD* method = make_method("pagefile tls buffer", buffer_write, buffer_ctrl);
   return new_bio(method, out);
+}
+
+size_t read_whole_records(SSL* ssl, std::span<uint8_t> into, int& stop) {
+  size_t got = 0;
+  stop = SSL_ERROR_NONE;
+  while (got < into.size()) {
+    ERR_clear_error();
+    errno = 0;
+    int n = SSL_read(ssl, into.data() + got, static_cast<int>(std::min<size_t>(into.size() - got, INT_MAX)));
+    if (n <= 0) {
+      stop = SSL_get_error(ssl, n);
+      break;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return got;
 }
 
 }  // namespace pagefile::net::internal

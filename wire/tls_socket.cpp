@@ -96,9 +96,8 @@ TlsSocket::Step TlsSocket::handshake_step(error_code& ec) {
 }
 
 TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_code& ec) {
-  // SSL_read gives one record at a time: reading on while records are
-  // whole lets a burst of requests be delivered (and answered, in one
-  // send) together, as over tcp://.
+  // (A burst of requests is read whole, so it is delivered, and answered
+  // in one send, together, as over tcp://.)
   if (closed(ec)) return Step::kFailed;
   if (state_->read_error) {
     ec = state_->read_error;
@@ -108,26 +107,17 @@ TlsSocket::Step TlsSocket::read_step(void* data, size_t size, size_t& n, error_c
     Step sent = flush(ec);
     if (sent != Step::kDone) return sent;
   }
-  auto* into = static_cast<uint8_t*>(data);
-  n = 0;
-  while (n < size) {
-    ERR_clear_error();
-    errno = 0;
-    int rc = SSL_read(state_->ssl, into + n, static_cast<int>(std::min<size_t>(size - n, INT_MAX)));
-    if (rc > 0) {
-      n += static_cast<size_t>(rc);
-      continue;
-    }
-    int error = SSL_get_error(state_->ssl, rc);
-    if (n > 0) {  // what came first, now; the end or the error at the next read
-      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) state_->read_error = ssl_error(error);
-      break;
-    }
-    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-      Step sent = flush(ec);
-      if (sent == Step::kFailed) return sent;
-      return error == SSL_ERROR_WANT_READ ? Step::kWantRead : Step::kWantWrite;
-    }
+  int error = SSL_ERROR_NONE;
+  n = read_whole_records(state_->ssl, {static_cast<uint8_t*>(data), size}, error);
+  const bool waits = error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE;
+  if (n > 0 || error == SSL_ERROR_NONE) {
+    // What came first, now; the end or the error at the next read.
+    if (error != SSL_ERROR_NONE && !waits) state_->read_error = ssl_error(error);
+  } else if (waits) {
+    Step sent = flush(ec);
+    if (sent == Step::kFailed) return sent;
+    return error == SSL_ERROR_WANT_READ ? Step::kWantRead : Step::kWantWrite;
+  } else {
     ec = ssl_error(error);
     return Step::kFailed;
   }

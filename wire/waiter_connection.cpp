@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <chrono>
 #include <optional>
 #include <vector>
@@ -290,26 +289,17 @@ class WaiterReadConnection final : public Connection, public std::enable_shared_
 
   // As recv(MSG_DONTWAIT) through TLS: plaintext into `space`; 0 when the
   // peer closed; -1 with errno (EAGAIN when nothing whole has arrived).
-  // SSL_read gives one record at a time: this reads on while records are
-  // whole, so a batch of answers is delivered at once.
+  // (A batch of answers is read whole: wire/tls_bio.h.)
   ssize_t recv_tls(std::span<uint8_t> space) EXCLUDES(ssl_mu_) {
     MutexLock lock(ssl_mu_);
-    size_t got = 0;
-    while (got < space.size()) {
+    int error = SSL_ERROR_NONE;
+    size_t got = read_whole_records(ssl_, space, error);
+    if (got > 0) {  // the end or the error again at the next read
       ERR_clear_error();
-      errno = 0;
-      int n = SSL_read(ssl_, space.data() + got, static_cast<int>(std::min<size_t>(space.size() - got, INT_MAX)));
-      if (n > 0) {
-        got += static_cast<size_t>(n);
-        continue;
-      }
-      int error = SSL_get_error(ssl_, n);
-      if (got > 0) break;  // the end or the error again at the next read
-      if (error == SSL_ERROR_ZERO_RETURN) return 0;
-      return tls_failure(error, "read");
+      return static_cast<ssize_t>(got);
     }
-    ERR_clear_error();
-    return static_cast<ssize_t>(got);
+    if (error == SSL_ERROR_ZERO_RETURN) return 0;
+    return tls_failure(error, "read");
   }
 
   // -1 with errno for a failed SSL_read or SSL_write: EAGAIN when it waits
