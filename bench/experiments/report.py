@@ -246,10 +246,7 @@ def plot(directory):
             ax = axes[2]
             width = 0.8 / len(counts)
             for i, count in enumerate(counts):
-                ratios = []
-                for w in workloads:
-                    one, this = pick(rows, replicas="1", kind=f"sqlite-{w}"), pick(rows, replicas=count, kind=f"sqlite-{w}")
-                    ratios.append(num(this, "seconds") / num(one, "seconds") if one and this else float("nan"))
+                ratios = [sqlite_relative(rows, count, w) for w in workloads]
                 ax.bar([j + (i - (len(counts) - 1) / 2) * width for j in range(len(workloads))], ratios, width,
                        label=f"R = {count}")
             ax.axhline(1, color="k", linewidth=0.8)
@@ -551,6 +548,12 @@ def text_sqlite(rows, info):
     return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
 
 
+def sqlite_relative(rows, count, workload):
+    """A SQLite workload's seconds with `count` copies over its seconds with one (nan: a row missing)."""
+    one, this = pick(rows, replicas="1", kind=f"sqlite-{workload}"), pick(rows, replicas=count, kind=f"sqlite-{workload}")
+    return num(this, "seconds") / num(one, "seconds") if one and this else float("nan")
+
+
 def text_replicas(rows, info):
     latency = info.get("latency_ms", "?")
     p = params(info, "replicas")
@@ -582,11 +585,8 @@ def text_replicas(rows, info):
         for count in counts:
             if count == "1":
                 continue
-            ratios = []
-            for w in workloads:
-                one, this = pick(rows, replicas="1", kind=f"sqlite-{w}"), pick(rows, replicas=count, kind=f"sqlite-{w}")
-                if one and this:
-                    ratios.append(f"{w} {fmt(num(this, 'seconds') / num(one, 'seconds'))}x")
+            relative = {w: sqlite_relative(rows, count, w) for w in workloads}
+            ratios = [f"{w} {fmt(r)}x" for w, r in relative.items() if r == r]  # (nan: a row missing)
             cells.append(f"R = {count}: " + ", ".join(ratios))
         parts.append(f"SQLite's workloads (bench/sqlite_vfs_workload.py, {p.get('sqlite_rows', '?')} rows, "
                      f"concurrency 12) took, against R = 1: " + "; ".join(cells) + ".")
