@@ -38,10 +38,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -155,6 +157,8 @@ class Client::Impl {
   std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
+  Status set_page_size(Fd fd, uint32_t page_size);
+  Result<uint32_t> reread_page_size(Fd fd);
   Result<FileStatus> status(Fd fd);
   Status set_concurrency(Fd fd, uint32_t concurrency);
   Status unlink(std::string_view name, Location location, uint64_t lock_token);
@@ -172,6 +176,10 @@ class Client::Impl {
  private:
   // The open file of `fd`, or kInvalidArgument.
   Result<OpenFilePtr> find_file(Fd fd) const REQUIRES(mu_);
+  // Runs `op` on the file's PageIo once its earlier requests are done, with
+  // new ones waiting (OpenFile::exclusive) until it returns: truncate and
+  // the page size changes. `op` runs without mu_.
+  Status exclusively(Fd fd, std::string_view what, const std::function<Status(OpenFile&)>& op) EXCLUDES(mu_);
   Status check_running() const REQUIRES(mu_);
   std::filesystem::path local_path(std::string_view name) const;
   // The bus, started on first use.

@@ -219,35 +219,64 @@ Status Client::Impl::sync(Fd fd) {
   return io->sync();
 }
 
-Status Client::Impl::truncate(Fd fd, int64_t pages) {
+Status Client::Impl::exclusively(Fd fd, std::string_view what, const std::function<Status(OpenFile&)>& op) {
   OpenFilePtr file;
   {
     MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     file = *found;
-    if (pages < 0) {
-      return Status::invalid_argument(file->name, fmt::format("truncate to {} pages", pages));
-    }
-    if (pages > 0) {
-      if (Status s = check_page_number(pages - 1, file->name); !s) return s;
-    }
     while (file->exclusive && !file->closing) done_cv_.wait(mu_);
-    if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during truncate");
+    if (file->closing) return Status::invalid_argument(fd_text(fd), fmt::format("was closed during {}", what));
     file->exclusive = true;
-    ++file->pool_changes;  // a read_direct already under way may return a page now cut off
+    ++file->pool_changes;  // a read_direct already under way may return a page now changed
     wait_locked(file, nullptr, [&] { return file->incomplete.empty(); });
   }
-  Status s = file->io->truncate(pages);
+  Status s = op(*file);
   {
     MutexLock lock(mu_);
-    if (s) file->failed_pages.erase(file->failed_pages.lower_bound(pages), file->failed_pages.end());
-    // After a failed truncate the size is unknown: keep nothing.
-    if (cache_) cache_->truncate(file->fd.value, s ? pages : 0);
     file->exclusive = false;
   }
   notify_waiters();
   return s;
+}
+
+Status Client::Impl::truncate(Fd fd, int64_t pages) {
+  return exclusively(fd, "truncate", [&](OpenFile& file) {
+    if (pages < 0) return Status::invalid_argument(file.name, fmt::format("truncate to {} pages", pages));
+    if (pages > 0) {
+      if (Status s = check_page_number(pages - 1, file.name); !s) return s;
+    }
+    Status s = file.io->truncate(pages);
+    MutexLock lock(mu_);
+    if (s) file.failed_pages.erase(file.failed_pages.lower_bound(pages), file.failed_pages.end());
+    // After a failed truncate the size is unknown: keep nothing.
+    if (cache_) cache_->truncate(file.fd.value, s ? pages : 0);
+    return s;
+  });
+}
+
+Status Client::Impl::set_page_size(Fd fd, uint32_t page_size) {
+  return exclusively(fd, "page size change", [&](OpenFile& file) {
+    // The pool keeps each file's pages at the size it had when added.
+    if (cache_) return Status::invalid_argument(file.name, "its page size is fixed while the client keeps a pool");
+    return file.io->set_empty_page_size(page_size);
+  });
+}
+
+Result<uint32_t> Client::Impl::reread_page_size(Fd fd) {
+  uint32_t now = 0;
+  Status s = exclusively(fd, "page size read", [&](OpenFile& file) {
+    if (cache_) {
+      now = file.io->page_size();
+      return Status::ok();
+    }
+    auto got = file.io->reread_page_size();
+    if (got) now = *got;
+    return got.status();
+  });
+  if (!s) return s;
+  return now;
 }
 
 Result<FileStatus> Client::Impl::status(Fd fd) {

@@ -82,6 +82,13 @@ class PageIo {
     return 0;  // a local file has one home
   }
 
+  // Client::set_page_size and Client::reread_page_size: only a local file
+  // that holds no page changes its page size.
+  virtual Status set_empty_page_size(uint32_t) {
+    return Status::invalid_argument(name(), "a remote file's page size is fixed at its creation");
+  }
+  virtual Result<uint32_t> reread_page_size() { return page_size(); }
+
   // Blocking operations; the caller orders them against the page requests.
   virtual Status sync() = 0;
   virtual Status truncate(int64_t pages) = 0;

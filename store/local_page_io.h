@@ -43,6 +43,8 @@ class LocalPageIo final : public PageIo {
   Status sync() override { return file_->sync(); }
   Status truncate(int64_t pages) override { return file_->truncate(pages); }
   Result<int64_t> size_pages() override { return file_->size_pages(); }
+  Status set_empty_page_size(uint32_t page_size) override { return file_->set_empty_page_size(page_size); }
+  Result<uint32_t> reread_page_size() override { return file_->reread_page_size(); }
   Status lock(LockMode mode, LockWait wait) override { return file_->lock(mode, wait); }
   Status unlock() override { return file_->unlock(); }
   Status set_lock_level(LockLevel level) override { return file_->set_lock_level(level); }

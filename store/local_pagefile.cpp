@@ -244,6 +244,25 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
   return got;
 }
 
+// Decodes the whole header in `bytes` (of `got` bytes). A header being
+// rewritten by another descriptor (set_empty_page_size) may be read half
+// old, half new, and fail its checksum: it is read again for a while before
+// it is called damaged.
+Result<FileHeader> read_header_settled(int fd, const std::string& name, std::span<std::byte, kHeaderSize> bytes,
+                                       size_t got = kHeaderSize, bool read_first = true) {
+  constexpr int kTries = 20;
+  for (int attempt = 0;; ++attempt) {
+    if (read_first || attempt > 0) {
+      auto read = pread_full(fd, bytes, 0, name);
+      if (!read) return read.status();
+      got = *read;
+    }
+    Result<FileHeader> header = decode_header(std::span<const std::byte>(bytes).first(got), name);
+    if (header || got < kHeaderSize || attempt + 1 == kTries) return header;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 Status create_file(const std::filesystem::path& path, const FileHeader& header, mode_t mode) {
   static std::atomic<uint64_t> counter{0};
   std::filesystem::path tmp = path;
@@ -274,11 +293,11 @@ LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header,
       dsync_(dsync),
       name_(std::move(name)),
       header_(header),
+      page_size_(header.page_size),
       read_only_(read_only),
       grouped_(header.version >= kPageChecksumFormatVersion),
       checked_(grouped_ && checksums),
       units_(header.version == kFormatVersion ? header.page_size / kChecksumSectorSize : 1),
-      unit_(header.page_size / units_),
       sum_block_bytes_(static_cast<off_t>(kGroupPages * kEntryBytes * units_)),
       map_entries_(map_entries && checked_ && !read_only),
       reserve_first_(reserve_first) {}
@@ -349,8 +368,9 @@ Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
 void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
   // A sector's checksum is seeded with its number in the file, as a page's
   // is with the page's: one per page makes it the page's checksum.
+  const size_t unit = checksum_unit();
   for (uint32_t u = 0; u < units_; ++u) {
-    sums[u] = page_checksum(bytes.subspan(size_t{u} * unit_, unit_), page * units_ + u);
+    sums[u] = page_checksum(bytes.subspan(size_t{u} * unit, unit), page * units_ + u);
   }
 }
 
@@ -519,7 +539,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     ::close(fd);
     return got.status();
   }
-  Result<FileHeader> header = decode_header(std::span(bytes).first(*got), name);
+  Result<FileHeader> header = read_header_settled(fd, name, bytes, *got, /*read_first=*/false);
   if (!header) {
     ::close(fd);
     return header.status();
@@ -651,8 +671,9 @@ Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::sp
     if (!s) return s;
   }
   bool all_current = true;
+  const size_t unit = checksum_unit();
   for (uint32_t u = 0; u < units_; ++u) {
-    auto bytes = out.subspan(size_t{u} * unit_, unit_);
+    auto bytes = out.subspan(size_t{u} * unit, unit);
     if (!matched_sum(a.entries.current(u), a.entries.previous(u), a.hash[u], bytes)) {
       a.mismatch = true;
       a.status = checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
@@ -689,10 +710,11 @@ Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
   if (Status s = read_entries(page, entries); !s) return s;
   UnitSums hash;
   unit_sums(page, bytes, hash);
+  const size_t unit_bytes = checksum_unit();
   for (uint32_t u = 0; u < units_; ++u) {
     // The slot this unit's bytes match; else (a unit damaged already) the
     // current one, as any write takes.
-    auto unit = std::span(bytes).subspan(size_t{u} * unit_, unit_);
+    auto unit = std::span(bytes).subspan(size_t{u} * unit_bytes, unit_bytes);
     sums[u] = matched_sum(entries.current(u), entries.previous(u), hash[u], unit).value_or(entries.current(u));
   }
   return Status::ok();
@@ -842,6 +864,57 @@ Result<int64_t> LocalPagefile::size_pages() const {
   off_t last = body % group_bytes();  // the last group's checksum block and whole pages
   int64_t tail = last > sum_block_bytes_ ? static_cast<int64_t>((last - sum_block_bytes_) / page_size()) : 0;
   return static_cast<int64_t>(body / group_bytes()) * kGroupPages + tail;
+}
+
+Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
+  if (Status s = check_writable("page size change"); !s) return s;
+  if (Status s = check_page_size(page_size); !s) return s.with_context(name_);
+  if (page_size == this->page_size()) return Status::ok();
+  if (units_ != 1 || sole_writer_) {
+    return Status::invalid_argument(name_, "its page size is fixed (sector checksums, or a server's share)");
+  }
+  auto pages = size_pages();
+  if (!pages) return pages.status();
+  if (*pages != 0) {
+    return Status::invalid_argument(
+        name_, fmt::format("holds {} pages of {} bytes: its page size is fixed", *pages, this->page_size()));
+  }
+  // Bytes of a page cut short (no page) would be read as part of one.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
+  if (st.st_size > static_cast<off_t>(kHeaderSize) && ::ftruncate(fd_, static_cast<off_t>(kHeaderSize)) != 0) {
+    return errno_status(errno, name_, "truncate to no page");
+  }
+  FileHeader header = header_;
+  header.page_size = page_size;
+  // Durable with the first pages, at the next sync: until then the file
+  // holds no page that a crash could leave under the old size.
+  if (Status s = pwrite_full(fd_, encode_header(header), 0, name_); !s) return s.with_context("page size change");
+  {
+    MutexLock lock(blocks_mu_);
+    blocks_.clear();
+  }
+  sums_.forget_from(0);
+  page_size_ = page_size;
+  return Status::ok();
+}
+
+Result<uint32_t> LocalPagefile::reread_page_size() {
+  std::array<std::byte, kHeaderSize> bytes{};
+  auto header = read_header_settled(fd_, name_, bytes);
+  if (!header) return header.status();
+  if (header->page_size != page_size()) {
+    if (units_ != 1 || header->version != header_.version) {
+      return Status::corruption(name_, "its header changed under an open descriptor");
+    }
+    {
+      MutexLock lock(blocks_mu_);
+      blocks_.clear();
+    }
+    sums_.forget_from(0);
+    page_size_ = header->page_size;
+  }
+  return page_size();
 }
 
 Status LocalPagefile::lock(LockMode mode, LockWait wait) {

@@ -104,7 +104,7 @@ class LocalPagefile {
   LocalPagefile& operator=(const LocalPagefile&) = delete;
 
   const std::string& name() const { return name_; }
-  uint32_t page_size() const { return header_.page_size; }
+  uint32_t page_size() const { return page_size_.load(std::memory_order_relaxed); }
   const BufferPolicy& recorded_policy() const { return header_.policy; }
   bool read_only() const { return read_only_; }
   // Opened O_DSYNC (OpenSpec::dsync): every write waits for the disk.
@@ -113,7 +113,7 @@ class LocalPagefile {
   // Whether pages are checked (format version 2 or 3, checksums on).
   bool checked() const { return checked_; }
   // Bytes covered by one checksum: the page, or a sector (version 3).
-  uint32_t checksum_unit() const { return unit_; }
+  uint32_t checksum_unit() const { return units_ == 1 ? page_size() : kChecksumSectorSize; }
   // Where page `page` lies in the file: for tools and tests that look at
   // the bytes themselves.
   off_t page_offset(int64_t page) const;
@@ -147,6 +147,22 @@ class LocalPagefile {
 
   // The number of whole pages in the file.
   Result<int64_t> size_pages() const;
+
+  // A file that holds no page yet may change its page size: SQLite learns
+  // a new database's page size (PRAGMA page_size) only at its first write,
+  // after the file was made. Records `page_size` in the header of a file
+  // that holds no page; kInvalidArgument when it holds one, or checks its
+  // pages by sectors (version 3), or is a sole writer's, and nothing
+  // changes. REQUIRES: no page operation of this object in flight, and the
+  // caller holds the lock that keeps other descriptors from reading or
+  // writing pages meanwhile (SQLite's EXCLUSIVE). Another descriptor of the
+  // file learns the new size with reread_page_size().
+  Status set_empty_page_size(uint32_t page_size);
+  // Takes the page size now in the header, which another descriptor's
+  // set_empty_page_size may have changed, and returns it. REQUIRES: as
+  // above, and this object has not read or written a page since the file
+  // last held none.
+  Result<uint32_t> reread_page_size();
 
   // Open-file-description locks on one byte of the header (see pagefile.h).
   Status lock(LockMode mode, LockWait wait);
@@ -260,12 +276,13 @@ class LocalPagefile {
   // A sole writer's size in pages, as it last made it (read at open).
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;
-  const FileHeader header_;
+  const FileHeader header_;  // as read at open, but for the page size:
+  // A file that holds no page may change it (set_empty_page_size).
+  std::atomic<uint32_t> page_size_;
   const bool read_only_;
   const bool grouped_;  // format version 2 or 3: checksum blocks between groups of pages
   const bool checked_;  // grouped_, and checksums are on
-  const uint32_t units_;  // checksums per page: 1, or its sectors (version 3)
-  const uint32_t unit_;   // bytes each covers
+  const uint32_t units_;  // checksums per page: 1, or its sectors (version 3; checksum_unit() bytes each)
   const off_t sum_block_bytes_;  // a group's checksum block
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)

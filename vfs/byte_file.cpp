@@ -20,6 +20,16 @@ uint64_t get_u64(const std::byte* at) {
   return v;
 }
 
+// The page size of SQLite's page 1 when `data`, written at offset 0, is one
+// whole (its header names its own size); 0 otherwise.
+uint32_t sqlite_page_one_size(std::span<const std::byte> data) {
+  static constexpr char kMagic[16] = "SQLite format 3";  // and its NUL
+  if (data.size() < 100 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return 0;
+  uint32_t size = (std::to_integer<uint32_t>(data[16]) << 8) | std::to_integer<uint32_t>(data[17]);
+  if (size == 1) size = 65536;
+  return size == data.size() ? size : 0;
+}
+
 }  // namespace
 
 template <class F>
@@ -308,6 +318,11 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
 
 Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
+  if (layout_ == Layout::kPages && size_ == 0 && offset == 0 && data.size() < page_size_) {
+    if (uint32_t size = sqlite_page_one_size(data); size != 0) {
+      if (Status s = adopt_page_size(size); !s) return s;
+    }
+  }
   stats_->bytes_written.fetch_add(data.size(), std::memory_order_relaxed);
   size_t done = 0;
   while (done < data.size()) {
@@ -385,7 +400,33 @@ void ByteFile::drop_cache() {
   (void)client_.drop_cached(fd_);
 }
 
+Status ByteFile::adopt_page_size(uint32_t page_size) {
+  if (page_size != 0) {
+    Status s = client_.set_page_size(fd_, page_size);
+    // A remote file, or one that holds pages after all: as it is.
+    if (s.is(Code::kInvalidArgument)) return Status::ok();
+    if (!s) return s;
+  } else {
+    auto now = client_.reread_page_size(fd_);
+    if (!now) return now.status();
+    page_size = *now;
+  }
+  if (page_size == page_size_) return Status::ok();
+  drop_all_ahead();
+  kept_.clear();  // (nothing of a file that holds nothing)
+  scratch_.reset();
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.closed(f); });
+  page_size_ = page_size;
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.opened(f); });
+  return Status::ok();
+}
+
 Status ByteFile::refresh_size() {
+  // Another descriptor may have given the file SQLite's page size at its
+  // first write.
+  if (layout_ == Layout::kPages && size_ == 0 && !pending()) {
+    if (Status s = adopt_page_size(0); !s) return s;
+  }
   auto st = client_.status(fd_);
   if (!st) return st.status();
   if (layout_ == Layout::kPages) {

@@ -3,6 +3,10 @@
 // Byte b of a database file is byte b % P of page b / P (P: the Pagefile's
 // page size), so an imported .db file is its own Pagefile, page for page.
 // Its size is its pages times P: SQLite database files are whole pages.
+// A new database's Pagefile is made at open with SQLite's default page
+// size; when SQLite's first write (page 1) shows a smaller page size
+// (PRAGMA page_size before the first table), a local Pagefile takes that
+// size (Client::set_page_size), so the file's size stays whole SQLite pages.
 //
 // Journals, WAL files and super-journals have odd sizes, which must be exact
 // (a hot journal's size decides what is rolled back). Their Pagefile has a
@@ -152,13 +156,18 @@ class ByteFile {
   // kBytes: the byte length recorded in the length page (0 for a file with
   // no pages or an all-zero page 0); kCorruption when page 0 is neither.
   Result<int64_t> read_length(const std::string& name);
+  // A kPages file that holds nothing: takes `page_size` (a new database's
+  // page 1 of that size is about to be written) when it is not 0, else the
+  // page size the store records now (another descriptor may have set it).
+  // Trace: the file is closed and opened again with its new page size.
+  Status adopt_page_size(uint32_t page_size);
   // Runs `confirm`, counting a wait and its time.
   template <class F>
   auto timed(F&& confirm);
 
   Client& client_;
   Fd fd_;
-  const uint32_t page_size_;
+  uint32_t page_size_;  // fixed, but for a new database's (adopt_page_size)
   const Layout layout_;
   uint32_t concurrency_;
   std::shared_ptr<IoStats> stats_;

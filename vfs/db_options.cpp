@@ -1,12 +1,21 @@
 #include "vfs/db_options.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/mutex.h"
+#include "core/os_error.h"
 #include "pagefile/policy.h"
 
 namespace pagefile::vfs {
@@ -139,9 +148,39 @@ bool is_normal(std::string_view path) {
   return true;
 }
 
-}  // namespace
+// The absolute names full_pathname made, each with the relative name it
+// was made of. Only ever added to: one entry per relative name and working
+// directory a process opens databases by.
+class MadeAbsolute {
+ public:
+  static MadeAbsolute& instance() {
+    static MadeAbsolute* made = new MadeAbsolute;  // never destroyed: used until exit
+    return *made;
+  }
+  void add(const std::string& absolute, const std::string& relative) {
+    MutexLock lock(mu_);
+    names_.try_emplace(absolute, relative);
+    any_.store(true, std::memory_order_release);
+  }
+  // The relative name of `name` (a normal absolute path), or of the
+  // database it is a journal, WAL or super-journal of, with its suffix.
+  std::optional<std::string> relative(const std::string& name) const {
+    if (!any_.load(std::memory_order_acquire)) return std::nullopt;
+    std::string database = database_of(name);
+    MutexLock lock(mu_);
+    auto it = names_.find(database);
+    if (it == names_.end()) return std::nullopt;
+    return it->second + name.substr(database.size());
+  }
 
-Result<std::string> store_name(std::string_view path) {
+ private:
+  std::atomic<bool> any_{false};
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::string> names_ GUARDED_BY(mu_);
+};
+
+// store_name, without going back to a relative name.
+Result<std::string> lexical_name(std::string_view path) {
   if (path.empty()) return Status::invalid_argument("path", "is empty");
   if (is_normal(path)) return std::string(path);
   bool absolute = path.front() == '/';
@@ -171,6 +210,29 @@ Result<std::string> store_name(std::string_view path) {
   }
   if (out.empty()) return Status::invalid_argument(path, "names no file");
   return out;
+}
+
+}  // namespace
+
+Result<std::string> store_name(std::string_view path) {
+  auto name = lexical_name(path);
+  if (!name || name->front() != '/') return name;
+  if (auto relative = MadeAbsolute::instance().relative(*name)) return *relative;
+  return name;
+}
+
+Result<std::string> full_pathname(std::string_view path) {
+  auto name = lexical_name(path);
+  if (!name || name->front() == '/') return name;
+  std::string cwd(4096, '\0');
+  if (::getcwd(cwd.data(), cwd.size()) == nullptr) return errno_status(errno, "working directory", "getcwd");
+  cwd.resize(std::strlen(cwd.c_str()));
+  auto absolute = lexical_name(cwd + "/" + *name);
+  if (!absolute) return absolute;
+  // (A relative name with ".." may climb above the working directory: its
+  // absolute name is still one file, and gives it back.)
+  MadeAbsolute::instance().add(*absolute, *name);
+  return absolute;
 }
 
 std::string database_of(std::string_view name) {

@@ -60,15 +60,23 @@ Result<BufferPolicy> parse_policy(std::string_view name);
 // A whole decimal number in [min, max]; kInvalidArgument otherwise.
 Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint32_t min, uint32_t max);
 
-// The store name of a path (xFullPathname): "//" and "/./" collapse, "a/.."
-// goes away, a trailing "/" is dropped, all lexically. A relative path stays
-// relative: it is a name in the store, the same from every directory and
-// every machine (and, for location=local, relative to the working
-// directory). Not made absolute as the unix VFS makes it: xFullPathname
-// cannot see a URI's bus=, and two processes in different directories must
-// name one remote file alike. kInvalidArgument for an empty path or ".."
-// above the root.
+// The store name of a path: "//" and "/./" collapse, "a/.." goes away, a
+// trailing "/" is dropped, all lexically. A relative path stays relative:
+// it is a name in the store, the same from every directory and every
+// machine (and, for location=local, relative to the working directory).
+// An absolute path that full_pathname made of a relative one, and the
+// journal, WAL and super-journal names SQLite makes of it, give back that
+// relative name. kInvalidArgument for an empty path or ".." above the root.
 Result<std::string> store_name(std::string_view path);
+
+// xFullPathname: a relative path made absolute, the working directory put
+// before it, as the unix VFS does, so that SQLite's messages and
+// sqlite3_db_filename() name a file as on unix; store_name() gives the
+// relative name back, so a remote file keeps one name from every
+// directory (xFullPathname cannot see a URI's bus=). An absolute path as
+// store_name writes it. kInvalidArgument as store_name, or when the
+// working directory cannot be read.
+Result<std::string> full_pathname(std::string_view path);
 
 // The main database a journal, WAL or super-journal name belongs to
 // ("app.db-journal" -> "app.db"); the name itself otherwise.

@@ -172,7 +172,7 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
 
 int x_full_pathname(sqlite3_vfs*, const char* name, int n_out, char* out) {
   return guarded(SQLITE_CANTOPEN, [&] {
-    auto full = store_name(name);
+    auto full = full_pathname(name);
     if (!full) return sqlite_error(full.status(), SQLITE_CANTOPEN);
     if (full->size() + 1 > static_cast<size_t>(n_out)) {
       return sqlite_error(Status::invalid_argument(name, "path too long"), SQLITE_CANTOPEN);

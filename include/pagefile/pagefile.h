@@ -214,6 +214,21 @@ class Client {
   // pages of zeros.
   Status truncate(Fd fd, int64_t pages);
 
+  // A file that holds no page may take another page size: SQLite learns a
+  // new database's page size (PRAGMA page_size) only at its first write,
+  // after its file was made. Waits for the file's earlier requests.
+  // kInvalidArgument, changing nothing, when the file holds a page, when it
+  // is remote (a remote file's page size is fixed at its creation), or when
+  // this client keeps a pool. The caller keeps other descriptors from
+  // reading or writing pages meanwhile (with a lock); they learn the new
+  // size with reread_page_size().
+  Status set_page_size(Fd fd, uint32_t page_size);
+  // Takes for `fd` the page size the file records now, which another
+  // descriptor's set_page_size may have changed while the file held no
+  // page, and returns it. Call it only while this descriptor has had no
+  // page since the file last held none.
+  Result<uint32_t> reread_page_size(Fd fd);
+
   // The file's page size, size, policy, concurrency level and tickets in
   // flight. The size counts every write confirmed so far; a write still in
   // flight may or may not be counted yet.

@@ -145,6 +145,57 @@ TEST_CASE("the page size is recorded and a reopen with another is refused") {
   CHECK_CODE(LocalPagefile::open(path, create_spec(1024)), Code::kInvalidArgument);
 }
 
+TEST_CASE("a file that holds no page takes another page size; other descriptors take it on reread; one with pages keeps its own") {
+  TempDir dir;
+  auto path = dir / "f";
+  auto writer = must_open(path, create_spec(4096));
+  auto reader = must_open(path, LocalPagefile::OpenSpec{});  // opened while it held nothing
+  CHECK_CODE(writer->set_empty_page_size(3000), Code::kInvalidArgument);
+  CHECK(writer->page_size() == 4096);
+  REQUIRE_OK(writer->set_empty_page_size(512));
+  CHECK(writer->page_size() == 512);
+  for (int64_t p = 0; p < 300; ++p) REQUIRE_OK(writer->write_page(p, page_pattern(512, p)));  // past one checksum group
+
+  CHECK(reader->page_size() == 4096);
+  auto now = reader->reread_page_size();
+  REQUIRE_OK(now);
+  CHECK(*now == 512);
+  std::vector<std::byte> buf(512);
+  for (int64_t p : {0, 255, 256, 299}) {
+    REQUIRE_OK(reader->read_page(p, buf));
+    CHECK(buf == page_pattern(512, p));
+  }
+  auto pages = reader->size_pages();
+  REQUIRE_OK(pages);
+  CHECK(*pages == 300);
+  CHECK(must_open(path, LocalPagefile::OpenSpec{})->page_size() == 512);  // the header says so
+
+  // Once it holds a page, its size is fixed, and nothing changes.
+  auto refused = writer->set_empty_page_size(1024);
+  CHECK_CODE(refused, Code::kInvalidArgument);
+  CHECK(refused.message() == path.string() + ": holds 300 pages of 512 bytes: its page size is fixed");
+  CHECK(writer->page_size() == 512);
+  REQUIRE_OK(writer->read_page(299, buf));
+  CHECK(buf == page_pattern(512, 299));
+  // Emptied, it may change again; a page cut short at the end goes with it.
+  REQUIRE_OK(writer->truncate(0));
+  REQUIRE_OK(writer->set_empty_page_size(2048));
+  REQUIRE_OK(writer->write_page(1, page_pattern(2048, 1)));
+  buf.resize(2048);
+  REQUIRE_OK(reader->reread_page_size());
+  REQUIRE_OK(reader->read_page(1, buf));
+  CHECK(buf == page_pattern(2048, 1));
+
+  // Sector checksums fix the page size (version 3).
+  LocalPagefile::OpenSpec sectors = create_spec(16384);
+  sectors.sector_checksums = true;
+  CHECK_CODE(must_open(dir / "s", sectors)->set_empty_page_size(4096), Code::kInvalidArgument);
+  // A read-only descriptor changes nothing.
+  LocalPagefile::OpenSpec ro;
+  ro.read_only = true;
+  CHECK_CODE(must_open(dir / "s", ro)->set_empty_page_size(4096), Code::kReadOnly);
+}
+
 TEST_CASE("bad page sizes, buffers and page numbers are refused") {
   TempDir dir;
   CHECK_CODE(LocalPagefile::open(dir / "a", create_spec(1000)), Code::kInvalidArgument);

@@ -137,6 +137,40 @@ TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=
   for (const char* vfs : {"unix", "pagefile"}) ::chmod((dir / vfs / "ro").c_str(), 0755);
 }
 
+TEST_CASE("PRAGMA page_size=512 on a new database: its size is whole SQLite pages, as on unix; a connection that opened it empty reads it") {
+  register_without_bus();
+  TempDir dir;
+  for (const std::string mode : {"delete", "wal"}) {
+    std::map<std::string, std::string> seen;
+    for (const char* vfs : {"unix", "pagefile"}) {
+      CAPTURE(mode);
+      CAPTURE(vfs);
+      fs::path path = dir / fmt::format("{}-{}.db", vfs, mode);
+      SqliteDb early(uri(path, vfs));  // opened (and read) while the database is empty
+      REQUIRE(early.open_rc() == SQLITE_OK);
+      CHECK(early.query("SELECT count(*) FROM sqlite_master") == "0");
+      {
+        SqliteDb db(uri(path, vfs));
+        db.run("PRAGMA page_size=512");
+        CHECK(db.query("PRAGMA journal_mode=" + mode) == mode);
+        db.run("CREATE TABLE t(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 170) "
+               "INSERT INTO t SELECT printf('%0400d', i) FROM n");
+      }
+      std::string rows = early.query("SELECT count(*) || ' ' || sum(length(x)) FROM t");
+      CHECK(rows == "170 68000");
+      CHECK(early.query("PRAGMA page_size") == "512");
+      CHECK(early.query("PRAGMA integrity_check") == "ok");
+      SqliteDb sizes(":memory:", nullptr);
+      std::string size = std::string(vfs) == "unix"
+                             ? std::to_string(fs::file_size(path))
+                             : sizes.query("SELECT pagefile_size('" + path.string() + "')");
+      seen[vfs] = size + " bytes, " + rows;
+    }
+    CHECK(seen["pagefile"] == seen["unix"]);
+    CHECK(std::stoll(seen["unix"]) % 512 == 0);
+  }
+}
+
 TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, success once the holder commits") {
   register_without_bus();
   for (std::string mode : {"delete", "wal"}) {

@@ -258,8 +258,10 @@ TEST_CASE("opening: a failed open leaves pMethods NULL; NULL names and temp file
 TEST_CASE("xDelete and xAccess are exact; names are normalised deterministically") {
   std::string db = fresh("names");
   char full[1100];
+  // A relative name is made absolute, as the unix VFS makes it.
+  const std::string cwd = std::filesystem::current_path().string();
   REQUIRE(vfs()->xFullPathname(vfs(), ("./a//b/../" + db).c_str(), sizeof full, full) == SQLITE_OK);
-  CHECK(std::string(full) == "a/" + db);
+  CHECK(std::string(full) == cwd + "/a/" + db);
   REQUIRE(vfs()->xFullPathname(vfs(), "/x/./y/../z.db", sizeof full, full) == SQLITE_OK);
   CHECK(std::string(full) == "/x/z.db");
   CHECK(vfs()->xFullPathname(vfs(), "/..", sizeof full, full) == SQLITE_CANTOPEN);
@@ -276,7 +278,11 @@ TEST_CASE("xDelete and xAccess are exact; names are normalised deterministically
     REQUIRE(f.m().xSync(f.file, SQLITE_SYNC_NORMAL) == SQLITE_OK);
   }
   CHECK(access(db) == 1);
-  CHECK(vfs()->xDelete(vfs(), db.c_str(), 1) == SQLITE_OK);
+  // Its absolute name, as xFullPathname makes it, is the same file.
+  REQUIRE(vfs()->xFullPathname(vfs(), db.c_str(), sizeof full, full) == SQLITE_OK);
+  CHECK(std::string(full) == cwd + "/" + db);
+  CHECK(access(full) == 1);
+  CHECK(vfs()->xDelete(vfs(), full, 1) == SQLITE_OK);
   CHECK(access(db) == 0);
   CHECK(access(db, SQLITE_ACCESS_READWRITE) == 0);
   CHECK(vfs()->xDelete(vfs(), db.c_str(), 1) == SQLITE_IOERR_DELETE_NOENT);
@@ -790,15 +796,20 @@ TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a pl
     CAPTURE(name);
     char full[1100];
     REQUIRE(vfs()->xFullPathname(vfs(), name.c_str(), sizeof full, full) == SQLITE_OK);
-    CHECK(std::string(full) == name);
+    // (A plain name is made absolute as unix makes it, and names the same
+    // store file: the one from every directory.)
+    CHECK(std::string(full) == (name.front() == '/' ? name : std::filesystem::current_path().string() + "/" + name));
     {
       SqliteDb db(pagefile_uri(name));
       REQUIRE(db.open_rc() == SQLITE_OK);
       db.run("CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+      CHECK(std::string(sqlite3_db_filename(db.get(), "main")) == full);
     }
     CHECK(access(name) == 1);
-    CHECK(vfs()->xDelete(vfs(), name.c_str(), 1) == SQLITE_OK);
+    CHECK(access(full) == 1);
+    CHECK(vfs()->xDelete(vfs(), full, 1) == SQLITE_OK);
     CHECK(access(name) == 0);
+    CHECK(access(full) == 0);
     CHECK(vfs()->xDelete(vfs(), name.c_str(), 1) == SQLITE_IOERR_DELETE_NOENT);
   }
 }
