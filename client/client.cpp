@@ -56,8 +56,9 @@ Result<PageRead> Client::read(Fd fd, int64_t page, std::span<std::byte> buffer) 
   return read_confirm(*ticket);
 }
 
-std::optional<Result<PageRead>> Client::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) {
-  return impl_->read_at_once(fd, page, buffer);
+std::optional<Result<PageRead>> Client::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
+                                                      bool may_wait) {
+  return impl_->read_at_once(fd, page, buffer, may_wait);
 }
 
 Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
@@ -70,7 +71,6 @@ Status Client::sync(Fd fd) { return impl_->sync(fd); }
 Status Client::truncate(Fd fd, int64_t pages) { return impl_->truncate(fd, pages); }
 Result<FileStatus> Client::status(Fd fd) { return impl_->status(fd); }
 Status Client::set_page_size(Fd fd, uint32_t page_size) { return impl_->set_page_size(fd, page_size); }
-Result<uint32_t> Client::reread_page_size(Fd fd) { return impl_->reread_page_size(fd); }
 Result<uint32_t> Client::server_of(Fd fd, int64_t page) {
   if (Status s = check_page_number(page, "server_of"); !s) return s;
   auto io = impl_->io_of(fd);

@@ -154,11 +154,11 @@ class Client::Impl {
                          std::span<const std::byte> write_data, bool is_write);
   Result<RequestPtr> confirm(Ticket ticket, bool is_write);
   // Client::read_at_once.
-  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) EXCLUDES(mu_);
+  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer, bool may_wait)
+      EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
   Status set_page_size(Fd fd, uint32_t page_size);
-  Result<uint32_t> reread_page_size(Fd fd);
   Result<FileStatus> status(Fd fd);
   Status set_concurrency(Fd fd, uint32_t concurrency);
   Status unlink(std::string_view name, Location location, uint64_t lock_token);

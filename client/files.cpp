@@ -61,6 +61,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     spec.mode = options.mode;
     spec.checksums = options.checksums;
     spec.sector_checksums = options.sector_checksums;
+    spec.fixed_page_size = cache_ != nullptr;  // the pool keeps its pages at one size
     spec.policy = options.policy.value_or(BufferPolicy{});
     auto local = LocalPagefile::open(local_path(name), spec);
     if (!local) return local.status();
@@ -264,21 +265,6 @@ Status Client::Impl::set_page_size(Fd fd, uint32_t page_size) {
   });
 }
 
-Result<uint32_t> Client::Impl::reread_page_size(Fd fd) {
-  uint32_t now = 0;
-  Status s = exclusively(fd, "page size read", [&](OpenFile& file) {
-    if (cache_) {
-      now = file.io->page_size();
-      return Status::ok();
-    }
-    auto got = file.io->reread_page_size();
-    if (got) now = *got;
-    return got.status();
-  });
-  if (!s) return s;
-  return now;
-}
-
 Result<FileStatus> Client::Impl::status(Fd fd) {
   FileStatus st;
   std::shared_ptr<PageIo> io;
@@ -290,7 +276,6 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     io = file->io;
     st.name = file->name;
     st.location = file->location;
-    st.page_size = file->io->page_size();
     st.policy = file->policy;
     st.concurrency = file->concurrency;
     st.in_flight = static_cast<uint32_t>(file->incomplete.size());
@@ -302,6 +287,9 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
   auto pages = io->size_pages();
   if (!pages) return pages.status();
   st.pages = *pages;
+  // After the count: a local file that held no page may have taken
+  // another page size with it (LocalPagefile::size_pages).
+  st.page_size = io->page_size();
   return st;
 }
 

@@ -306,7 +306,8 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
   return next;
 }
 
-std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer) {
+std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
+                                                            bool may_wait) {
   std::shared_ptr<PageIo> io;
   {
     MutexLock lock(mu_);
@@ -325,7 +326,7 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
   // (A close meanwhile leaves `io` to this call; a request of the page
   // made meanwhile by another thread is unordered with this one, as two
   // calls of two threads are.)
-  return io->read_direct(page, buffer);
+  return may_wait ? io->read_here(page, buffer) : io->read_direct(page, buffer);
 }
 
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {

@@ -44,6 +44,12 @@ class PageIo {
     (void)out;
     return std::nullopt;
   }
+  // read_direct for a caller that waits for the read anyway: a page that
+  // must come from a local disk is read here too, waiting for it as
+  // read(2) does, which costs less than a hand-over to an I/O thread.
+  virtual std::optional<Result<PageRead>> read_here(int64_t page, std::span<std::byte> out) {
+    return read_direct(page, out);
+  }
   // Likewise a write done on the calling thread when that is cheap (a
   // local file not opened O_DSYNC, a server in this process that emulates
   // no disk): its outcome when done; nothing when not, and the caller then
@@ -82,12 +88,11 @@ class PageIo {
     return 0;  // a local file has one home
   }
 
-  // Client::set_page_size and Client::reread_page_size: only a local file
-  // that holds no page changes its page size.
+  // Client::set_page_size: only a local file that holds no page changes
+  // its page size.
   virtual Status set_empty_page_size(uint32_t) {
     return Status::invalid_argument(name(), "a remote file's page size is fixed at its creation");
   }
-  virtual Result<uint32_t> reread_page_size() { return page_size(); }
 
   // Blocking operations; the caller orders them against the page requests.
   virtual Status sync() = 0;

@@ -19,6 +19,7 @@ constexpr size_t kMagicAt = 0;
 constexpr LeField<uint32_t> kVersion{8};
 constexpr LeField<uint32_t> kPageSize{12};
 constexpr LeField<uint8_t> kAccess{16};
+constexpr LeField<uint8_t> kHeldPages{17};
 constexpr LeField<uint32_t> kMinPages{20};
 constexpr LeField<uint32_t> kMaxPages{24};
 constexpr LeField<uint32_t> kHeaderSizeField{28};
@@ -41,6 +42,7 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   kVersion.put(out, header.version);
   kPageSize.put(out, header.page_size);
   kAccess.put(out, static_cast<uint8_t>(header.policy.access));
+  kHeldPages.put(out, header.held_pages ? 1 : 0);
   kMinPages.put(out, header.policy.min_pages);
   kMaxPages.put(out, header.policy.max_pages);
   kHeaderSizeField.put(out, static_cast<uint32_t>(kHeaderSize));
@@ -104,6 +106,7 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
   header.policy.min_pages = kMinPages.get(bytes);
   header.policy.max_pages = kMaxPages.get(bytes);
   header.created_unix_ns = kCreated.get(bytes);
+  header.held_pages = kHeldPages.get(bytes) != 0;
   if (uint8_t length = kPolicyNameLength.get(bytes); length != 0) {
     std::string name(reinterpret_cast<const char*>(bytes.data()) + kPolicyNameAt,
                      std::min<size_t>(length, kMaxPolicyNameLength));

@@ -37,6 +37,10 @@ struct FileHeader {
   uint32_t page_size = kDefaultPageSize;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
+  // The file has held a page: its page size may no longer change
+  // (LocalPagefile::set_empty_page_size). Byte 17; files written before
+  // it have 0 there.
+  bool held_pages = false;
 };
 
 // The kHeaderSize bytes that represent `header`.

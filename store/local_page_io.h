@@ -31,6 +31,9 @@ class LocalPageIo final : public PageIo {
   std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) override {
     return file_->read_page_now(page, out);
   }
+  std::optional<Result<PageRead>> read_here(int64_t page, std::span<std::byte> out) override {
+    return file_->read_page(page, out);
+  }
   std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) override {
     if (file_->dsync()) return std::nullopt;
     return file_->write_page(page, data);
@@ -44,7 +47,6 @@ class LocalPageIo final : public PageIo {
   Status truncate(int64_t pages) override { return file_->truncate(pages); }
   Result<int64_t> size_pages() override { return file_->size_pages(); }
   Status set_empty_page_size(uint32_t page_size) override { return file_->set_empty_page_size(page_size); }
-  Result<uint32_t> reread_page_size() override { return file_->reread_page_size(); }
   Status lock(LockMode mode, LockWait wait) override { return file_->lock(mode, wait); }
   Status unlock() override { return file_->unlock(); }
   Status set_lock_level(LockLevel level) override { return file_->set_lock_level(level); }

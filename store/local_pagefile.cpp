@@ -287,13 +287,15 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header, 
 }  // namespace
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
-                             bool reserve_first, bool checksums, bool sole_writer, bool map_entries, bool dsync)
+                             bool reserve_first, bool checksums, bool sole_writer, bool map_entries, bool dsync,
+                             bool header_may_change)
     : fd_(fd),
       sole_writer_(sole_writer),
       dsync_(dsync),
       name_(std::move(name)),
       header_(header),
       page_size_(header.page_size),
+      header_may_change_(header_may_change),
       read_only_(read_only),
       grouped_(header.version >= kPageChecksumFormatVersion),
       checked_(grouped_ && checksums),
@@ -332,7 +334,6 @@ bool LocalPagefile::cached_entries(int64_t page, Entries& entries) const {
   auto it = blocks_.find(page / kGroupPages);
   if (it == blocks_.end()) return false;
   size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-  entries.bytes.fill(std::byte{0});
   std::memcpy(entries.bytes.data(), it->second.data() + at, kEntryBytes * units_);
   return true;
 }
@@ -343,7 +344,6 @@ Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
   auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_);
   if (!got) return got.status();
   size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-  entries.bytes.fill(std::byte{0});
   std::memcpy(entries.bytes.data(), block.data() + at, kEntryBytes * units_);
   MutexLock lock(blocks_mu_);
   if (blocks_.size() >= kCachedBlocks) blocks_.clear();
@@ -360,8 +360,9 @@ void LocalPagefile::update_cached_entries(int64_t page, std::span<const std::byt
 }
 
 Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
-  entries.bytes.fill(std::byte{0});
-  auto read = pread_full(fd_, std::span(entries.bytes).first(kEntryBytes * units_), entry_offset(page), name_);
+  auto mine = std::span(entries.bytes).first(kEntryBytes * units_);
+  std::fill(mine.begin(), mine.end(), std::byte{0});  // (what the file does not reach)
+  auto read = pread_full(fd_, mine, entry_offset(page), name_);
   return read.status();
 }
 
@@ -558,7 +559,11 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync));
+                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size));
+  // Until it is seen to hold a page, another descriptor may change its page size.
+  file->unsettled_ = !spec.sole_writer && file->units_ == 1 && !header->held_pages;
+  // Only a file whose size may still change records that it held pages.
+  file->held_pages_ = !file->unsettled_;
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -615,49 +620,53 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
   using Clock = std::chrono::steady_clock;
   std::optional<std::pair<UnitSums, Entries>> seen;  // the failing read since `since`
   Clock::time_point since;
-  Clock::time_point start = Clock::now();
+  Clock::time_point start;  // of the first mismatch (the clock is read only then)
+  Attempt outcome;
   for (int attempt = 0;; ++attempt) {
-    auto outcome = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr,
-                                /*use_cache=*/attempt == 0 && trust_kept);
-    if (!outcome || !outcome->mismatch) return outcome ? Result<PageRead>(outcome->read) : outcome.status();
-    if (sole_writer_) return outcome->status;
-    auto now = std::make_pair(outcome->hash, outcome->entries);
-    bool same = seen && std::equal(now.first.begin(), now.first.begin() + units_, seen->first.begin()) &&
-                now.second.bytes == seen->second.bytes;
+    Status s = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr,
+                            /*use_cache=*/attempt == 0 && trust_kept, outcome);
+    if (!s) return s;
+    if (!outcome.mismatch) return outcome.read;
+    if (sole_writer_) return outcome.status;
+    const size_t entry_bytes = kEntryBytes * units_;
+    bool same = seen && std::equal(outcome.hash.begin(), outcome.hash.begin() + units_, seen->first.begin()) &&
+                std::memcmp(outcome.entries.bytes.data(), seen->second.bytes.data(), entry_bytes) == 0;
     Clock::time_point t = Clock::now();
+    if (attempt == 0) start = t;
     if (!same) {
-      seen = now;
+      seen = std::make_pair(outcome.hash, outcome.entries);
       since = t;
     } else if (t - since >= kSettle) {
-      return outcome->status;
+      return outcome.status;
     }
-    if (t - start >= kRereadFor) return outcome->status;
+    if (t - start >= kRereadFor) return outcome.status;
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum,
-                                                           bool trust_kept, bool* would_block, bool use_cache) const {
-  Attempt a;
+Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
+                                   bool* would_block, bool use_cache, Attempt& a) const {
+  a.read = PageRead::kData;
+  a.mismatch = false;
   Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block);
   if (!got) return got.status();
-  if (would_block && *would_block) return a;
+  if (would_block && *would_block) return Status::ok();
   if (*got < out.size()) {
     // Only whole pages exist: a tail cut short by a crash is not a page.
     std::memset(out.data(), 0, out.size());
     if (checksum) *checksum = page_checksum(out, page);
     a.read = PageRead::kBeyondEnd;
-    return a;
+    return Status::ok();
   }
   if (!checked_) {
     if (checksum) *checksum = page_checksum(out, page);
-    return a;
+    return Status::ok();
   }
   unit_sums(page, out, a.hash);
   if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
   UnitSums kept;
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
-    return a;
+    return Status::ok();
   }
   // A reader that is not the sole writer keeps the checksum blocks it read
   // (entries_cached): one read of a block serves its 256 pages. A block may
@@ -677,12 +686,12 @@ Result<LocalPagefile::Attempt> LocalPagefile::read_attempt(int64_t page, std::sp
     if (!matched_sum(a.entries.current(u), a.entries.previous(u), a.hash[u], bytes)) {
       a.mismatch = true;
       a.status = checksum_mismatch(name_, page, units_ == 1 ? "on disk" : fmt::format("on disk, in its sector {} of {}", u, units_));
-      return a;
+      return Status::ok();
     }
     all_current = all_current && a.hash[u] == a.entries.current(u);
   }
   if (all_current) keep_sums(page, &a.hash);
-  return a;
+  return Status::ok();
 }
 
 bool LocalPagefile::is_suspect(int64_t page) const {
@@ -739,6 +748,9 @@ void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
+  if (!held_pages_.load(std::memory_order_acquire)) {
+    if (Status s = mark_held_pages(); !s) return s.with_context(fmt::format("page {}", page));
+  }
   off_t offset = page_offset(page);
   auto index = static_cast<size_t>(page);
   bool reserved = !reserve_first_;
@@ -856,6 +868,43 @@ Status LocalPagefile::truncate(int64_t pages) {
 }
 
 Result<int64_t> LocalPagefile::size_pages() const {
+  if (!unsettled_.load(std::memory_order_acquire)) return counted_pages();
+  // Another descriptor may give the file another page size while it holds
+  // no page (set_empty_page_size) and write pages at once: the header and
+  // the count are read again until the header is the same before and
+  // after the count, so the pages are counted at the size they have.
+  for (int round = 0; round < 1000; ++round) {
+    std::array<std::byte, kHeaderSize> before{};
+    std::array<std::byte, kHeaderSize> after{};
+    auto header = read_header_settled(fd_, name_, before);
+    if (!header) return header.status();
+    if (header->page_size != page_size()) {
+      if (!header_may_change_ || units_ != 1 || header->version != header_.version) {
+        return Status::invalid_argument(
+            name_, fmt::format("another descriptor gave it pages of {} bytes while it held none; this one reads "
+                               "pages of {} (a client with a pool): open it again",
+                               header->page_size, page_size()));
+      }
+      {
+        MutexLock lock(blocks_mu_);
+        blocks_.clear();
+      }
+      sums_.forget_from(0);
+      page_size_ = header->page_size;
+    }
+    auto pages = counted_pages();
+    if (!pages) return pages;
+    auto again = pread_full(fd_, after, 0, name_);
+    if (!again) return again.status();
+    if (before == after) {
+      if (*pages > 0) unsettled_ = false;
+      return pages;
+    }
+  }
+  return Status::io_error(name_, "its header kept changing while its pages were counted");
+}
+
+Result<int64_t> LocalPagefile::counted_pages() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
@@ -866,6 +915,19 @@ Result<int64_t> LocalPagefile::size_pages() const {
   return static_cast<int64_t>(body / group_bytes()) * kGroupPages + tail;
 }
 
+Status LocalPagefile::mark_held_pages() {
+  MutexLock lock(held_mu_);
+  if (held_pages_.load()) return Status::ok();
+  // Before its first page: a descriptor that counts a page from now on
+  // knows the page size is final (size_pages stops reading the header).
+  FileHeader header = header_;
+  header.page_size = page_size();
+  header.held_pages = true;
+  if (Status s = pwrite_full(fd_, encode_header(header), 0, name_); !s) return s.with_context("header");
+  held_pages_ = true;
+  return Status::ok();
+}
+
 Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   if (Status s = check_writable("page size change"); !s) return s;
   if (Status s = check_page_size(page_size); !s) return s.with_context(name_);
@@ -873,11 +935,24 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   if (units_ != 1 || sole_writer_) {
     return Status::invalid_argument(name_, "its page size is fixed (sector checksums, or a server's share)");
   }
+  if (page_size > this->page_size() && page_size > kHeaderSize) {
+    // (Whether a page's blocks are reserved before its write was chosen at
+    // open for the page size then: SQLite only ever asks for a smaller one.)
+    return Status::invalid_argument(name_, fmt::format("pages larger than {} bytes are chosen at creation", kHeaderSize));
+  }
   auto pages = size_pages();
   if (!pages) return pages.status();
   if (*pages != 0) {
     return Status::invalid_argument(
         name_, fmt::format("holds {} pages of {} bytes: its page size is fixed", *pages, this->page_size()));
+  }
+  // One that held pages once keeps its size: descriptors that counted them
+  // no longer read the header.
+  std::array<std::byte, kHeaderSize> now{};
+  auto recorded = read_header_settled(fd_, name_, now);
+  if (!recorded) return recorded.status();
+  if (recorded->held_pages || held_pages_.load()) {
+    return Status::invalid_argument(name_, "has held pages: its page size is fixed");
   }
   // Bytes of a page cut short (no page) would be read as part of one.
   struct stat st {};
@@ -885,11 +960,14 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   if (st.st_size > static_cast<off_t>(kHeaderSize) && ::ftruncate(fd_, static_cast<off_t>(kHeaderSize)) != 0) {
     return errno_status(errno, name_, "truncate to no page");
   }
-  FileHeader header = header_;
+  FileHeader header = *recorded;
   header.page_size = page_size;
-  // Durable with the first pages, at the next sync: until then the file
-  // holds no page that a crash could leave under the old size.
   if (Status s = pwrite_full(fd_, encode_header(header), 0, name_); !s) return s.with_context("page size change");
+  // Durable before any page of the new size is written: after a power
+  // failure the disk must not hold pages of one size under a header of
+  // the other (a WAL's first checkpoint writes pages SQLite no longer
+  // journals).
+  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync of its new page size");
   {
     MutexLock lock(blocks_mu_);
     blocks_.clear();
@@ -897,24 +975,6 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   sums_.forget_from(0);
   page_size_ = page_size;
   return Status::ok();
-}
-
-Result<uint32_t> LocalPagefile::reread_page_size() {
-  std::array<std::byte, kHeaderSize> bytes{};
-  auto header = read_header_settled(fd_, name_, bytes);
-  if (!header) return header.status();
-  if (header->page_size != page_size()) {
-    if (units_ != 1 || header->version != header_.version) {
-      return Status::corruption(name_, "its header changed under an open descriptor");
-    }
-    {
-      MutexLock lock(blocks_mu_);
-      blocks_.clear();
-    }
-    sums_.forget_from(0);
-    page_size_ = header->page_size;
-  }
-  return page_size();
 }
 
 Status LocalPagefile::lock(LockMode mode, LockWait wait) {

@@ -75,6 +75,10 @@ class LocalPagefile {
     // At creation: check pages larger than kChecksumSectorSize per sector
     // (OpenOptions::sector_checksums).
     bool sector_checksums = false;
+    // The caller keeps pages at this object's page size (a client's pool):
+    // a page size another descriptor gives the file while it holds no page
+    // (set_empty_page_size) is an error here rather than taken.
+    bool fixed_page_size = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -145,7 +149,9 @@ class LocalPagefile {
   // Sets the size to `pages` pages.
   Status truncate(int64_t pages);
 
-  // The number of whole pages in the file.
+  // The number of whole pages in the file. While it has not been seen to
+  // hold a page, the page size is read again with it (another descriptor
+  // may have changed it: set_empty_page_size) and page_size() follows.
   Result<int64_t> size_pages() const;
 
   // A file that holds no page yet may change its page size: SQLite learns
@@ -155,14 +161,11 @@ class LocalPagefile {
   // pages by sectors (version 3), or is a sole writer's, and nothing
   // changes. REQUIRES: no page operation of this object in flight, and the
   // caller holds the lock that keeps other descriptors from reading or
-  // writing pages meanwhile (SQLite's EXCLUSIVE). Another descriptor of the
-  // file learns the new size with reread_page_size().
+  // writing pages meanwhile (SQLite's EXCLUSIVE). A file that ever held a
+  // page (FileHeader::held_pages) keeps its size. The header is durable
+  // when this returns. Other descriptors take the new size at their next
+  // size_pages().
   Status set_empty_page_size(uint32_t page_size);
-  // Takes the page size now in the header, which another descriptor's
-  // set_empty_page_size may have changed, and returns it. REQUIRES: as
-  // above, and this object has not read or written a page since the file
-  // last held none.
-  Result<uint32_t> reread_page_size();
 
   // Open-file-description locks on one byte of the header (see pagefile.h).
   Status lock(LockMode mode, LockWait wait);
@@ -179,7 +182,11 @@ class LocalPagefile {
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
-                bool checksums, bool sole_writer, bool map_entries, bool dsync);
+                bool checksums, bool sole_writer, bool map_entries, bool dsync, bool header_may_change);
+  // size_pages() from the file's length, at page_size().
+  Result<int64_t> counted_pages() const;
+  // Records in the header that the file holds pages (FileHeader::held_pages).
+  Status mark_held_pages() EXCLUDES(held_mu_);
   Status check_writable(std::string_view operation) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
@@ -190,9 +197,10 @@ class LocalPagefile {
   static constexpr size_t kEntryBytes = 16;
   // (A group's block, one entry a page: 4096 bytes, a file-system block.)
   static_assert(kGroupPages * kEntryBytes == 4096);
-  // A page's entries (units_ of them), as read from or for the disk.
+  // A page's entries (units_ of them, the first kEntryBytes * units_
+  // bytes; the rest is not looked at), as read from or for the disk.
   struct Entries {
-    std::array<std::byte, kEntryBytes * kMaxUnits> bytes{};
+    std::array<std::byte, kEntryBytes * kMaxUnits> bytes;
     uint64_t current(uint32_t u) const;
     uint64_t previous(uint32_t u) const;
     void set(uint32_t u, uint64_t current, uint64_t previous);
@@ -247,11 +255,11 @@ class LocalPagefile {
     PageRead read = PageRead::kData;
     bool mismatch = false;
     Status status;
-    UnitSums hash{};
+    UnitSums hash;  // (units_ of them)
     Entries entries;
   };
-  Result<Attempt> read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
-                               bool* would_block, bool use_cache) const;
+  Status read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
+                      bool* would_block, bool use_cache, Attempt& attempt) const;
 
   // The checksum blocks a reader keeps (read_attempt), at most this many
   // (1 MiB of 4 KiB blocks; all are let go when one more is needed).
@@ -278,7 +286,14 @@ class LocalPagefile {
   const std::string name_;
   const FileHeader header_;  // as read at open, but for the page size:
   // A file that holds no page may change it (set_empty_page_size).
-  std::atomic<uint32_t> page_size_;
+  mutable std::atomic<uint32_t> page_size_;
+  const bool header_may_change_;  // !OpenSpec::fixed_page_size
+  // Not yet seen to hold a page: size_pages() reads the header again.
+  mutable std::atomic<bool> unsettled_{false};
+  // The header says the file held pages (FileHeader::held_pages), or need
+  // not: write_page records it before its first page (mark_held_pages).
+  std::atomic<bool> held_pages_{true};
+  Mutex held_mu_;
   const bool read_only_;
   const bool grouped_;  // format version 2 or 3: checksum blocks between groups of pages
   const bool checked_;  // grouped_, and checksums are on

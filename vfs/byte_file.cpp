@@ -175,7 +175,7 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   std::optional<Result<PageRead>> now;
   if (ahead == ahead_.end()) {
     traced([&](TraceWriter& w, const TraceWriter::File& f) { w.read(f, page); });
-    now = client_.read_at_once(fd_, page, out);
+    now = client_.read_at_once(fd_, page, out, /*may_wait=*/true);
   }
   if (now) {
     if (!*now) return now->status();
@@ -318,9 +318,12 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
 
 Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
-  if (layout_ == Layout::kPages && size_ == 0 && offset == 0 && data.size() < page_size_) {
+  if (follows_sqlite_ && layout_ == Layout::kPages && size_ == 0 && offset == 0 && data.size() < page_size_) {
     if (uint32_t size = sqlite_page_one_size(data); size != 0) {
-      if (Status s = adopt_page_size(size); !s) return s;
+      Status s = client_.set_page_size(fd_, size);
+      // A remote file, or one that holds pages after all: as it is.
+      if (!s && !s.is(Code::kInvalidArgument)) return s;
+      if (s) adopt_page_size(size);
     }
   }
   stats_->bytes_written.fetch_add(data.size(), std::memory_order_relaxed);
@@ -400,36 +403,23 @@ void ByteFile::drop_cache() {
   (void)client_.drop_cached(fd_);
 }
 
-Status ByteFile::adopt_page_size(uint32_t page_size) {
-  if (page_size != 0) {
-    Status s = client_.set_page_size(fd_, page_size);
-    // A remote file, or one that holds pages after all: as it is.
-    if (s.is(Code::kInvalidArgument)) return Status::ok();
-    if (!s) return s;
-  } else {
-    auto now = client_.reread_page_size(fd_);
-    if (!now) return now.status();
-    page_size = *now;
-  }
-  if (page_size == page_size_) return Status::ok();
+void ByteFile::adopt_page_size(uint32_t page_size) {
+  if (page_size == page_size_) return;
   drop_all_ahead();
-  kept_.clear();  // (nothing of a file that holds nothing)
+  kept_.clear();  // (nothing of a file that held nothing)
   scratch_.reset();
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.closed(f); });
   page_size_ = page_size;
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.opened(f); });
-  return Status::ok();
 }
 
 Status ByteFile::refresh_size() {
-  // Another descriptor may have given the file SQLite's page size at its
-  // first write.
-  if (layout_ == Layout::kPages && size_ == 0 && !pending()) {
-    if (Status s = adopt_page_size(0); !s) return s;
-  }
   auto st = client_.status(fd_);
   if (!st) return st.status();
   if (layout_ == Layout::kPages) {
+    // Another descriptor may have given the file SQLite's page size at its
+    // first write (the store counts the pages at the size they have).
+    adopt_page_size(st->page_size);
     size_ = st->pages * page_size_;
   } else if (st->pages == 0) {
     size_ = 0;

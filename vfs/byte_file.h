@@ -117,6 +117,10 @@ class ByteFile {
   // had yet (then it is the writer, and what it holds is the newest).
   Status reload();
 
+  // A database opened with no page size of the user's (page_size=): at
+  // SQLite's first write of a smaller page 1 the file takes its size.
+  void follow_sqlite_page_size() { follows_sqlite_ = true; }
+
   Status set_concurrency(uint32_t concurrency);
   uint32_t concurrency() const { return concurrency_; }
 
@@ -156,11 +160,11 @@ class ByteFile {
   // kBytes: the byte length recorded in the length page (0 for a file with
   // no pages or an all-zero page 0); kCorruption when page 0 is neither.
   Result<int64_t> read_length(const std::string& name);
-  // A kPages file that holds nothing: takes `page_size` (a new database's
-  // page 1 of that size is about to be written) when it is not 0, else the
-  // page size the store records now (another descriptor may have set it).
-  // Trace: the file is closed and opened again with its new page size.
-  Status adopt_page_size(uint32_t page_size);
+  // A kPages file that held nothing now has pages of `page_size`: a new
+  // database's page 1 of that size is about to be written here, or another
+  // descriptor wrote it. Trace: the file is closed and opened again with
+  // its new page size.
+  void adopt_page_size(uint32_t page_size);
   // Runs `confirm`, counting a wait and its time.
   template <class F>
   auto timed(F&& confirm);
@@ -175,6 +179,7 @@ class ByteFile {
   std::optional<AccessType> policy_;  // as the store reports it (for the trace's open)
   std::shared_ptr<TraceSlot> trace_;
   bool closed_ = false;
+  bool follows_sqlite_ = false;  // follow_sqlite_page_size()
 
   int64_t size_ = 0;
   uint32_t replicas_ = 1;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -149,34 +150,51 @@ bool is_normal(std::string_view path) {
 }
 
 // The absolute names full_pathname made, each with the relative name it
-// was made of. Only ever added to: one entry per relative name and working
-// directory a process opens databases by.
+// was made of; and of those, the remote databases' (activate), whose
+// store names are the relative ones. Only ever added to: one entry per
+// relative name and working directory a process opens databases by.
 class MadeAbsolute {
  public:
   static MadeAbsolute& instance() {
     static MadeAbsolute* made = new MadeAbsolute;  // never destroyed: used until exit
     return *made;
   }
-  void add(const std::string& absolute, const std::string& relative) {
+  // `remote`: the process's databases are remote unless told otherwise,
+  // so the name is a remote database's at once.
+  void add(const std::string& absolute, const std::string& relative, bool remote) {
     MutexLock lock(mu_);
-    names_.try_emplace(absolute, relative);
-    any_.store(true, std::memory_order_release);
+    made_.try_emplace(absolute, relative);
+    if (remote) {
+      active_.try_emplace(absolute, relative);
+      any_active_.store(true, std::memory_order_release);
+    }
   }
-  // The relative name of `name` (a normal absolute path), or of the
-  // database it is a journal, WAL or super-journal of, with its suffix.
-  std::optional<std::string> relative(const std::string& name) const {
-    if (!any_.load(std::memory_order_acquire)) return std::nullopt;
-    std::string database = database_of(name);
+  std::optional<std::string> activate(const std::string& absolute) {
     MutexLock lock(mu_);
-    auto it = names_.find(database);
-    if (it == names_.end()) return std::nullopt;
+    auto it = made_.find(absolute);
+    if (it == made_.end()) return std::nullopt;
+    active_.try_emplace(absolute, it->second);
+    any_active_.store(true, std::memory_order_release);
+    return it->second;
+  }
+  // The relative name of `name` (a normal absolute path) when it is an
+  // active database's, or a journal, WAL or super-journal of one (with
+  // its suffix).
+  std::optional<std::string> relative(const std::string& name) const {
+    if (!any_active_.load(std::memory_order_acquire)) return std::nullopt;
+    MutexLock lock(mu_);
+    if (auto it = active_.find(name); it != active_.end()) return it->second;
+    std::string database = database_of(name);
+    auto it = active_.find(database);
+    if (it == active_.end()) return std::nullopt;
     return it->second + name.substr(database.size());
   }
 
  private:
-  std::atomic<bool> any_{false};
+  std::atomic<bool> any_active_{false};
   mutable Mutex mu_;
-  std::unordered_map<std::string, std::string> names_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::string> made_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::string> active_ GUARDED_BY(mu_);
 };
 
 // store_name, without going back to a relative name.
@@ -215,10 +233,16 @@ Result<std::string> lexical_name(std::string_view path) {
 }  // namespace
 
 Result<std::string> store_name(std::string_view path) {
-  auto name = lexical_name(path);
-  if (!name || name->front() != '/') return name;
+  // Named as xFullPathname names it, so that every way of naming a file
+  // (SQLite's, the SQL functions', a direct caller's) meets the same name.
+  auto name = full_pathname(path);
+  if (!name) return name;
   if (auto relative = MadeAbsolute::instance().relative(*name)) return *relative;
   return name;
+}
+
+std::optional<std::string> remote_store_name(const std::string& name) {
+  return MadeAbsolute::instance().activate(name);
 }
 
 Result<std::string> full_pathname(std::string_view path) {
@@ -231,7 +255,7 @@ Result<std::string> full_pathname(std::string_view path) {
   if (!absolute) return absolute;
   // (A relative name with ".." may climb above the working directory: its
   // absolute name is still one file, and gives it back.)
-  MadeAbsolute::instance().add(*absolute, *name);
+  MadeAbsolute::instance().add(*absolute, *name, default_location("") == Location::kRemote);
   return absolute;
 }
 
@@ -241,10 +265,15 @@ std::string database_of(std::string_view name) {
       return std::string(name.substr(0, name.size() - suffix.size()));
     }
   }
-  // Super-journals are "<db>-mjXXXXXXXXX" (pager.c).
-  size_t mj = name.rfind("-mj");
-  if (mj != std::string_view::npos && mj > 0 && name.find('/', mj) == std::string_view::npos) {
-    return std::string(name.substr(0, mj));
+  // Super-journals are "<db>-mj" and nine hexadecimal digits (vdbeaux.c:
+  // "-mj%06X9%02X"); any other "-mj" is part of a database's name.
+  constexpr size_t kSuperSuffix = 3 + 9;
+  if (name.size() > kSuperSuffix && name.substr(name.size() - kSuperSuffix, 3) == "-mj") {
+    std::string_view digits = name.substr(name.size() - 9);
+    bool hex = std::all_of(digits.begin(), digits.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+    });
+    if (hex) return std::string(name.substr(0, name.size() - kSuperSuffix));
   }
   return std::string(name);
 }

@@ -60,23 +60,30 @@ Result<BufferPolicy> parse_policy(std::string_view name);
 // A whole decimal number in [min, max]; kInvalidArgument otherwise.
 Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint32_t min, uint32_t max);
 
-// The store name of a path: "//" and "/./" collapse, "a/.." goes away, a
-// trailing "/" is dropped, all lexically. A relative path stays relative:
-// it is a name in the store, the same from every directory and every
-// machine (and, for location=local, relative to the working directory).
-// An absolute path that full_pathname made of a relative one, and the
-// journal, WAL and super-journal names SQLite makes of it, give back that
-// relative name. kInvalidArgument for an empty path or ".." above the root.
+// The store name of a path: its full_pathname, "//" and "/./" collapsed,
+// "a/.." gone, a trailing "/" dropped, all lexically; except that the
+// name of a remote database that was made absolute of a relative one
+// (remote_store_name), and the journal, WAL and super-journal names SQLite
+// makes of it, give back that relative name, the same from every
+// directory and machine. kInvalidArgument for an empty path or ".." above
+// the root.
 Result<std::string> store_name(std::string_view path);
 
 // xFullPathname: a relative path made absolute, the working directory put
 // before it, as the unix VFS does, so that SQLite's messages and
-// sqlite3_db_filename() name a file as on unix; store_name() gives the
-// relative name back, so a remote file keeps one name from every
-// directory (xFullPathname cannot see a URI's bus=). An absolute path as
-// store_name writes it. kInvalidArgument as store_name, or when the
-// working directory cannot be read.
+// sqlite3_db_filename() name a file as on unix. A local database's store
+// name is that absolute path (a file at its path, whatever the working
+// directory later). An absolute path as store_name writes it.
+// kInvalidArgument as store_name, or when the working directory cannot
+// be read.
 Result<std::string> full_pathname(std::string_view path);
+
+// For a remote database opened by `name` (xOpen's): the relative name
+// full_pathname made it of, which stays its store name, so a remote file
+// keeps one name from every directory (xFullPathname cannot see a URI's
+// bus=); from now on store_name() gives it for `name` and the names SQLite
+// makes of it. nullopt when `name` was not made so.
+std::optional<std::string> remote_store_name(const std::string& name);
 
 // The main database a journal, WAL or super-journal name belongs to
 // ("app.db-journal" -> "app.db"); the name itself otherwise.

@@ -569,6 +569,15 @@ Status check_store_path(const std::string& name) {
 Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags) {
   auto name = store_name(sqlite_name);
   if (!name) return name.status();
+  std::optional<DbOptions> db_options;
+  if (role == SQLITE_OPEN_MAIN_DB) {
+    auto options = parse_db_options([&](const char* key) { return sqlite3_uri_parameter(sqlite_name, key); });
+    if (!options) return options.status().with_context(*name);
+    db_options = std::move(*options);
+    if (db_options->location != Location::kLocal) {
+      if (auto relative = remote_store_name(*name)) name = std::move(*relative);
+    }
+  }
   auto st = std::make_unique<StoreFile>();
   // No other thread knows it yet; held so the analysis sees the writes
   // below as guarded like every later one.
@@ -581,9 +590,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   DbRegistry& registry = DbRegistry::instance();
   Result<std::shared_ptr<DbConfig>> config = Status::not_found(*name);
   if (st->main_db) {
-    auto options = parse_db_options([&](const char* key) { return sqlite3_uri_parameter(sqlite_name, key); });
-    if (!options) return options.status().with_context(*name);
-    config = registry.remember(*name, *options);
+    config = registry.remember(*name, *db_options);
   } else {
     config = registry.lookup(*name);
   }
@@ -652,6 +659,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   }
   if (!file) return file.status();
   st->file = std::move(*file);
+  if (st->main_db && o.page_size == 0) st->file->follow_sqlite_page_size();
   if (st->main_db) st->config->replicas = st->file->replicas();
   st->powersafe = st->file->page_size() <= kChecksumSectorSize &&
                   sqlite3_uri_boolean(sqlite_name, "psow", 1) != 0;

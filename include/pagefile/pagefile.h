@@ -193,8 +193,13 @@ class Client {
   // page of a server in this process that emulates no disk), no request of
   // this descriptor for the page is outstanding, and no buffer pool is in
   // the way. Its outcome, as read() would give it; nothing when it cannot
-  // be done so (then read or read_request it).
-  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer);
+  // be done so (then read or read_request it). With `may_wait`, for a
+  // caller that would wait for the read anyway (SQLite's xRead), a local
+  // file's page that must come from its disk is read here too, waiting for
+  // it as read(2) does: that costs less than a request handed to an I/O
+  // thread and waited for.
+  std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
+                                               bool may_wait = false);
   // write_request followed by write_confirm.
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 
@@ -220,14 +225,11 @@ class Client {
   // kInvalidArgument, changing nothing, when the file holds a page, when it
   // is remote (a remote file's page size is fixed at its creation), or when
   // this client keeps a pool. The caller keeps other descriptors from
-  // reading or writing pages meanwhile (with a lock); they learn the new
-  // size with reread_page_size().
+  // reading or writing pages meanwhile (with a lock). Other descriptors
+  // that opened the file while it held no page take the new size with
+  // their next status() (its page_size), counting the pages at that size;
+  // one of a client with a pool gets kInvalidArgument there instead.
   Status set_page_size(Fd fd, uint32_t page_size);
-  // Takes for `fd` the page size the file records now, which another
-  // descriptor's set_page_size may have changed while the file held no
-  // page, and returns it. Call it only while this descriptor has had no
-  // page since the file last held none.
-  Result<uint32_t> reread_page_size(Fd fd);
 
   // The file's page size, size, policy, concurrency level and tickets in
   // flight. The size counts every write confirmed so far; a write still in

@@ -145,11 +145,14 @@ TEST_CASE("the page size is recorded and a reopen with another is refused") {
   CHECK_CODE(LocalPagefile::open(path, create_spec(1024)), Code::kInvalidArgument);
 }
 
-TEST_CASE("a file that holds no page takes another page size; other descriptors take it on reread; one with pages keeps its own") {
+TEST_CASE("a file that holds no page takes another page size; other descriptors take it as they count pages; one with pages keeps its own") {
   TempDir dir;
   auto path = dir / "f";
   auto writer = must_open(path, create_spec(4096));
   auto reader = must_open(path, LocalPagefile::OpenSpec{});  // opened while it held nothing
+  LocalPagefile::OpenSpec fixed;
+  fixed.fixed_page_size = true;  // as a client with a pool opens it
+  auto pooled = must_open(path, fixed);
   CHECK_CODE(writer->set_empty_page_size(3000), Code::kInvalidArgument);
   CHECK(writer->page_size() == 4096);
   REQUIRE_OK(writer->set_empty_page_size(512));
@@ -157,17 +160,19 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
   for (int64_t p = 0; p < 300; ++p) REQUIRE_OK(writer->write_page(p, page_pattern(512, p)));  // past one checksum group
 
   CHECK(reader->page_size() == 4096);
-  auto now = reader->reread_page_size();
-  REQUIRE_OK(now);
-  CHECK(*now == 512);
+  auto pages = reader->size_pages();  // counted at the size the pages have
+  REQUIRE_OK(pages);
+  CHECK(*pages == 300);
+  CHECK(reader->page_size() == 512);
   std::vector<std::byte> buf(512);
   for (int64_t p : {0, 255, 256, 299}) {
     REQUIRE_OK(reader->read_page(p, buf));
     CHECK(buf == page_pattern(512, p));
   }
-  auto pages = reader->size_pages();
-  REQUIRE_OK(pages);
-  CHECK(*pages == 300);
+  // One that must keep its size says so, rather than count 4 KiB pages.
+  auto refused_count = pooled->size_pages();
+  CHECK_CODE(refused_count, Code::kInvalidArgument);
+  CHECK(pooled->page_size() == 4096);
   CHECK(must_open(path, LocalPagefile::OpenSpec{})->page_size() == 512);  // the header says so
 
   // Once it holds a page, its size is fixed, and nothing changes.
@@ -177,14 +182,15 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
   CHECK(writer->page_size() == 512);
   REQUIRE_OK(writer->read_page(299, buf));
   CHECK(buf == page_pattern(512, 299));
-  // Emptied, it may change again; a page cut short at the end goes with it.
+  // Emptied, it keeps its size too: a descriptor that counted its pages
+  // no longer reads the header (it has held pages, and says so).
   REQUIRE_OK(writer->truncate(0));
-  REQUIRE_OK(writer->set_empty_page_size(2048));
-  REQUIRE_OK(writer->write_page(1, page_pattern(2048, 1)));
-  buf.resize(2048);
-  REQUIRE_OK(reader->reread_page_size());
-  REQUIRE_OK(reader->read_page(1, buf));
-  CHECK(buf == page_pattern(2048, 1));
+  auto emptied = writer->set_empty_page_size(2048);
+  CHECK_CODE(emptied, Code::kInvalidArgument);
+  CHECK(emptied.message() == path.string() + ": has held pages: its page size is fixed");
+  auto late = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK(late->page_size() == 512);
+  CHECK_CODE(late->set_empty_page_size(2048), Code::kInvalidArgument);
 
   // Sector checksums fix the page size (version 3).
   LocalPagefile::OpenSpec sectors = create_spec(16384);
@@ -194,6 +200,33 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
   LocalPagefile::OpenSpec ro;
   ro.read_only = true;
   CHECK_CODE(must_open(dir / "s", ro)->set_empty_page_size(4096), Code::kReadOnly);
+}
+
+TEST_CASE("descriptors opened and counting while another gives the file a page size and writes: every page is read at the size it has") {
+  TempDir dir;
+  for (int round = 0; round < 60; ++round) {
+    CAPTURE(round);
+    auto path = dir / fmt::format("f{}", round);
+    auto writer = must_open(path, create_spec(4096));
+    std::atomic<bool> done{false};
+    std::thread reformat([&] {
+      REQUIRE_OK(writer->set_empty_page_size(512));
+      for (int64_t p = 0; p < 24; ++p) REQUIRE_OK(writer->write_page(p, page_pattern(512, p)));
+      done = true;
+    });
+    // Readers that open, count and read while that happens.
+    for (int opens = 0; opens < 20 || !done; ++opens) {
+      auto reader = must_open(path, LocalPagefile::OpenSpec{});
+      auto pages = reader->size_pages();
+      REQUIRE_OK(pages);
+      if (*pages == 0) continue;
+      REQUIRE(reader->page_size() == 512);
+      std::vector<std::byte> buf(512);
+      REQUIRE_OK(reader->read_page(0, buf));
+      CHECK(buf == page_pattern(512, 0));
+    }
+    reformat.join();
+  }
 }
 
 TEST_CASE("bad page sizes, buffers and page numbers are refused") {

@@ -171,6 +171,42 @@ TEST_CASE("PRAGMA page_size=512 on a new database: its size is whole SQLite page
   }
 }
 
+TEST_CASE("a page_size= of the user's stays; a relative name stays the file at its path after a chdir, as on unix") {
+  register_without_bus();
+  TempDir dir;
+  {
+    // The user chose the Pagefile's page size: SQLite's smaller one does not change it.
+    std::string db_uri = uri(dir / "chosen.db", "pagefile", "&page_size=4096");
+    for (int open = 0; open < 2; ++open) {
+      SqliteDb db(db_uri);
+      REQUIRE(db.open_rc() == SQLITE_OK);
+      if (open == 0) db.run("PRAGMA page_size=1024; CREATE TABLE t(x); INSERT INTO t VALUES(7)");
+      CHECK(db.query("SELECT x FROM t") == "7");
+    }
+  }
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  fs::path before = fs::current_path();
+  fs::current_path(dir / "a");
+  {
+    SqliteDb db("x.db", "pagefile");
+    REQUIRE(db.open_rc() == SQLITE_OK);
+    CHECK(std::string(sqlite3_db_filename(db.get(), "main")) == (dir / "a" / "x.db").string());
+    db.run("CREATE TABLE t(x); INSERT INTO t VALUES('in a')");
+    fs::current_path(dir / "b");
+    // The open connection goes on with its file (and its journal beside it).
+    db.run("INSERT INTO t VALUES('still a')");
+    SqliteDb by_path((dir / "a" / "x.db").string(), "pagefile");
+    CHECK(by_path.query("SELECT group_concat(x) FROM t") == "in a,still a");
+    SqliteDb here("x.db", "pagefile");  // b's own x.db, new
+    CHECK(here.query("SELECT count(*) FROM sqlite_master") == "0");
+  }
+  fs::current_path(before);
+  CHECK(fs::exists(dir / "a" / "x.db"));
+  CHECK_FALSE(fs::exists(dir / "a" / "x.db-journal"));
+  CHECK_FALSE(fs::exists(dir / "b" / "x.db-journal"));
+}
+
 TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, success once the holder commits") {
   register_without_bus();
   for (std::string mode : {"delete", "wal"}) {

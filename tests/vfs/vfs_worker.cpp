@@ -222,10 +222,14 @@ int main(int argc, char** argv) {
     if (!exec(db, "COMMIT")) return fail(db, "hold-write commit");
     std::printf("committed\n");
   } else if (mode == "read-loop" && argc == 4) {
-    // First the schema, with the busy timeout: readers that start together
-    // may meet one another joining the WAL's shared memory (one attach saw
-    // SQLITE_BUSY once in a CI run). What the loop measures is whether the
-    // writer's transaction blocks a reader, so the loop has no timeout.
+    // First the schema, with the busy timeout. A connection's first read
+    // takes SHARED on the database, and a WAL connection that closes (a
+    // reader done before another has started, a checkpoint's process)
+    // tries EXCLUSIVE to checkpoint and remove the WAL (sqlite3WalClose):
+    // refused by the others' SHARED, it holds PENDING for a moment, and a
+    // SHARED asked for meanwhile is SQLITE_BUSY, on unix as here (one CI
+    // run's reader met it). What the loop measures is whether the writer's
+    // transaction blocks a reader, so the loop has no timeout.
     if (!exec(db, "SELECT count(*) FROM sqlite_schema")) return fail(db, "read-loop schema");
     sqlite3_busy_timeout(db, 0);
     int n = std::atoi(argv[3]);
