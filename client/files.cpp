@@ -386,6 +386,7 @@ Status Client::Impl::unpin(Fd fd, int64_t page) {
 }
 
 Status Client::Impl::drop_cached(Fd fd) {
+  if (!cache_) return Status::ok();  // (no pool: nothing kept; SQLite asks at every fresh lock)
   MutexLock lock(mu_);
   auto found = find_file(fd);
   if (!found) return found.status();

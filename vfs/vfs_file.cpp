@@ -184,7 +184,10 @@ int x_lock(sqlite3_file* f, int level) {
     if (before != SQLITE_LOCK_NONE) return SQLITE_OK;
     st.fresh_locks_seen = st.config->fresh_locks->fetch_add(1) + 1;  // read afresh below
     // With no writer since our last lock, what we kept, and the size, hold.
-    if (client.unchanged_since_unlock(st.file->fd())) return SQLITE_OK;
+    // (A local file cannot tell: not asked.)
+    if (st.config->options.location != Location::kLocal && client.unchanged_since_unlock(st.file->fd())) {
+      return SQLITE_OK;
+    }
     st.config->changes->fetch_add(1);
     // Another client may have written since we last held a lock: what we
     // read ahead or kept, and the size, may be stale.

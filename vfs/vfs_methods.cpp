@@ -153,8 +153,12 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     // version moves (DbConfig::known_absent).
     auto full = store_name(name);
     std::shared_ptr<DbConfig> database = full ? DbRegistry::instance().find(*full) : nullptr;
-    // (known_absent is for a database's journal or WAL, not the database.)
-    DbConfig* config = database && database_of(*full) != *full ? database.get() : nullptr;
+    // (known_absent is for a remote database's journal or WAL, not the
+    // database; a local file's answer is one stat, as on unix, and every
+    // fresh lock of a local database counts as a change.)
+    DbConfig* config = database && database->options.location != Location::kLocal && database_of(*full) != *full
+                           ? database.get()
+                           : nullptr;
     if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
     // (A local file: one stat.)
