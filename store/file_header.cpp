@@ -19,7 +19,6 @@ constexpr size_t kMagicAt = 0;
 constexpr LeField<uint32_t> kVersion{8};
 constexpr LeField<uint32_t> kPageSize{12};
 constexpr LeField<uint8_t> kAccess{16};
-constexpr LeField<uint8_t> kHeldPages{17};
 constexpr LeField<uint32_t> kMinPages{20};
 constexpr LeField<uint32_t> kMaxPages{24};
 constexpr LeField<uint32_t> kHeaderSizeField{28};
@@ -42,7 +41,6 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header) {
   kVersion.put(out, header.version);
   kPageSize.put(out, header.page_size);
   kAccess.put(out, static_cast<uint8_t>(header.policy.access));
-  kHeldPages.put(out, header.held_pages ? 1 : 0);
   kMinPages.put(out, header.policy.min_pages);
   kMaxPages.put(out, header.policy.max_pages);
   kHeaderSizeField.put(out, static_cast<uint32_t>(kHeaderSize));
@@ -61,7 +59,9 @@ bool has_header_magic(std::span<const std::byte> bytes) {
          std::memcmp(bytes.data() + kMagicAt, kHeaderMagic.data(), kHeaderMagic.size()) == 0;
 }
 
-Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what) {
+namespace {
+
+Result<FileHeader> decode(std::span<const std::byte> bytes, std::string_view what, bool verify_checksum) {
   if (bytes.size() < kHeaderSize) {
     return Status::corruption(
         what, fmt::format("header is {} bytes, a Pagefile header has {}", bytes.size(), kHeaderSize));
@@ -76,7 +76,7 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
     }
     return Status::corruption(what, "not a Pagefile (bad magic in header)");
   }
-  if (kChecksum.get(bytes) != checksum(bytes)) {
+  if (verify_checksum && kChecksum.get(bytes) != checksum(bytes)) {
     return Status::corruption(what, "header checksum mismatch (header damaged)");
   }
   uint32_t version = kVersion.get(bytes);
@@ -106,7 +106,6 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
   header.policy.min_pages = kMinPages.get(bytes);
   header.policy.max_pages = kMaxPages.get(bytes);
   header.created_unix_ns = kCreated.get(bytes);
-  header.held_pages = kHeldPages.get(bytes) != 0;
   if (uint8_t length = kPolicyNameLength.get(bytes); length != 0) {
     std::string name(reinterpret_cast<const char*>(bytes.data()) + kPolicyNameAt,
                      std::min<size_t>(length, kMaxPolicyNameLength));
@@ -116,6 +115,16 @@ Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_v
     header.policy.name = std::move(name);
   }
   return header;
+}
+
+}  // namespace
+
+Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what) {
+  return decode(bytes, what, /*verify_checksum=*/true);
+}
+
+Result<FileHeader> decode_header_fields(std::span<const std::byte> bytes, std::string_view what) {
+  return decode(bytes, what, /*verify_checksum=*/false);
 }
 
 }  // namespace pagefile

@@ -37,10 +37,6 @@ struct FileHeader {
   uint32_t page_size = kDefaultPageSize;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;
-  // The file has held a page: its page size may no longer change
-  // (LocalPagefile::set_empty_page_size). Byte 17; files written before
-  // it have 0 there.
-  bool held_pages = false;
 };
 
 // The kHeaderSize bytes that represent `header`.
@@ -49,6 +45,10 @@ std::array<std::byte, kHeaderSize> encode_header(const FileHeader& header);
 // Parses a header; `what` names the file in errors. kCorruption when the
 // magic, checksum, version or a field is wrong.
 Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::string_view what);
+// decode_header, but for the checksum: for the header of a file that holds
+// no page, torn while being rewritten (LocalPagefile::set_empty_page_size),
+// whose fields are each whole, old or new.
+Result<FileHeader> decode_header_fields(std::span<const std::byte> bytes, std::string_view what);
 
 // Whether `bytes` (a file's first bytes, at most a header) begin with a
 // Pagefile header's magic: what tells a damaged Pagefile from another file.

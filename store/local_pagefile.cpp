@@ -247,9 +247,12 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
 // Decodes the whole header in `bytes` (of `got` bytes). A header being
 // rewritten by another descriptor (set_empty_page_size) may be read half
 // old, half new, and fail its checksum: it is read again for a while before
-// it is called damaged.
+// it is called damaged. One a crash tore in that rewrite stays so: in a
+// file that holds no page (a header and nothing more) each of its fields
+// is old or new, and no page depends on which; it is taken (and `*torn`
+// set, for the caller to make it whole).
 Result<FileHeader> read_header_settled(int fd, const std::string& name, std::span<std::byte, kHeaderSize> bytes,
-                                       size_t got = kHeaderSize, bool read_first = true) {
+                                       size_t got = kHeaderSize, bool read_first = true, bool* torn = nullptr) {
   constexpr int kTries = 20;
   for (int attempt = 0;; ++attempt) {
     if (read_first || attempt > 0) {
@@ -258,7 +261,18 @@ Result<FileHeader> read_header_settled(int fd, const std::string& name, std::spa
       got = *read;
     }
     Result<FileHeader> header = decode_header(std::span<const std::byte>(bytes).first(got), name);
-    if (header || got < kHeaderSize || attempt + 1 == kTries) return header;
+    if (header || got < kHeaderSize) return header;
+    if (attempt + 1 == kTries) {
+      struct stat st {};
+      if (!header.status().is(Code::kCorruption) || ::fstat(fd, &st) != 0 ||
+          st.st_size != static_cast<off_t>(kHeaderSize)) {
+        return header;
+      }
+      auto fields = decode_header_fields(bytes, name);
+      if (!fields) return header;
+      if (torn) *torn = true;
+      return fields;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -540,7 +554,12 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     ::close(fd);
     return got.status();
   }
-  Result<FileHeader> header = read_header_settled(fd, name, bytes, *got, /*read_first=*/false);
+  bool torn = false;
+  Result<FileHeader> header = read_header_settled(fd, name, bytes, *got, /*read_first=*/false, &torn);
+  if (header && torn && !spec.read_only) {
+    // (Made whole: its checksum written again.)
+    if (Status s = pwrite_full(fd, encode_header(*header), 0, name); !s) header = s;
+  }
   if (!header) {
     ::close(fd);
     return header.status();
@@ -561,9 +580,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
                         spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size));
   // Until it is seen to hold a page, another descriptor may change its page size.
-  file->unsettled_ = !spec.sole_writer && file->units_ == 1 && !header->held_pages;
-  // Only a file whose size may still change records that it held pages.
-  file->held_pages_ = !file->unsettled_;
+  file->unsettled_ = !spec.sole_writer && file->units_ == 1 && file->grouped_;
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -621,7 +638,7 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
   std::optional<std::pair<UnitSums, Entries>> seen;  // the failing read since `since`
   Clock::time_point since;
   Clock::time_point start;  // of the first mismatch (the clock is read only then)
-  Attempt outcome;
+  Attempt outcome{};  // (zeros: a mismatch copies it whole into `seen`)
   for (int attempt = 0;; ++attempt) {
     Status s = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr,
                             /*use_cache=*/attempt == 0 && trust_kept, outcome);
@@ -748,9 +765,6 @@ void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
-  if (!held_pages_.load(std::memory_order_acquire)) {
-    if (Status s = mark_held_pages(); !s) return s.with_context(fmt::format("page {}", page));
-  }
   off_t offset = page_offset(page);
   auto index = static_cast<size_t>(page);
   bool reserved = !reserve_first_;
@@ -841,11 +855,25 @@ Status LocalPagefile::truncate(int64_t pages) {
     blocks_.clear();
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
+  // A file whose page size may still change (set_empty_page_size) keeps its
+  // first checksum block, zeroed below, once it has held a page: its
+  // length then says so to every descriptor.
+  bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_;
+  if (keep_block) {
+    auto length = counted_pages(&end);
+    if (!length) return length.status().with_context("truncate to 0 pages");
+    end = std::min<off_t>(end, static_cast<off_t>(kHeaderSize) + sum_block_bytes_);
+  }
   // Held until the file is cut: a store past the end would fault, and a
   // write meanwhile must not map a block again before it is gone.
   MutexLock maps(maps_mu_);
   unmap_from(end);
-  if (grouped_ && pages % kGroupPages != 0) {
+  if (keep_block && end > static_cast<off_t>(kHeaderSize)) {
+    std::vector<std::byte> zeros(static_cast<size_t>(end) - kHeaderSize);
+    if (Status s = pwrite_full(fd_, zeros, static_cast<off_t>(kHeaderSize), name_); !s) {
+      return s.with_context("truncate to 0 pages");
+    }
+  } else if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
     // that come back later as holes must not meet their old checksums.
     std::vector<std::byte> zeros(static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes * units_);
@@ -892,40 +920,30 @@ Result<int64_t> LocalPagefile::size_pages() const {
       sums_.forget_from(0);
       page_size_ = header->page_size;
     }
-    auto pages = counted_pages();
+    off_t length = 0;
+    auto pages = counted_pages(&length);
     if (!pages) return pages;
     auto again = pread_full(fd_, after, 0, name_);
     if (!again) return again.status();
     if (before == after) {
-      if (*pages > 0) unsettled_ = false;
+      // Longer than its header, it has held a page: its size is final.
+      if (length > static_cast<off_t>(kHeaderSize)) unsettled_ = false;
       return pages;
     }
   }
   return Status::io_error(name_, "its header kept changing while its pages were counted");
 }
 
-Result<int64_t> LocalPagefile::counted_pages() const {
+Result<int64_t> LocalPagefile::counted_pages(off_t* length) const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
+  if (length) *length = st.st_size;
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
   off_t body = st.st_size - static_cast<off_t>(kHeaderSize);
   if (!grouped_) return static_cast<int64_t>(body / page_size());
   off_t last = body % group_bytes();  // the last group's checksum block and whole pages
   int64_t tail = last > sum_block_bytes_ ? static_cast<int64_t>((last - sum_block_bytes_) / page_size()) : 0;
   return static_cast<int64_t>(body / group_bytes()) * kGroupPages + tail;
-}
-
-Status LocalPagefile::mark_held_pages() {
-  MutexLock lock(held_mu_);
-  if (held_pages_.load()) return Status::ok();
-  // Before its first page: a descriptor that counts a page from now on
-  // knows the page size is final (size_pages stops reading the header).
-  FileHeader header = header_;
-  header.page_size = page_size();
-  header.held_pages = true;
-  if (Status s = pwrite_full(fd_, encode_header(header), 0, name_); !s) return s.with_context("header");
-  held_pages_ = true;
-  return Status::ok();
 }
 
 Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
@@ -946,20 +964,19 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
     return Status::invalid_argument(
         name_, fmt::format("holds {} pages of {} bytes: its page size is fixed", *pages, this->page_size()));
   }
-  // One that held pages once keeps its size: descriptors that counted them
-  // no longer read the header.
+  // Only a file that never held a page, which is a header and nothing
+  // more: a page's write first writes its group's checksum block, and a
+  // truncate keeps the first block (truncate), so a file longer than its
+  // header has held one, and descriptors that counted it no longer read
+  // the header.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
+  if (!grouped_ || st.st_size != static_cast<off_t>(kHeaderSize)) {
+    return Status::invalid_argument(name_, "has held pages: its page size is fixed");
+  }
   std::array<std::byte, kHeaderSize> now{};
   auto recorded = read_header_settled(fd_, name_, now);
   if (!recorded) return recorded.status();
-  if (recorded->held_pages || held_pages_.load()) {
-    return Status::invalid_argument(name_, "has held pages: its page size is fixed");
-  }
-  // Bytes of a page cut short (no page) would be read as part of one.
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
-  if (st.st_size > static_cast<off_t>(kHeaderSize) && ::ftruncate(fd_, static_cast<off_t>(kHeaderSize)) != 0) {
-    return errno_status(errno, name_, "truncate to no page");
-  }
   FileHeader header = *recorded;
   header.page_size = page_size;
   if (Status s = pwrite_full(fd_, encode_header(header), 0, name_); !s) return s.with_context("page size change");
@@ -967,6 +984,9 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   // failure the disk must not hold pages of one size under a header of
   // the other (a WAL's first checkpoint writes pages SQLite no longer
   // journals).
+  if (auto fault = DiskFaults::next(DiskOp::kSync)) {
+    return errno_status(fault_errno(*fault), name_, "fdatasync of its new page size");
+  }
   if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync of its new page size");
   {
     MutexLock lock(blocks_mu_);

@@ -162,7 +162,7 @@ class LocalPagefile {
   // changes. REQUIRES: no page operation of this object in flight, and the
   // caller holds the lock that keeps other descriptors from reading or
   // writing pages meanwhile (SQLite's EXCLUSIVE). A file that ever held a
-  // page (FileHeader::held_pages) keeps its size. The header is durable
+  // page keeps its size (it stays longer than its header: truncate). The header is durable
   // when this returns. Other descriptors take the new size at their next
   // size_pages().
   Status set_empty_page_size(uint32_t page_size);
@@ -183,10 +183,9 @@ class LocalPagefile {
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
                 bool checksums, bool sole_writer, bool map_entries, bool dsync, bool header_may_change);
-  // size_pages() from the file's length, at page_size().
-  Result<int64_t> counted_pages() const;
-  // Records in the header that the file holds pages (FileHeader::held_pages).
-  Status mark_held_pages() EXCLUDES(held_mu_);
+  // size_pages() from the file's length (stored in `length` when given),
+  // at page_size().
+  Result<int64_t> counted_pages(off_t* length = nullptr) const;
   Status check_writable(std::string_view operation) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
@@ -288,12 +287,9 @@ class LocalPagefile {
   // A file that holds no page may change it (set_empty_page_size).
   mutable std::atomic<uint32_t> page_size_;
   const bool header_may_change_;  // !OpenSpec::fixed_page_size
-  // Not yet seen to hold a page: size_pages() reads the header again.
+  // Not yet seen longer than its header (to have held a page):
+  // size_pages() reads the header again.
   mutable std::atomic<bool> unsettled_{false};
-  // The header says the file held pages (FileHeader::held_pages), or need
-  // not: write_page records it before its first page (mark_held_pages).
-  std::atomic<bool> held_pages_{true};
-  Mutex held_mu_;
   const bool read_only_;
   const bool grouped_;  // format version 2 or 3: checksum blocks between groups of pages
   const bool checked_;  // grouped_, and checksums are on

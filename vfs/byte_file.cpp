@@ -408,9 +408,8 @@ void ByteFile::adopt_page_size(uint32_t page_size) {
   drop_all_ahead();
   kept_.clear();  // (nothing of a file that held nothing)
   scratch_.reset();
-  traced([](TraceWriter& w, const TraceWriter::File& f) { w.closed(f); });
   page_size_ = page_size;
-  traced([](TraceWriter& w, const TraceWriter::File& f) { w.opened(f); });
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.resized(f); });
 }
 
 Status ByteFile::refresh_size() {

@@ -162,8 +162,8 @@ class ByteFile {
   Result<int64_t> read_length(const std::string& name);
   // A kPages file that held nothing now has pages of `page_size`: a new
   // database's page 1 of that size is about to be written here, or another
-  // descriptor wrote it. Trace: the file is closed and opened again with
-  // its new page size.
+  // descriptor wrote it. Trace: the file is closed and opened again at its
+  // new page size (TraceWriter::resized).
   void adopt_page_size(uint32_t page_size);
   // Runs `confirm`, counting a wait and its time.
   template <class F>

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -164,13 +165,22 @@ class MadeAbsolute {
   void add(const std::string& absolute, const std::string& relative, bool remote) {
     MutexLock lock(mu_);
     made_.try_emplace(absolute, relative);
-    if (remote) {
+    if (remote && !local_.contains(database_of(absolute))) {
       active_.try_emplace(absolute, relative);
       any_active_.store(true, std::memory_order_release);
     }
   }
+  // A database opened local: its name, and those SQLite makes of it, stay
+  // absolute, even where the process's databases are remote by default.
+  void make_local(const std::string& absolute) {
+    MutexLock lock(mu_);
+    local_.insert(absolute);
+    active_.erase(absolute);
+    for (const std::string_view suffix : {"-journal", "-wal"}) active_.erase(absolute + std::string(suffix));
+  }
   std::optional<std::string> activate(const std::string& absolute) {
     MutexLock lock(mu_);
+    local_.erase(absolute);
     auto it = made_.find(absolute);
     if (it == made_.end()) return std::nullopt;
     active_.try_emplace(absolute, it->second);
@@ -195,6 +205,7 @@ class MadeAbsolute {
   mutable Mutex mu_;
   std::unordered_map<std::string, std::string> made_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> active_ GUARDED_BY(mu_);
+  std::unordered_set<std::string> local_ GUARDED_BY(mu_);
 };
 
 // store_name, without going back to a relative name.
@@ -243,6 +254,14 @@ Result<std::string> store_name(std::string_view path) {
 
 std::optional<std::string> remote_store_name(const std::string& name) {
   return MadeAbsolute::instance().activate(name);
+}
+
+std::string local_store_name(const std::string& sqlite_name, const std::string& name) {
+  if (name.front() == '/') return name;
+  auto absolute = lexical_name(sqlite_name);
+  if (!absolute || absolute->front() != '/') return name;
+  MadeAbsolute::instance().make_local(*absolute);
+  return *absolute;
 }
 
 Result<std::string> full_pathname(std::string_view path) {

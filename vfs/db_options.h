@@ -84,6 +84,12 @@ Result<std::string> full_pathname(std::string_view path);
 // bus=); from now on store_name() gives it for `name` and the names SQLite
 // makes of it. nullopt when `name` was not made so.
 std::optional<std::string> remote_store_name(const std::string& name);
+// For a local database opened by `sqlite_name` (xOpen's, absolute), whose
+// store_name() is `name`: its absolute path, which stays its store name
+// and that of the files SQLite names after it, also where the process's
+// databases are remote by default (PAGEFILE_BUS) and store_name() gave
+// back a relative name.
+std::string local_store_name(const std::string& sqlite_name, const std::string& name);
 
 // The main database a journal, WAL or super-journal name belongs to
 // ("app.db-journal" -> "app.db"); the name itself otherwise.

@@ -227,6 +227,7 @@ void TraceWriter::record(trace::TraceOp op, const Named& named, std::span<const 
 }
 
 void TraceWriter::emit_open(const File& file, Named& named) {
+  named.page_size = file.page_size;
   TraceOp op;
   op.kind = OpKind::kOpen;
   op.page_size = file.page_size;
@@ -267,6 +268,14 @@ void TraceWriter::closed(const File& file) {
   }
   // Nothing open: the application may well read the trace now.
   if (none_open) flush();
+}
+
+void TraceWriter::resized(const File& file) {
+  MutexLock lock(mu_);
+  Named& n = named(file.name);
+  if (n.descriptors == 0 || n.page_size == file.page_size) return;  // (opened at the new size when next used)
+  record(TraceOp{.kind = OpKind::kClose}, n);
+  emit_open(file, n);
 }
 
 void TraceWriter::read(const File& file, int64_t page) {

@@ -87,6 +87,10 @@ class TraceWriter {
   void sync(const File& file);
   void truncate(const File& file, int64_t pages);
   void unlinked(const std::string& name);
+  // A file that held nothing took another page size (a new database's
+  // first write, ByteFile): the trace closes it and opens it again at
+  // that size, once for all its descriptors.
+  void resized(const File& file);
 
   // Returns once everything recorded so far is written (not synced).
   void flush();
@@ -98,6 +102,7 @@ class TraceWriter {
   struct Named {
     std::string trace_name;
     int descriptors = 0;  // open in the trace while > 0
+    uint32_t page_size = 0;  // as the trace last opened it
   };
 
   TraceWriter(std::string path, std::string key, int text_fd, int data_fd);

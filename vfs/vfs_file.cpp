@@ -579,6 +579,8 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     db_options = std::move(*options);
     if (db_options->location != Location::kLocal) {
       if (auto relative = remote_store_name(*name)) name = std::move(*relative);
+    } else {
+      name = local_store_name(sqlite_name, *name);
     }
   }
   auto st = std::make_unique<StoreFile>();

@@ -202,31 +202,75 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
   CHECK_CODE(must_open(dir / "s", ro)->set_empty_page_size(4096), Code::kReadOnly);
 }
 
-TEST_CASE("descriptors opened and counting while another gives the file a page size and writes: every page is read at the size it has") {
+TEST_CASE("descriptors opened empty, counting while another gives the file a page size and writes: every page is read at the size it has") {
   TempDir dir;
   for (int round = 0; round < 60; ++round) {
     CAPTURE(round);
     auto path = dir / fmt::format("f{}", round);
     auto writer = must_open(path, create_spec(4096));
+    std::vector<std::unique_ptr<LocalPagefile>> readers;
+    for (int r = 0; r < 3; ++r) readers.push_back(must_open(path, LocalPagefile::OpenSpec{}));
     std::atomic<bool> done{false};
+    Status written;
     std::thread reformat([&] {
-      REQUIRE_OK(writer->set_empty_page_size(512));
-      for (int64_t p = 0; p < 24; ++p) REQUIRE_OK(writer->write_page(p, page_pattern(512, p)));
+      written = writer->set_empty_page_size(512);
+      for (int64_t p = 0; p < 24 && written; ++p) written = writer->write_page(p, page_pattern(512, p));
       done = true;
     });
-    // Readers that open, count and read while that happens.
-    for (int opens = 0; opens < 20 || !done; ++opens) {
-      auto reader = must_open(path, LocalPagefile::OpenSpec{});
-      auto pages = reader->size_pages();
-      REQUIRE_OK(pages);
-      if (*pages == 0) continue;
-      REQUIRE(reader->page_size() == 512);
-      std::vector<std::byte> buf(512);
-      REQUIRE_OK(reader->read_page(0, buf));
-      CHECK(buf == page_pattern(512, 0));
+    // They count (as at a lock) while that happens, and once after.
+    for (int looks = 0; looks < 1000; ++looks) {
+      bool last = done.load();
+      for (auto& reader : readers) {
+        auto pages = reader->size_pages();
+        REQUIRE_OK(pages);
+        if (*pages == 0) continue;
+        REQUIRE(reader->page_size() == 512);
+        std::vector<std::byte> buf(512);
+        REQUIRE_OK(reader->read_page(0, buf));
+        CHECK(buf == page_pattern(512, 0));
+      }
+      if (last) break;
     }
     reformat.join();
+    REQUIRE_OK(written);
+    for (auto& reader : readers) CHECK(reader->page_size() == 512);
   }
+}
+
+TEST_CASE("a header torn while a file that holds no page took another page size opens, either size, and is made whole") {
+  TempDir dir;
+  auto path = dir / "f";
+  std::array<std::byte, kHeaderSize> old_header{}, new_header{};
+  {
+    auto f = must_open(path, create_spec(4096));
+    REQUIRE(::pread(::open(path.c_str(), O_RDONLY | O_CLOEXEC), old_header.data(), kHeaderSize, 0) == kHeaderSize);
+    REQUIRE_OK(f->set_empty_page_size(1024));
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(::pread(fd, new_header.data(), kHeaderSize, 0) == kHeaderSize);
+    ::close(fd);
+  }
+  // A disk writes 512-byte sectors: the page size is in the first, the
+  // header's checksum in the last.
+  auto torn = [&](const std::array<std::byte, kHeaderSize>& first, const std::array<std::byte, kHeaderSize>& rest) {
+    std::array<std::byte, kHeaderSize> mixed = rest;
+    std::memcpy(mixed.data(), first.data(), 512);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    REQUIRE(::pwrite(fd, mixed.data(), kHeaderSize, 0) == kHeaderSize);
+    ::close(fd);
+  };
+  torn(new_header, old_header);
+  CHECK(must_open(path, LocalPagefile::OpenSpec{})->page_size() == 1024);
+  CHECK(must_open(path, LocalPagefile::OpenSpec{})->page_size() == 1024);  // made whole at the first open
+  torn(old_header, new_header);
+  LocalPagefile::OpenSpec ro;
+  ro.read_only = true;
+  CHECK(must_open(path, ro)->page_size() == 4096);  // read as it is, left as it is
+  auto f = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK(f->page_size() == 4096);
+  REQUIRE_OK(f->write_page(0, page_pattern(4096, 0)));
+  // A file that holds pages is not mended so: its header is damaged.
+  torn(new_header, old_header);
+  CHECK_CODE(LocalPagefile::open(path, LocalPagefile::OpenSpec{}), Code::kCorruption);
 }
 
 TEST_CASE("bad page sizes, buffers and page numbers are refused") {

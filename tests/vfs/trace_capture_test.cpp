@@ -126,6 +126,34 @@ TEST_CASE("a captured session replays into a store byte-identical to the databas
   }
 }
 
+TEST_CASE("a new database given a smaller page size at its first write, with another connection open: the trace opens it again at that size and replays byte-identical") {
+  pagefile::test::register_without_bus();
+  TempDir dir;
+  const fs::path db = dir.path() / "small.db";
+  const fs::path trace = dir.path() / "small.trace";
+  std::string uri = fmt::format("file:{}?vfs=pagefile&trace={}", db.string(), trace.string());
+  {
+    SqliteDb early(uri);  // open, and read empty, before the first write
+    REQUIRE(early.open_rc() == SQLITE_OK);
+    CHECK(early.query("SELECT count(*) FROM sqlite_master") == "0");
+    {
+      SqliteDb writer(uri);
+      writer.run("PRAGMA page_size=512; CREATE TABLE t(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n "
+             "WHERE i<100) INSERT INTO t SELECT printf('%0300d', i) FROM n");
+    }
+    CHECK(early.query("SELECT count(*) FROM t") == "100");
+  }
+  const std::string made = local_bytes(db);
+  CHECK(made.size() % 512 == 0);
+  std::string text = pagefile::test::read_file(trace);
+  CHECK(text.find(" open small.db 4096") != std::string::npos);  // SQLite's default page size, at open
+  CHECK(text.find(" open small.db 512") != std::string::npos);
+  Outcome local = pagefile::test::pf_replay(dir.path(), {"run", trace.string(), "--dir", (dir.path() / "replayed").string(), "--no-progress"});
+  INFO(local.out, local.err);
+  REQUIRE(local.exit_status == 0);
+  CHECK(local_bytes(dir.path() / "replayed" / "small.db") == made);
+}
+
 TEST_CASE("a capture changes nothing: the same session without one makes the same bytes") {
   pagefile::test::register_without_bus();
   TempDir dir;

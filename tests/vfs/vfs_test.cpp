@@ -764,6 +764,33 @@ TEST_CASE("location=local: a local Pagefile at the path, same behaviour") {
   CHECK(b.query("SELECT count(*) FROM t") == "10");
 }
 
+TEST_CASE("location=local where databases are remote by default: a relative name is the file at its absolute path, after a chdir too") {
+  vfs();  // PAGEFILE_BUS names the embedded bus
+  REQUIRE(std::getenv("PAGEFILE_BUS") != nullptr);
+  TempDir dir;
+  std::filesystem::create_directories(dir / "a");
+  std::filesystem::create_directories(dir / "b");
+  std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir / "a");
+  {
+    SqliteDb db("file:here.db?vfs=pagefile&location=local", "pagefile", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI);
+    REQUIRE(db.open_rc() == SQLITE_OK);
+    db.run("CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    std::filesystem::current_path(dir / "b");
+    db.run("BEGIN; INSERT INTO t VALUES(2)");
+    CHECK(std::filesystem::exists(dir / "a" / "here.db-journal"));  // its journal beside it, in a
+    CHECK_FALSE(std::filesystem::exists(dir / "b" / "here.db-journal"));
+    db.run("COMMIT");
+    CHECK(db.query(fmt::format("SELECT pagefile_exists('{}')", (dir / "a" / "here.db").string())) == "1");
+  }
+  std::filesystem::current_path(before);
+  CHECK(std::filesystem::exists(dir / "a" / "here.db"));
+  CHECK_FALSE(std::filesystem::exists(dir / "b" / "here.db-journal"));
+  CHECK_FALSE(std::filesystem::exists(dir / "b" / "here.db"));
+  SqliteDb again(pagefile_uri((dir / "a" / "here.db").string(), "&location=local"));
+  CHECK(again.query("SELECT group_concat(x) FROM t") == "1,2");
+}
+
 TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
   vfs();  // registered, on the embedded bus
   TempDir dir;

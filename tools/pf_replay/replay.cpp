@@ -180,6 +180,20 @@ class Replayer {
           .access = access ? *access : pagefile::AccessType::kRandom, .name = options_.policy};
     }
     Result<pagefile::Fd> fd = client_.open(name(op.file), open_options);
+    if (!fd && fd.status().is(pagefile::Code::kInvalidArgument) && open_options.page_size != 0) {
+      // Opened again at another size: a file that held nothing when the
+      // application gave it SQLite's page size (a captured new database's
+      // first write). So here, when it holds nothing either.
+      pagefile::OpenOptions as_it_is = open_options;
+      as_it_is.page_size = 0;
+      if (auto again = client_.open(name(op.file), as_it_is)) {
+        if (client_.set_page_size(*again, open_options.page_size)) {
+          fd = *again;
+        } else {
+          (void)client_.close(*again);
+        }
+      }
+    }
     if (!fd) {
       file.failed_open_line = op.line;
       report_error(op.line, fmt::format("open {}", name(op.file)), fd.status());
