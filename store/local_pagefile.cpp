@@ -208,6 +208,44 @@ FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
   return header;
 }
 
+// Holds kInitByte (write or read) for its life: header writes in place
+// (a new file's, a page size change's, a torn header's repair) and the
+// readers that must not meet them half done.
+class InitByteLock {
+ public:
+  InitByteLock(int fd, bool write) : fd_(fd) {
+    struct flock fl {};
+    fl.l_type = write ? F_WRLCK : F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = kInitByte;
+    fl.l_len = 1;
+    while (::fcntl(fd_, F_OFD_SETLKW, &fl) != 0) {
+      if (errno != EINTR) {
+        error_ = errno;
+        return;
+      }
+    }
+    held_ = true;
+  }
+  ~InitByteLock() {
+    if (!held_) return;
+    struct flock fl {};
+    fl.l_type = F_UNLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = kInitByte;
+    fl.l_len = 1;
+    (void)::fcntl(fd_, F_OFD_SETLK, &fl);
+  }
+  InitByteLock(const InitByteLock&) = delete;
+  InitByteLock& operator=(const InitByteLock&) = delete;
+  Status status(const std::string& name) const { return held_ ? Status::ok() : errno_status(error_, name, "lock"); }
+
+ private:
+  int fd_;
+  bool held_ = false;
+  int error_ = 0;
+};
+
 // Reads the header of the open file `fd` into `bytes`; returns the bytes
 // read. An empty file (one made by touch, or by a program that makes the
 // file before SQLite opens it, as the unix VFS allows) gets the header of a
@@ -219,14 +257,8 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
   Result<size_t> got = pread_full(fd, bytes, 0, name);
   if (!got || *got == kHeaderSize) return got;
   bool make = *got == 0 && spec.create && !spec.read_only;
-  struct flock fl {};
-  fl.l_type = make ? F_WRLCK : F_RDLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = kInitByte;
-  fl.l_len = 1;
-  while (::fcntl(fd, F_OFD_SETLKW, &fl) != 0) {
-    if (errno != EINTR) return errno_status(errno, name, "lock");
-  }
+  InitByteLock lock(fd, make);
+  if (Status s = lock.status(name); !s) return s;
   got = pread_full(fd, bytes, 0, name);
   if (got && *got == 0 && make) {
     auto header = encode_header(new_header(spec));
@@ -239,8 +271,6 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
       got = pread_full(fd, bytes, 0, name);
     }
   }
-  fl.l_type = F_UNLCK;
-  (void)::fcntl(fd, F_OFD_SETLK, &fl);
   return got;
 }
 
@@ -557,8 +587,19 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   bool torn = false;
   Result<FileHeader> header = read_header_settled(fd, name, bytes, *got, /*read_first=*/false, &torn);
   if (header && torn && !spec.read_only) {
-    // (Made whole: its checksum written again.)
-    if (Status s = pwrite_full(fd, encode_header(*header), 0, name); !s) header = s;
+    // Made whole, its checksum written again: under kInitByte, which a
+    // page size change holds too, and only if it is still the torn header
+    // of a file that holds no page (not a newer one).
+    InitByteLock lock(fd, /*write=*/true);
+    std::array<std::byte, kHeaderSize> now{};
+    struct stat again {};
+    auto reread = pread_full(fd, now, 0, name);
+    if (lock.status(name) && reread && *reread == kHeaderSize && now == bytes && ::fstat(fd, &again) == 0 &&
+        again.st_size == static_cast<off_t>(kHeaderSize)) {
+      if (Status s = pwrite_full(fd, encode_header(*header), 0, name); !s) header = s;
+    } else if (reread && now != bytes) {
+      header = decode_header(now, name);  // rewritten meanwhile: that one
+    }
   }
   if (!header) {
     ::close(fd);
@@ -974,6 +1015,9 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   if (!grouped_ || st.st_size != static_cast<off_t>(kHeaderSize)) {
     return Status::invalid_argument(name_, "has held pages: its page size is fixed");
   }
+  // (Under kInitByte: a torn header's repair at another open waits.)
+  InitByteLock header_lock(fd_, /*write=*/true);
+  if (Status s = header_lock.status(name_); !s) return s;
   std::array<std::byte, kHeaderSize> now{};
   auto recorded = read_header_settled(fd_, name_, now);
   if (!recorded) return recorded.status();

@@ -172,20 +172,26 @@ class MadeAbsolute {
   }
   // A database opened local: its name, and those SQLite makes of it, stay
   // absolute, even where the process's databases are remote by default.
-  void make_local(const std::string& absolute) {
+  // kInvalidArgument when this process opened it remote.
+  Status open_local(const std::string& absolute) {
     MutexLock lock(mu_);
+    if (Status s = check_one_way(absolute, /*remote=*/false); !s) return s;
     local_.insert(absolute);
     active_.erase(absolute);
     for (const std::string_view suffix : {"-journal", "-wal"}) active_.erase(absolute + std::string(suffix));
+    return Status::ok();
   }
-  std::optional<std::string> activate(const std::string& absolute) {
+  // A database opened remote: the relative name it was made of, if it
+  // was; kInvalidArgument when this process opened it local.
+  Result<std::optional<std::string>> open_remote(const std::string& absolute) {
     MutexLock lock(mu_);
-    local_.erase(absolute);
+    if (Status s = check_one_way(absolute, /*remote=*/true); !s) return s;
+    opened_remote_.insert(absolute);
     auto it = made_.find(absolute);
-    if (it == made_.end()) return std::nullopt;
+    if (it == made_.end()) return std::optional<std::string>();
     active_.try_emplace(absolute, it->second);
     any_active_.store(true, std::memory_order_release);
-    return it->second;
+    return std::optional<std::string>(it->second);
   }
   // The relative name of `name` (a normal absolute path) when it is an
   // active database's, or a journal, WAL or super-journal of one (with
@@ -205,7 +211,18 @@ class MadeAbsolute {
   mutable Mutex mu_;
   std::unordered_map<std::string, std::string> made_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> active_ GUARDED_BY(mu_);
-  std::unordered_set<std::string> local_ GUARDED_BY(mu_);
+  std::unordered_set<std::string> local_ GUARDED_BY(mu_);          // opened local
+  std::unordered_set<std::string> opened_remote_ GUARDED_BY(mu_);  // opened remote
+
+  // One path is one database of this process, local or remote: its
+  // journals' and WAL's names could not say whose they are.
+  Status check_one_way(const std::string& absolute, bool remote) const REQUIRES(mu_) {
+    if (remote ? !local_.contains(absolute) : !opened_remote_.contains(absolute)) return Status::ok();
+    return Status::invalid_argument(
+        absolute, fmt::format("this process opened it {} already: a path names one database of a process, local "
+                              "or remote (location=, bus=)",
+                              remote ? "local" : "remote"));
+  }
 };
 
 // store_name, without going back to a relative name.
@@ -252,15 +269,16 @@ Result<std::string> store_name(std::string_view path) {
   return name;
 }
 
-std::optional<std::string> remote_store_name(const std::string& name) {
-  return MadeAbsolute::instance().activate(name);
+Result<std::optional<std::string>> remote_store_name(const std::string& sqlite_name) {
+  auto absolute = lexical_name(sqlite_name);
+  if (!absolute || absolute->front() != '/') return std::optional<std::string>();
+  return MadeAbsolute::instance().open_remote(*absolute);
 }
 
-std::string local_store_name(const std::string& sqlite_name, const std::string& name) {
-  if (name.front() == '/') return name;
+Result<std::string> local_store_name(const std::string& sqlite_name, const std::string& name) {
   auto absolute = lexical_name(sqlite_name);
   if (!absolute || absolute->front() != '/') return name;
-  MadeAbsolute::instance().make_local(*absolute);
+  if (Status s = MadeAbsolute::instance().open_local(*absolute); !s) return s;
   return *absolute;
 }
 

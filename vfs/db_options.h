@@ -78,18 +78,20 @@ Result<std::string> store_name(std::string_view path);
 // be read.
 Result<std::string> full_pathname(std::string_view path);
 
-// For a remote database opened by `name` (xOpen's): the relative name
-// full_pathname made it of, which stays its store name, so a remote file
-// keeps one name from every directory (xFullPathname cannot see a URI's
-// bus=); from now on store_name() gives it for `name` and the names SQLite
-// makes of it. nullopt when `name` was not made so.
-std::optional<std::string> remote_store_name(const std::string& name);
+// For a remote database opened by `sqlite_name` (xOpen's): the relative
+// name full_pathname made it of, which stays its store name, so a remote
+// file keeps one name from every directory (xFullPathname cannot see a
+// URI's bus=); from now on store_name() gives it for that name and the
+// names SQLite makes of it. nullopt when it was not made so.
+// kInvalidArgument when this process opened the path as a local database.
+Result<std::optional<std::string>> remote_store_name(const std::string& sqlite_name);
 // For a local database opened by `sqlite_name` (xOpen's, absolute), whose
 // store_name() is `name`: its absolute path, which stays its store name
 // and that of the files SQLite names after it, also where the process's
 // databases are remote by default (PAGEFILE_BUS) and store_name() gave
-// back a relative name.
-std::string local_store_name(const std::string& sqlite_name, const std::string& name);
+// back a relative name. kInvalidArgument when this process opened the
+// path as a remote database.
+Result<std::string> local_store_name(const std::string& sqlite_name, const std::string& name);
 
 // The main database a journal, WAL or super-journal name belongs to
 // ("app.db-journal" -> "app.db"); the name itself otherwise.

@@ -578,9 +578,12 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     if (!options) return options.status().with_context(*name);
     db_options = std::move(*options);
     if (db_options->location != Location::kLocal) {
-      if (auto relative = remote_store_name(*name)) name = std::move(*relative);
+      auto relative = remote_store_name(sqlite_name);
+      if (!relative) return relative.status();
+      if (*relative) name = std::move(**relative);
     } else {
       name = local_store_name(sqlite_name, *name);
+      if (!name) return name.status();
     }
   }
   auto st = std::make_unique<StoreFile>();

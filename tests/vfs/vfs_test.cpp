@@ -789,6 +789,13 @@ TEST_CASE("location=local where databases are remote by default: a relative name
   CHECK_FALSE(std::filesystem::exists(dir / "b" / "here.db"));
   SqliteDb again(pagefile_uri((dir / "a" / "here.db").string(), "&location=local"));
   CHECK(again.query("SELECT group_concat(x) FROM t") == "1,2");
+  // One path is one database of a process: opened local here, it is not
+  // opened remote too (its journal's name could not say whose it is).
+  SqliteDb remote(pagefile_uri((dir / "a" / "here.db").string()));
+  CHECK(remote.open_rc() == SQLITE_CANTOPEN);
+  char why[512] = {};
+  vfs()->xGetLastError(vfs(), sizeof why, why);
+  CHECK(std::string(why).find("this process opened it local already") != std::string::npos);
 }
 
 TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
