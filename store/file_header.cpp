@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "core/little_endian.h"
+#include "core/sqlite_header.h"
 
 namespace pagefile {
 
@@ -67,8 +68,7 @@ Result<FileHeader> decode(std::span<const std::byte> bytes, std::string_view wha
         what, fmt::format("header is {} bytes, a Pagefile header has {}", bytes.size(), kHeaderSize));
   }
   if (!has_header_magic(bytes)) {
-    constexpr std::string_view kSqliteMagic{"SQLite format 3\0", 16};
-    if (std::memcmp(bytes.data(), kSqliteMagic.data(), kSqliteMagic.size()) == 0) {
+    if (has_sqlite_magic(bytes)) {
       return Status::corruption(what, "is an ordinary SQLite database, not a Pagefile; it is left as it is. Copy it "
                                       "into a Pagefile with SQLite's backup (in the sqlite3 shell with pagefile "
                                       "loaded: .backup 'file:NEW.db?vfs=pagefile&location=local'), or into a "

@@ -901,8 +901,8 @@ Status LocalPagefile::truncate(int64_t pages) {
   // length then says so to every descriptor.
   bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_;
   if (keep_block) {
-    auto length = counted_pages(&end);
-    if (!length) return length.status().with_context("truncate to 0 pages");
+    // (Counted for the file's length: at most the header and that block.)
+    if (auto counted = counted_pages(&end); !counted) return counted.status().with_context("truncate to 0 pages");
     end = std::min<off_t>(end, static_cast<off_t>(kHeaderSize) + sum_block_bytes_);
   }
   // Held until the file is cut: a store past the end would fault, and a
@@ -954,12 +954,7 @@ Result<int64_t> LocalPagefile::size_pages() const {
                                "pages of {} (a client with a pool): open it again",
                                header->page_size, page_size()));
       }
-      {
-        MutexLock lock(blocks_mu_);
-        blocks_.clear();
-      }
-      sums_.forget_from(0);
-      page_size_ = header->page_size;
+      take_page_size(header->page_size);
     }
     off_t length = 0;
     auto pages = counted_pages(&length);
@@ -999,7 +994,8 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
     // open for the page size then: SQLite only ever asks for a smaller one.)
     return Status::invalid_argument(name_, fmt::format("pages larger than {} bytes are chosen at creation", kHeaderSize));
   }
-  auto pages = size_pages();
+  off_t length = 0;
+  auto pages = counted_pages(&length);
   if (!pages) return pages.status();
   if (*pages != 0) {
     return Status::invalid_argument(
@@ -1010,9 +1006,7 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   // truncate keeps the first block (truncate), so a file longer than its
   // header has held one, and descriptors that counted it no longer read
   // the header.
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
-  if (!grouped_ || st.st_size != static_cast<off_t>(kHeaderSize)) {
+  if (!grouped_ || length != static_cast<off_t>(kHeaderSize)) {
     return Status::invalid_argument(name_, "has held pages: its page size is fixed");
   }
   // (Under kInitByte: a torn header's repair at another open waits.)
@@ -1032,13 +1026,17 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
     return errno_status(fault_errno(*fault), name_, "fdatasync of its new page size");
   }
   if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync of its new page size");
+  take_page_size(page_size);
+  return Status::ok();
+}
+
+void LocalPagefile::take_page_size(uint32_t page_size) const {
   {
     MutexLock lock(blocks_mu_);
-    blocks_.clear();
+    blocks_.clear();  // (kept at the old geometry)
   }
   sums_.forget_from(0);
   page_size_ = page_size;
-  return Status::ok();
 }
 
 Status LocalPagefile::lock(LockMode mode, LockWait wait) {

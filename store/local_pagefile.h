@@ -186,6 +186,9 @@ class LocalPagefile {
   // size_pages() from the file's length (stored in `length` when given),
   // at page_size().
   Result<int64_t> counted_pages(off_t* length = nullptr) const;
+  // Reads and writes pages of `page_size` from now on, the checksums kept
+  // at the old size forgotten (size_pages, set_empty_page_size).
+  void take_page_size(uint32_t page_size) const;
   Status check_writable(std::string_view operation) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -39,6 +40,7 @@
 #include "bus/bus_client.h"
 #include "bus/remote_page_io.h"
 #include "core/page_bounds.h"
+#include "core/sqlite_header.h"
 #include "server/etcd_catalog.h"
 #include "server/lease_table.h"
 #include "wire/address.h"
@@ -361,11 +363,9 @@ int cmd_scrub(net::BusClient& bus, const std::string& name) {
 
 uint32_t sqlite_page_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char header[18] = {};
-  if (!in.read(header, sizeof(header))) return 0;
-  if (std::string_view(header, 16) != std::string_view("SQLite format 3\0", 16)) return 0;
-  uint32_t size = (static_cast<uint8_t>(header[16]) << 8) | static_cast<uint8_t>(header[17]);
-  return size == 1 ? 65536 : size;
+  std::array<std::byte, 18> header{};
+  if (!in.read(reinterpret_cast<char*>(header.data()), header.size())) return 0;
+  return sqlite_header_page_size(header);
 }
 
 struct CopyOptions {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/sqlite_header.h"
+
 namespace pagefile::vfs {
 
 namespace {
@@ -23,10 +25,7 @@ uint64_t get_u64(const std::byte* at) {
 // The page size of SQLite's page 1 when `data`, written at offset 0, is one
 // whole (its header names its own size); 0 otherwise.
 uint32_t sqlite_page_one_size(std::span<const std::byte> data) {
-  static constexpr char kMagic[16] = "SQLite format 3";  // and its NUL
-  if (data.size() < 100 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return 0;
-  uint32_t size = (std::to_integer<uint32_t>(data[16]) << 8) | std::to_integer<uint32_t>(data[17]);
-  if (size == 1) size = 65536;
+  uint32_t size = data.size() >= 100 ? sqlite_header_page_size(data) : 0;
   return size == data.size() ? size : 0;
 }
 

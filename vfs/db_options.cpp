@@ -151,8 +151,9 @@ bool is_normal(std::string_view path) {
 }
 
 // The absolute names full_pathname made, each with the relative name it
-// was made of; and of those, the remote databases' (activate), whose
-// store names are the relative ones. Only ever added to: one entry per
+// was made of; and of those, the remote databases' (open_remote, or all
+// where databases are remote by default), whose store names are the
+// relative ones. Only ever added to: one entry per
 // relative name and working directory a process opens databases by.
 class MadeAbsolute {
  public:
@@ -269,17 +270,16 @@ Result<std::string> store_name(std::string_view path) {
   return name;
 }
 
-Result<std::optional<std::string>> remote_store_name(const std::string& sqlite_name) {
+Result<std::string> database_store_name(const std::string& sqlite_name, const std::string& name, bool remote) {
   auto absolute = lexical_name(sqlite_name);
-  if (!absolute || absolute->front() != '/') return std::optional<std::string>();
-  return MadeAbsolute::instance().open_remote(*absolute);
-}
-
-Result<std::string> local_store_name(const std::string& sqlite_name, const std::string& name) {
-  auto absolute = lexical_name(sqlite_name);
-  if (!absolute || absolute->front() != '/') return name;
-  if (Status s = MadeAbsolute::instance().open_local(*absolute); !s) return s;
-  return *absolute;
+  if (!absolute || absolute->front() != '/') return name;  // (a direct caller's relative name)
+  if (!remote) {
+    if (Status s = MadeAbsolute::instance().open_local(*absolute); !s) return s;
+    return *absolute;
+  }
+  auto relative = MadeAbsolute::instance().open_remote(*absolute);
+  if (!relative) return relative.status();
+  return relative->value_or(name);
 }
 
 Result<std::string> full_pathname(std::string_view path) {

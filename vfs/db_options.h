@@ -63,7 +63,7 @@ Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint3
 // The store name of a path: its full_pathname, "//" and "/./" collapsed,
 // "a/.." gone, a trailing "/" dropped, all lexically; except that the
 // name of a remote database that was made absolute of a relative one
-// (remote_store_name), and the journal, WAL and super-journal names SQLite
+// (database_store_name), and the journal, WAL and super-journal names SQLite
 // makes of it, give back that relative name, the same from every
 // directory and machine. kInvalidArgument for an empty path or ".." above
 // the root.
@@ -78,20 +78,16 @@ Result<std::string> store_name(std::string_view path);
 // be read.
 Result<std::string> full_pathname(std::string_view path);
 
-// For a remote database opened by `sqlite_name` (xOpen's): the relative
-// name full_pathname made it of, which stays its store name, so a remote
-// file keeps one name from every directory (xFullPathname cannot see a
-// URI's bus=); from now on store_name() gives it for that name and the
-// names SQLite makes of it. nullopt when it was not made so.
-// kInvalidArgument when this process opened the path as a local database.
-Result<std::optional<std::string>> remote_store_name(const std::string& sqlite_name);
-// For a local database opened by `sqlite_name` (xOpen's, absolute), whose
-// store_name() is `name`: its absolute path, which stays its store name
-// and that of the files SQLite names after it, also where the process's
-// databases are remote by default (PAGEFILE_BUS) and store_name() gave
-// back a relative name. kInvalidArgument when this process opened the
-// path as a remote database.
-Result<std::string> local_store_name(const std::string& sqlite_name, const std::string& name);
+// The store name of a database opened (xOpen) by `sqlite_name`, whose
+// store_name() is `name`. A remote one keeps the relative name
+// full_pathname made it of, so a remote file has one name from every
+// directory (xFullPathname cannot see a URI's bus=): from now on
+// store_name() gives it for that name and the names SQLite makes of it. A
+// local one keeps its absolute path, as do the files SQLite names after
+// it, also where the process's databases are remote by default
+// (PAGEFILE_BUS). kInvalidArgument when this process opened the path the
+// other way, local or remote.
+Result<std::string> database_store_name(const std::string& sqlite_name, const std::string& name, bool remote);
 
 // The main database a journal, WAL or super-journal name belongs to
 // ("app.db-journal" -> "app.db"); the name itself otherwise.

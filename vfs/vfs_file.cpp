@@ -577,14 +577,8 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
     auto options = parse_db_options([&](const char* key) { return sqlite3_uri_parameter(sqlite_name, key); });
     if (!options) return options.status().with_context(*name);
     db_options = std::move(*options);
-    if (db_options->location != Location::kLocal) {
-      auto relative = remote_store_name(sqlite_name);
-      if (!relative) return relative.status();
-      if (*relative) name = std::move(**relative);
-    } else {
-      name = local_store_name(sqlite_name, *name);
-      if (!name) return name.status();
-    }
+    name = database_store_name(sqlite_name, *name, db_options->location != Location::kLocal);
+    if (!name) return name.status();
   }
   auto st = std::make_unique<StoreFile>();
   // No other thread knows it yet; held so the analysis sees the writes
