@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include <doctest/doctest.h>
 
@@ -24,17 +26,28 @@ std::string pagefiled_path() {
 }
 
 int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  // The kernel may hand the same free port to two binds in a row once the
+  // first socket is closed, and a cluster picks all its ports before any
+  // server binds one: so never give a port twice in one process.
+  static std::mutex mu;
+  static std::set<int> given;
+  std::lock_guard lock(mu);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    socklen_t len = sizeof(addr);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    ::close(fd);
+    int port = ntohs(addr.sin_port);
+    if (given.insert(port).second) return port;
+  }
+  FAIL("no free TCP port unlike the ones given before");
+  return 0;
 }
 
 ServerProcess::ServerProcess(const std::string& listen, const std::filesystem::path& dir,
