@@ -61,6 +61,10 @@ std::optional<Result<PageRead>> Client::read_at_once(Fd fd, int64_t page, std::s
   return impl_->read_at_once(fd, page, buffer, may_wait);
 }
 
+std::optional<Status> Client::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {
+  return impl_->write_at_once(fd, page, data);
+}
+
 Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
   auto ticket = write_request(fd, page, data);
   if (!ticket) return ticket.status();

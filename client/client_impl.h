@@ -11,7 +11,10 @@
 // requests are handed to PageIo after the lock is dropped, and completions
 // take it only to record their result. A write that an in-process server
 // does directly (PageIo::write_direct) is registered first, at the front of its
-// page's queue, so that it keeps its place while mu_ is free.
+// page's queue, so that it keeps its place while mu_ is free. A write at
+// once (write_at_once: no ticket, nothing queued on its page) is counted
+// instead (OpenFile::writing_at_once), and sync, close and truncate wait
+// for that count to fall to zero.
 //
 // Waiting: a thread that waits for a remote request (a confirm, room in the
 // window, sync, close) drops mu_ and reads the answers of that request's
@@ -100,6 +103,12 @@ struct OpenFile {
   bool closing = false;   // close() has begun: no new requests
   bool exclusive = false;  // truncate is running: new requests wait
 
+  // Client::write_at_once calls under way (outside mu_), and the threads
+  // waiting for them to end (sync, close, truncate): while any waits, no
+  // new one starts, so the wait is bounded.
+  uint32_t writing_at_once = 0;
+  uint32_t awaiting_at_once = 0;
+
   // Tickets in issue order that count against the window (lazily pruned:
   // entries whose in_window is false are skipped).
   std::deque<RequestPtr> window;
@@ -156,6 +165,8 @@ class Client::Impl {
   // Client::read_at_once.
   std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer, bool may_wait)
       EXCLUDES(mu_);
+  // Client::write_at_once.
+  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
   Status set_page_size(Fd fd, uint32_t page_size);
@@ -176,6 +187,8 @@ class Client::Impl {
  private:
   // The open file of `fd`, or kInvalidArgument.
   Result<OpenFilePtr> find_file(Fd fd) const REQUIRES(mu_);
+  // Waits until no write_at_once of `file` is under way.
+  void await_writes_at_once_locked(const OpenFilePtr& file) REQUIRES(mu_);
   // Runs `op` on the file's PageIo once its earlier requests are done, with
   // new ones waiting (OpenFile::exclusive) until it returns: truncate and
   // the page size changes. `op` runs without mu_.

@@ -112,6 +112,7 @@ Status Client::Impl::close(Fd fd) {
     file->closing = true;
     notify_waiters();  // requests waiting for window room give up
     wait_locked(file, nullptr, [&] { return file->incomplete.empty() && !file->exclusive; });
+    await_writes_at_once_locked(file);
     // Unconfirmed tickets die with the file; their errors must not.
     for (auto it = tickets_.begin(); it != tickets_.end();) {
       if (it->second->file == file) {
@@ -202,6 +203,7 @@ Status Client::Impl::sync(Fd fd) {
     wait_locked(file, nullptr, [&] {
       return file->incomplete_writes.empty() || *file->incomplete_writes.begin() >= sync_point;
     });
+    await_writes_at_once_locked(file);
     if (file->closing) return Status::invalid_argument(fd_text(fd), "was closed during sync");
     size_t unreported = 0;
     const std::pair<const int64_t, OpenFile::FailedWrite>* first = nullptr;
@@ -232,6 +234,7 @@ Status Client::Impl::exclusively(Fd fd, std::string_view what, const std::functi
     file->exclusive = true;
     ++file->pool_changes;  // a read_direct already under way may return a page now changed
     wait_locked(file, nullptr, [&] { return file->incomplete.empty(); });
+    await_writes_at_once_locked(file);
   }
   Status s = op(*file);
   {

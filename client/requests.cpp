@@ -317,7 +317,9 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
     auto found = find_file(fd);
     if (!found) return std::nullopt;  // the usual path says what is wrong
     const OpenFilePtr& file = *found;
-    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page)) {
+    // (A page whose last write failed reads as that error: the usual path.)
+    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page) ||
+        (!file->failed_pages.empty() && file->failed_pages.contains(page))) {
       return std::nullopt;
     }
     if (Status s = check_page_access(page, buffer.size(), file->io->page_size(), file->name); !s) return s;
@@ -327,6 +329,46 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
   // made meanwhile by another thread is unordered with this one, as two
   // calls of two threads are.)
   return may_wait ? io->read_here(page, buffer) : io->read_direct(page, buffer);
+}
+
+std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {
+  OpenFilePtr file;
+  std::shared_ptr<PageIo> io;
+  {
+    MutexLock lock(mu_);
+    // With a pool, a write updates it in request order (the usual path).
+    if (cache_ || !check_running()) return std::nullopt;
+    auto found = find_file(fd);
+    if (!found) return std::nullopt;  // the usual path says what is wrong
+    file = *found;
+    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->awaiting_at_once > 0 ||
+        file->page_queues.contains(page)) {
+      return std::nullopt;
+    }
+    if (Status s = check_page_access(page, data.size(), file->io->page_size(), file->name); !s) return s;
+    if (file->io->read_only()) return Status::read_only(file->name, "write: file was opened read-only");
+    io = file->io;
+    ++file->writing_at_once;
+  }
+  std::optional<Status> done = io->write_direct(page, data);
+  {
+    MutexLock lock(mu_);
+    --file->writing_at_once;
+    ++file->pool_changes;
+    if (done && done->is_ok()) {
+      if (!file->failed_pages.empty()) file->failed_pages.erase(page);
+    } else if (done) {
+      file->failed_pages.insert_or_assign(page, OpenFile::FailedWrite{*done});
+    }
+    if (file->writing_at_once == 0 && file->awaiting_at_once > 0) done_cv_.notify_all();
+  }
+  return done;
+}
+
+void Client::Impl::await_writes_at_once_locked(const OpenFilePtr& file) {
+  ++file->awaiting_at_once;
+  while (file->writing_at_once > 0) done_cv_.wait(mu_);
+  --file->awaiting_at_once;
 }
 
 Result<RequestPtr> Client::Impl::confirm(Ticket ticket, bool is_write) {

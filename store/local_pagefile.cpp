@@ -826,7 +826,9 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
       return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
     }
   }
-  if (!checked_) return pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  // (The context is formatted only for an error: this runs once per page.)
+  auto page_context = [page](Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); };
+  if (!checked_) return page_context(pwrite_full(fd_, data, offset, name_));
   UnitSums sums;
   if (units_ == 1 && checksum != kNoChecksum) {
     sums[0] = checksum;
@@ -854,7 +856,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     set_suspect(page, true);
     return s.with_context(fmt::format("checksum of page {}", page));
   }
-  Status s = pwrite_full(fd_, data, offset, name_).with_context(fmt::format("page {}", page));
+  Status s = page_context(pwrite_full(fd_, data, offset, name_));
   set_suspect(page, !s);
   if (!s) return s;
   keep_sums(page, &sums);
@@ -877,6 +879,22 @@ Status LocalPagefile::sync() {
     }
   }
   return Status::ok();
+}
+
+Status LocalPagefile::retire_entries(off_t at, size_t bytes) {
+  // Each entry's checksum becomes its previous one, and "never written"
+  // its current: a page still there (the cut fails, or a crash comes
+  // first) matches its previous checksum, and one that comes back as a
+  // hole matches "never written". Zeros alone would fail the first.
+  std::vector<std::byte> entries(bytes);
+  if (auto got = pread_full(fd_, entries, at, name_); !got) return got.status();
+  for (size_t e = 0; e + kEntryBytes <= bytes; e += kEntryBytes) {
+    auto current = get_le<uint64_t>(entries, e);
+    if (current == kNoChecksum) continue;  // never written, or retired already
+    put_le<uint64_t>(entries, e, kNoChecksum);
+    put_le<uint64_t>(entries, e + 8, current);
+  }
+  return pwrite_full(fd_, entries, at, name_);
 }
 
 Status LocalPagefile::truncate(int64_t pages) {
@@ -910,15 +928,14 @@ Status LocalPagefile::truncate(int64_t pages) {
   MutexLock maps(maps_mu_);
   unmap_from(end);
   if (keep_block && end > static_cast<off_t>(kHeaderSize)) {
-    std::vector<std::byte> zeros(static_cast<size_t>(end) - kHeaderSize);
-    if (Status s = pwrite_full(fd_, zeros, static_cast<off_t>(kHeaderSize), name_); !s) {
+    if (Status s = retire_entries(static_cast<off_t>(kHeaderSize), static_cast<size_t>(end) - kHeaderSize); !s) {
       return s.with_context("truncate to 0 pages");
     }
   } else if (grouped_ && pages % kGroupPages != 0) {
     // The entries of the pages cut from the last group go first: pages
     // that come back later as holes must not meet their old checksums.
-    std::vector<std::byte> zeros(static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes * units_);
-    if (Status s = pwrite_full(fd_, zeros, entry_offset(pages), name_); !s) {
+    size_t bytes = static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes * units_;
+    if (Status s = retire_entries(entry_offset(pages), bytes); !s) {
       return s.with_context(fmt::format("truncate to {} pages", pages));
     }
   }

@@ -207,6 +207,9 @@ class LocalPagefile {
     uint64_t previous(uint32_t u) const;
     void set(uint32_t u, uint64_t current, uint64_t previous);
   };
+  // Makes each entry in `bytes` bytes from `at` that of a page cut by a
+  // truncate under way (truncate).
+  Status retire_entries(off_t at, size_t bytes);
   // Reads page `page`'s entries; zeros (none recorded) where the file ends
   // before them.
   Status read_entries(int64_t page, Entries& entries) const;

@@ -51,7 +51,7 @@ void ByteFile::traced(F&& capture) const {
 
 Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::string& name, OpenOptions options,
                                                      Layout layout, std::shared_ptr<IoStats> stats,
-                                                     std::shared_ptr<TraceSlot> trace) {
+                                                     std::shared_ptr<TraceSlot> trace, uint32_t new_page_size) {
   Result<Fd> fd = Status::not_found(name);
   if (layout == Layout::kBytes && options.page_size == 0) {
     // An existing journal keeps its page size; a new one gets ours.
@@ -59,7 +59,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
     existing.create = false;
     fd = client.open(name, existing);
     if (!fd && fd.status().is(Code::kNotFound) && options.create) {
-      options.page_size = kBytesPageSize;
+      options.page_size = new_page_size;
       // SQLite trusts a sector (SECTOR_SIZE) to be written whole or not at
       // all, and appends to a journal after its sync from a sector boundary:
       // a write torn between sectors must leave the records already synced
@@ -229,6 +229,16 @@ Status ByteFile::confirm_oldest_write() {
 
 Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
   drop_ahead(page);  // it would hold what the page held before
+  if (auto done = client_.write_at_once(fd_, page, data)) {
+    // (A local page: written to the page cache already, with no ticket to
+    // confirm. Failed, it is refused as a request refused at once is.)
+    if (!done->is_ok()) return *done;
+    traced([&](TraceWriter& w, const TraceWriter::File& f) { w.write(f, page, data); });
+    stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
+    stats_->pages_written.fetch_add(1, std::memory_order_relaxed);
+    unsynced_ = true;
+    return Status::ok();
+  }
   auto ticket = client_.write_request(fd_, page, data);
   if (!ticket) return ticket.status();
   // (Recorded once requested: a write refused at once never happened. One

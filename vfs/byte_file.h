@@ -71,16 +71,23 @@ class ByteFile {
   };
   // Page size of new journals and WAL files.
   static constexpr uint32_t kBytesPageSize = 16384;
+  // Page size of a new rollback journal on the local disk: no larger than a
+  // file-system block, so that its pages need no space reserved
+  // (fallocate) before their first write and no checksum per sector. (A
+  // WAL keeps kBytesPageSize: its frames, 24 bytes longer than a database
+  // page, are read back one by one, and each would straddle two pages.)
+  static constexpr uint32_t kLocalJournalPageSize = 4096;
   // Partial pages kept at most before the lowest is requested.
   static constexpr size_t kMaxCachedPages = 16;
 
-  // Opens (or creates) `name`. A new kBytes file gets kBytesPageSize unless
-  // options.page_size says otherwise. kCorruption when a kBytes file's
+  // Opens (or creates) `name`. A new kBytes file gets `new_page_size`
+  // (kBytesPageSize unless given) unless options.page_size says otherwise. kCorruption when a kBytes file's
   // length page is not one. Every page operation sent to the store is
   // captured to the trace in `trace`, when it holds one.
   static Result<std::unique_ptr<ByteFile>> open(Client& client, const std::string& name, OpenOptions options,
                                                   Layout layout, std::shared_ptr<IoStats> stats,
-                                                  std::shared_ptr<TraceSlot> trace = nullptr);
+                                                  std::shared_ptr<TraceSlot> trace = nullptr,
+                                                  uint32_t new_page_size = kBytesPageSize);
   // Closes as close() does, dropping its error.
   ~ByteFile();
   ByteFile(const ByteFile&) = delete;

@@ -653,11 +653,16 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   auto layout = st->main_db ? ByteFile::Layout::kPages : ByteFile::Layout::kBytes;
   bool sized_here = st->main_db && open.page_size == 0 && open.create;
   if (sized_here) open.page_size = sqlite_default_page_size();
-  auto file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace);
+  const uint32_t new_page_size = o.location == Location::kLocal && role == SQLITE_OPEN_MAIN_JOURNAL
+                                     ? ByteFile::kLocalJournalPageSize
+                                     : ByteFile::kBytesPageSize;
+  auto file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace,
+                             new_page_size);
   if (!file && sized_here && file.status().is(Code::kInvalidArgument)) {
     // It exists with pages of another size: those.
     open.page_size = 0;
-    file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace);
+    file = ByteFile::open(*st->config->client, st->name, open, layout, st->config->stats, st->config->trace,
+                          new_page_size);
   }
   if (!file) return file.status();
   st->file = std::move(*file);

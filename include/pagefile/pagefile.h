@@ -203,6 +203,18 @@ class Client {
   // write_request followed by write_confirm.
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 
+  // The write done at once on this thread, with no ticket, where a
+  // request would be done on this thread anyway (a local file not opened
+  // O_DSYNC, whose write goes to the page cache; a server in this process
+  // that takes it at once), no request of this
+  // descriptor for the page is outstanding, no truncate, sync or close of
+  // it waits, and no buffer pool is in the way. Its outcome, as write()
+  // would give it (a failed write is reported by the next sync too, and
+  // the page reads as that error until written again); nothing when it
+  // cannot be done so (then write or write_request it). A sync waits for
+  // the writes at once under way on other threads.
+  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data);
+
   // Returns once every write of `fd` requested before the call is durable.
   // Fails when the disk refuses to flush, and when a page's latest write
   // failed since the last sync that said so (its ticket reports it too):

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "pagefile/pagefile.h"
+#include "store/disk_faults.h"
 #include "tests/support/cluster.h"
 
 using namespace pagefile;
@@ -263,6 +264,80 @@ TEST_CASE("truncate through the client orders after earlier writes") {
   CHECK(*fx.client->read(fd, 10, buf) == PageRead::kBeyondEnd);
   CHECK(*fx.client->read(fd, 9, buf) == PageRead::kData);
   CHECK(buf == page_pattern(512, 9));
+}
+
+TEST_CASE("write_at_once: a local page written on the caller's thread; a failed one reads as its error until written again") {
+  Fixture fx;
+  Fd fd = fx.create("f", 512);
+  for (int64_t p = 0; p < 20; ++p) {
+    auto done = fx.client->write_at_once(fd, p, page_pattern(512, p));
+    REQUIRE(done.has_value());
+    REQUIRE_OK(*done);
+  }
+  CHECK(fx.client->status(fd)->pages == 20);
+  std::vector<std::byte> buf(512);
+  for (int64_t p = 0; p < 20; ++p) {
+    auto at_once = fx.client->read_at_once(fd, p, buf, /*may_wait=*/true);
+    REQUIRE(at_once.has_value());
+    CHECK(**at_once == PageRead::kData);
+    CHECK(buf == page_pattern(512, p));
+  }
+  CHECK_OK(fx.client->sync(fd));
+
+  // Bad input is refused as a request would be.
+  CHECK(fx.client->write_at_once(fd, -1, page_pattern(512, 0))->is(Code::kInvalidArgument));
+  CHECK(fx.client->write_at_once(fd, 0, page_pattern(1024, 0))->is(Code::kInvalidArgument));
+  CHECK(!fx.client->write_at_once(Fd{999}, 0, page_pattern(512, 0)).has_value());  // the usual path says it
+  CHECK(fx.client->write(Fd{999}, 0, page_pattern(512, 0)).is(Code::kInvalidArgument));
+
+  // A write that fails: its error now, the page reads as that error (on
+  // every path), the next sync says so once.
+  DiskFaults::arm(DiskOp::kWrite, 1, DiskFault::kEio);
+  auto failed = fx.client->write_at_once(fd, 3, page_pattern(512, 99));
+  DiskFaults::disarm();
+  REQUIRE(failed.has_value());
+  CHECK(failed->is(Code::kIOError));
+  CHECK(!fx.client->read_at_once(fd, 3, buf, /*may_wait=*/true).has_value());
+  CHECK(fx.client->read(fd, 3, buf).status().is(Code::kIOError));
+  CHECK(fx.client->sync(fd).is(Code::kIOError));
+  CHECK_OK(fx.client->sync(fd));
+  REQUIRE_OK(*fx.client->write_at_once(fd, 3, page_pattern(512, 33)));
+  REQUIRE(fx.client->read(fd, 3, buf).is_ok());
+  CHECK(buf == page_pattern(512, 33));
+  CHECK_OK(fx.client->close(fd));
+  CHECK(!fx.client->write_at_once(fd, 0, page_pattern(512, 0)).has_value());
+}
+
+TEST_CASE("write_at_once beside sync, truncate and requests of other threads: every call ends, the last writes read back") {
+  Fixture fx;
+  Fd fd = fx.create("f", 512);
+  constexpr int64_t kPages = 64;
+  std::atomic<int> errors{0};
+  std::thread writer([&] {
+    for (int round = 0; round < 200; ++round) {
+      for (int64_t p = 0; p < kPages; ++p) {
+        auto done = fx.client->write_at_once(fd, p, page_pattern(512, p, round));
+        Status s = done ? *done : fx.client->write(fd, p, page_pattern(512, p, round));
+        if (!s) ++errors;
+      }
+    }
+  });
+  for (int i = 0; i < 100; ++i) {
+    CHECK_OK(fx.client->sync(fd));
+    CHECK_OK(fx.client->truncate(fd, kPages / 2));
+    auto t = fx.client->write_request(fd, kPages, page_pattern(512, kPages));
+    REQUIRE_OK(t);
+    CHECK_OK(fx.client->write_confirm(*t));
+  }
+  writer.join();
+  CHECK(errors == 0);
+  for (int64_t p = 0; p < kPages; ++p) REQUIRE_OK(*fx.client->write_at_once(fd, p, page_pattern(512, p, 1000)));
+  CHECK_OK(fx.client->sync(fd));
+  std::vector<std::byte> buf(512);
+  for (int64_t p = 0; p < kPages; ++p) {
+    REQUIRE(fx.client->read(fd, p, buf).is_ok());
+    CHECK(buf == page_pattern(512, p, 1000));
+  }
 }
 
 TEST_CASE("read-only open: reads work, writes and truncate are refused") {

@@ -618,6 +618,52 @@ TEST_CASE("pages across checksum groups; truncate clears the checksums of pages 
   CHECK(*f->size_pages() == 2 * g);
 }
 
+TEST_CASE("a truncate that fails leaves every page it would have cut readable; once it succeeds they are holes") {
+  TempDir dir;
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  for (bool sole_writer : {false, true}) {
+    for (int64_t to : {int64_t{0}, int64_t{5}, g + 3}) {
+      CAPTURE(sole_writer);
+      CAPTURE(to);
+      auto path = dir / fmt::format("f-{}-{}", sole_writer, to);
+      auto spec = create_spec(512);
+      spec.sole_writer = sole_writer;
+      auto f = must_open(path, spec);
+      const int64_t pages = g + 20;
+      for (int64_t p = 0; p < pages; ++p) REQUIRE_OK(f->write_page(p, page_pattern(512, p)));
+      DiskFaults::arm(DiskOp::kTruncate, 1, DiskFault::kEio);
+      CHECK(f->truncate(to).is(Code::kIOError));
+      DiskFaults::disarm();
+      std::vector<std::byte> buf(512);
+      // Read by this descriptor, and by another that kept nothing.
+      auto other = must_open(path, LocalPagefile::OpenSpec{});
+      for (LocalPagefile* reader : {f.get(), other.get()}) {
+        for (int64_t p = 0; p < pages; ++p) {
+          auto r = reader->read_page(p, buf);
+          INFO("page " << p << ": " << r.status().to_string());
+          REQUIRE_OK(r);
+          CHECK(buf == page_pattern(512, p));
+        }
+      }
+      other.reset();
+      // Written again after the failure, a page is its new self.
+      REQUIRE_OK(f->write_page(to, page_pattern(512, 7)));
+      REQUIRE_OK(f->read_page(to, buf));
+      CHECK(buf == page_pattern(512, 7));
+      REQUIRE_OK(f->truncate(to));
+      CHECK(*f->size_pages() == to);
+      // Grown again past them, the cut pages are holes.
+      REQUIRE_OK(f->write_page(pages, page_pattern(512, pages)));
+      for (int64_t p = to; p < pages; ++p) {
+        auto r = f->read_page(p, buf);
+        INFO("page " << p << ": " << r.status().to_string());
+        REQUIRE_OK(r);
+        CHECK(buf == std::vector<std::byte>(512));
+      }
+    }
+  }
+}
+
 TEST_CASE("a sole writer's checksums (its blocks mapped) are on disk for every other reader") {
   constexpr int64_t g = LocalPagefile::kGroupPages;
   for (uint32_t page_size : {512u, 4096u, 16384u}) {
