@@ -915,7 +915,7 @@ Status LocalPagefile::truncate(int64_t pages) {
   }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // A file whose page size may still change (set_empty_page_size) keeps its
-  // first checksum block, zeroed below, once it has held a page: its
+  // first checksum block, its entries retired below, once it has held a page: its
   // length then says so to every descriptor.
   bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_;
   if (keep_block) {
