@@ -5,12 +5,7 @@
 
 namespace pagefile {
 
-WorkPool::WorkPool(size_t max_threads) : max_threads_(max_threads == 0 ? 1 : max_threads) {
-  MutexLock lock(mu_);
-  start_thread();  // (a failure here is the caller's, as it was a fixed pool's)
-  // Ready once it waits for work: the first task then finds it idle.
-  while (idle_ == 0) drained_.wait(mu_);
-}
+WorkPool::WorkPool(size_t max_threads) : max_threads_(max_threads == 0 ? 1 : max_threads) {}
 
 WorkPool::~WorkPool() { join(); }
 
@@ -29,8 +24,20 @@ void WorkPool::post(std::function<void()> task) {
       start_thread();
       return;
     } catch (const std::system_error&) {
-      // No thread to be had now: the pool's first one (always there) and any
-      // others take the task in turn.
+      // No thread to be had now: those there are take the task in turn.
+      if (threads_.empty()) {
+        // None at all: this one, rather than a task that never runs.
+        std::function<void()> mine = std::move(tasks_.back());
+        tasks_.pop_back();
+        ++running_;
+        lock.unlock();
+        mine();
+        mine = nullptr;
+        lock.lock();
+        --running_;
+        if (tasks_.empty() && running_ == 0) drained_.notify_all();
+        return;
+      }
     }
   }
   work_or_stop_.notify_one();

@@ -676,10 +676,14 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
   // for longer than kSettle; a write in progress changes or ends sooner.
   // (A writer in this process holds the page's stripe, held here.)
   using Clock = std::chrono::steady_clock;
-  std::optional<std::pair<UnitSums, Entries>> seen;  // the failing read since `since`
+  // The failing read since `since`; on the heap, made at a first mismatch
+  // (an optional here costs every read the zeroing of its 400 bytes).
+  std::unique_ptr<std::pair<UnitSums, Entries>> seen;
   Clock::time_point since;
   Clock::time_point start;  // of the first mismatch (the clock is read only then)
-  Attempt outcome{};  // (zeros: a mismatch copies it whole into `seen`)
+  // (Not zeroed: 400 bytes a read, for a rare mismatch, which copies only
+  // the units_ entries read into `seen`.)
+  Attempt outcome;
   for (int attempt = 0;; ++attempt) {
     Status s = read_attempt(page, out, checksum, trust_kept, attempt == 0 ? would_block : nullptr,
                             /*use_cache=*/attempt == 0 && trust_kept, outcome);
@@ -692,7 +696,9 @@ Result<PageRead> LocalPagefile::read_checked(int64_t page, std::span<std::byte> 
     Clock::time_point t = Clock::now();
     if (attempt == 0) start = t;
     if (!same) {
-      seen = std::make_pair(outcome.hash, outcome.entries);
+      if (!seen) seen = std::make_unique<std::pair<UnitSums, Entries>>();
+      std::copy_n(outcome.hash.begin(), units_, seen->first.begin());
+      std::memcpy(seen->second.bytes.data(), outcome.entries.bytes.data(), entry_bytes);
       since = t;
     } else if (t - since >= kSettle) {
       return outcome.status;

@@ -48,10 +48,10 @@ bool reaches(const std::atomic<int>& done, int want) {
   return eventually([&] { return done.load() >= want; });
 }
 
-TEST_CASE("one thread to begin with; tasks one after another share it") {
+TEST_CASE("no thread until the first task; tasks one after another share one") {
   std::atomic<int> done{0};
   WorkPool pool(8);
-  CHECK(pool.threads() == 1);
+  CHECK(pool.threads() == 0);
   for (int i = 1; i <= 20; ++i) {
     pool.post([&] { done.fetch_add(1); });
     REQUIRE(reaches(done, i));
