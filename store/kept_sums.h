@@ -1,6 +1,7 @@
-// A sole writer's checksums in memory (store/local_pagefile.h): what it
-// last wrote or verified for each unit (page or sector) of its file, so
-// that reading a page back needs no read of its checksum entry.
+// A Pagefile's checksums in memory (store/local_pagefile.h): what it last
+// wrote, verified or read from a checksum block for each unit (page or
+// sector) of its file, so that reading a page back needs no read of its
+// checksum entry, and no lock.
 //
 // Read and written without a lock, as every page read and write does: the
 // values sit in chunks allocated on first use and never moved. Whole-page
@@ -69,7 +70,9 @@ class KeptSums {
   }
 
  private:
-  static constexpr size_t kChunk = size_t{1} << 16;
+  // (32 KiB, allocated and zeroed at a chunk's first use: every open
+  // journal of a SQLite process has one.)
+  static constexpr size_t kChunk = size_t{1} << 12;
   std::array<std::atomic<std::atomic<uint64_t>*>, kMaxUnits / kChunk> chunks_{};
   std::atomic<size_t> end_{0};  // past the highest unit ever set since the last forget_from
 };

@@ -373,34 +373,23 @@ void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous
   put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
 }
 
-bool LocalPagefile::cached_entries(int64_t page, Entries& entries) const {
-  MutexLock lock(blocks_mu_);
-  auto it = blocks_.find(page / kGroupPages);
-  if (it == blocks_.end()) return false;
-  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-  std::memcpy(entries.bytes.data(), it->second.data() + at, kEntryBytes * units_);
-  return true;
-}
-
 Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
   std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
   // (Past the end of the file: zeros, no entries recorded.)
   auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_);
   if (!got) return got.status();
-  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-  std::memcpy(entries.bytes.data(), block.data() + at, kEntryBytes * units_);
-  MutexLock lock(blocks_mu_);
-  if (blocks_.size() >= kCachedBlocks) blocks_.clear();
-  blocks_[page / kGroupPages] = std::move(block);
+  const size_t entry_bytes = kEntryBytes * units_;
+  size_t at = static_cast<size_t>(page % kGroupPages) * entry_bytes;
+  std::memcpy(entries.bytes.data(), block.data() + at, entry_bytes);
+  const int64_t first = page - page % kGroupPages;
+  Entries one;
+  for (int64_t p = 0; p < kGroupPages; ++p) {
+    std::memcpy(one.bytes.data(), block.data() + static_cast<size_t>(p) * entry_bytes, entry_bytes);
+    UnitSums current;
+    for (uint32_t u = 0; u < units_; ++u) current[u] = one.current(u);
+    keep_sums(first + p, &current);
+  }
   return Status::ok();
-}
-
-void LocalPagefile::update_cached_entries(int64_t page, std::span<const std::byte> entries) {
-  MutexLock lock(blocks_mu_);
-  auto it = blocks_.find(page / kGroupPages);
-  if (it == blocks_.end()) return;
-  size_t at = static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-  std::memcpy(it->second.data() + at, entries.data(), entries.size());
 }
 
 Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
@@ -526,11 +515,7 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       return Status::ok();
     }
   }
-  Status s = pwrite_full(fd_, entries, entry_offset(page), name_);
-  // (After a failure too: the entry may be on disk, and a cached one that
-  // is not only costs a read from disk when the page fails to match it.)
-  update_cached_entries(page, entries);
-  return s;
+  return pwrite_full(fd_, entries, entry_offset(page), name_);
 }
 
 Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
@@ -732,17 +717,15 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
     return Status::ok();
   }
-  // A reader that is not the sole writer keeps the checksum blocks it read
-  // (entries_cached): one read of a block serves its 256 pages. A block may
-  // have changed since, through another descriptor; a page that does not
-  // match its cached entries is checked again against the disk's
-  // (read_checked's next attempt), so a stale block costs a read, never a
-  // false error, and a page is accepted only in a version once written.
-  bool cached = use_cache && !sole_writer_ && !map_entries_ && cached_entries(page, a.entries);
-  if (!cached) {
-    Status s = use_cache && !sole_writer_ && !map_entries_ ? read_block(page, a.entries) : read_entries(page, a.entries);
-    if (!s) return s;
-  }
+  // A reader that is not the sole writer keeps the checksums of each block
+  // it reads (read_block, kept_sums above): one read of a block serves its
+  // 256 pages, with no lock. The file may have changed since, through
+  // another descriptor; a page that matches no kept checksum is checked
+  // against the block read again, then against its entries on disk
+  // (read_checked's next attempt), so a stale checksum costs a read, never
+  // a false error, and a page is accepted only in a version once written.
+  Status s = use_cache && !sole_writer_ && !map_entries_ ? read_block(page, a.entries) : read_entries(page, a.entries);
+  if (!s) return s;
   bool all_current = true;
   const size_t unit = checksum_unit();
   for (uint32_t u = 0; u < units_; ++u) {
@@ -793,8 +776,11 @@ Status LocalPagefile::checksums_on_disk(int64_t page, UnitSums& sums) const {
   return Status::ok();
 }
 
+bool LocalPagefile::trusted_sums(int64_t page, UnitSums& sums) const {
+  return sole_writer_ && kept_sums(page, sums);
+}
+
 bool LocalPagefile::kept_sums(int64_t page, UnitSums& sums) const {
-  if (!sole_writer_) return false;
   auto first = static_cast<size_t>(page) * units_;
   for (uint32_t u = 0; u < units_; ++u) {
     sums[u] = sums_.get(first + u);
@@ -804,7 +790,6 @@ bool LocalPagefile::kept_sums(int64_t page, UnitSums& sums) const {
 }
 
 void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
-  if (!sole_writer_) return;
   auto first = static_cast<size_t>(page) * units_;
   for (uint32_t u = 0; u < units_; ++u) sums_.set(first + u, sums ? (*sums)[u] : kNoChecksum);
 }
@@ -852,7 +837,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   bool appended = sole_writer_ && page >= end_pages_.load();
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
-  } else if (!kept_sums(page, before) && !appended) {
+  } else if (!trusted_sums(page, before) && !appended) {
     if (Status s = read_entries(page, entries); !s) return s.with_context(fmt::format("page {}", page));
     for (uint32_t u = 0; u < units_; ++u) before[u] = entries.current(u);
   }
@@ -915,10 +900,6 @@ Status LocalPagefile::truncate(int64_t pages) {
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   sums_.forget_from(static_cast<size_t>(pages) * units_);
-  {
-    MutexLock lock(blocks_mu_);
-    blocks_.clear();
-  }
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // A file whose page size may still change (set_empty_page_size) keeps its
   // first checksum block, its entries retired below, once it has held a page: its
@@ -1054,11 +1035,7 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
 }
 
 void LocalPagefile::take_page_size(uint32_t page_size) const {
-  {
-    MutexLock lock(blocks_mu_);
-    blocks_.clear();  // (kept at the old geometry)
-  }
-  sums_.forget_from(0);
+  sums_.forget_from(0);  // (kept at the old geometry)
   page_size_ = page_size;
 }
 

@@ -233,10 +233,16 @@ class LocalPagefile {
   void unmap_from(off_t end) REQUIRES(maps_mu_);
   // The checksums of the page's units (units_ of `sums`).
   void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
-  // The page's checksums as last written or verified by this object (a
-  // sole writer's): false when not all are known.
+  // The page's checksums as last written or verified by this object, or
+  // read from its checksum block: false when not all are known. A sole
+  // writer's are the file's; another's are a version of the page once
+  // written, which bytes that match may be taken to be, and which may have
+  // been written over since by another descriptor (not for a write's
+  // previous checksum: trusted_sums).
   bool kept_sums(int64_t page, UnitSums& sums) const;
-  // Remembers them (a sole writer); nullptr forgets them.
+  // kept_sums of a sole writer; false for any other.
+  bool trusted_sums(int64_t page, UnitSums& sums) const;
+  // Remembers them; nullptr forgets them.
   void keep_sums(int64_t page, const UnitSums* sums) const;
   // Pages whose last write by this object failed: each of their units
   // holds the bytes of that write or of the one before, so the next write
@@ -266,15 +272,10 @@ class LocalPagefile {
   Status read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
                       bool* would_block, bool use_cache, Attempt& attempt) const;
 
-  // The checksum blocks a reader keeps (read_attempt), at most this many
-  // (1 MiB of 4 KiB blocks; all are let go when one more is needed).
-  static constexpr size_t kCachedBlocks = 256;
-  // The page's entries from a kept block: false when its block is not kept.
-  bool cached_entries(int64_t page, Entries& entries) const;
-  // Reads the page's whole block from disk, keeps it, and gives its entries.
+  // Reads the page's whole checksum block from disk, keeps the current
+  // checksums of its pages (keep_sums: one read serves the group's 256
+  // pages), and gives the page's entries.
   Status read_block(int64_t page, Entries& entries) const;
-  // A kept block sees this object's own writes of entries.
-  void update_cached_entries(int64_t page, std::span<const std::byte> entries);
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
@@ -304,7 +305,7 @@ class LocalPagefile {
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)
   mutable std::array<std::mutex, 64> stripes_;
-  // A sole writer's checksums by unit (page * units_ + unit: kept_sums).
+  // The checksums kept by unit (page * units_ + unit: kept_sums).
   mutable KeptSums sums_;
   // Pages whose last write failed (is_suspect), and how many, so that the
   // common case (none) takes no lock.
@@ -322,9 +323,6 @@ class LocalPagefile {
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
   bool cannot_map_ GUARDED_BY(maps_mu_) = false;
-
-  mutable Mutex blocks_mu_;
-  mutable std::unordered_map<int64_t, std::vector<std::byte>> blocks_ GUARDED_BY(blocks_mu_);  // by group
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;
