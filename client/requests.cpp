@@ -313,10 +313,12 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
     MutexLock lock(mu_);
     // With a pool the usual path keeps it right; with a request of ours
     // for the page outstanding, this read must not overtake it.
-    if (cache_ || !check_running()) return std::nullopt;
-    auto found = find_file(fd);
-    if (!found) return std::nullopt;  // the usual path says what is wrong
-    const OpenFilePtr& file = *found;
+    if (cache_ || stopped_) return std::nullopt;
+    // (Looked up without a copy of its pointer, whose count is two atomic
+    // operations a page: `io` below keeps what the read needs.)
+    auto found = files_.find(fd.value);
+    if (found == files_.end()) return std::nullopt;  // the usual path says what is wrong
+    const OpenFile* file = found->second.get();
     // (A page whose last write failed reads as that error: the usual path.)
     if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page) ||
         (!file->failed_pages.empty() && file->failed_pages.contains(page))) {
