@@ -13,8 +13,9 @@
 // does directly (PageIo::write_direct) is registered first, at the front of its
 // page's queue, so that it keeps its place while mu_ is free. A write at
 // once (write_at_once: no ticket, nothing queued on its page) is counted
-// instead (OpenFile::writing_at_once), and sync, close and truncate wait
-// for that count to fall to zero.
+// instead (OpenFile::writing_at_once, by page), and sync, close and
+// truncate wait for none to be under way, a write request of the page for
+// the one of its page.
 //
 // Waiting: a thread that waits for a remote request (a confirm, room in the
 // window, sync, close) drops mu_ and reads the answers of that request's
@@ -103,10 +104,11 @@ struct OpenFile {
   bool closing = false;   // close() has begun: no new requests
   bool exclusive = false;  // truncate is running: new requests wait
 
-  // Client::write_at_once calls under way (outside mu_), and the threads
-  // waiting for them to end (sync, close, truncate): while any waits, no
-  // new one starts, so the wait is bounded.
-  uint32_t writing_at_once = 0;
+  // The pages of the Client::write_at_once calls under way (outside mu_;
+  // as many as threads writing so at once), and the threads waiting for
+  // them to end (sync, close, truncate, a write request of such a page):
+  // while any waits, no new one starts, so the wait is bounded.
+  std::vector<int64_t> writing_at_once;
   uint32_t awaiting_at_once = 0;
 
   // Tickets in issue order that count against the window (lazily pruned:
@@ -187,8 +189,10 @@ class Client::Impl {
  private:
   // The open file of `fd`, or kInvalidArgument.
   Result<OpenFilePtr> find_file(Fd fd) const REQUIRES(mu_);
-  // Waits until no write_at_once of `file` is under way.
-  void await_writes_at_once_locked(const OpenFilePtr& file) REQUIRES(mu_);
+  // Waits until no write_at_once of `file` (of `page` only, when given) is
+  // under way.
+  void await_writes_at_once_locked(const OpenFilePtr& file, std::optional<int64_t> page = std::nullopt)
+      REQUIRES(mu_);
   // Runs `op` on the file's PageIo once its earlier requests are done, with
   // new ones waiting (OpenFile::exclusive) until it returns: truncate and
   // the page size changes. `op` runs without mu_.

@@ -16,6 +16,14 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
     auto found = find_file(fd);
     if (!found) return found.status();
     OpenFilePtr file = *found;
+    if (is_write && !file->writing_at_once.empty()) {
+      // Behind a write at once of the page on another thread, as behind a
+      // request of it (its outcome, a failure among them, is then the one
+      // this write replaces).
+      await_writes_at_once_locked(file, page);
+      found = find_file(fd);
+      if (!found) return found.status();
+    }
     size_t size = is_write ? write_data.size() : read_buffer.size();
     if (Status s = check_page_access(page, size, file->io->page_size(), file->name); !s) return s;
     if (is_write && file->io->read_only()) {
@@ -344,32 +352,37 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span
     if (!found) return std::nullopt;  // the usual path says what is wrong
     file = *found;
     if (!file->io->may_be_direct() || file->exclusive || file->closing || file->awaiting_at_once > 0 ||
-        file->page_queues.contains(page)) {
+        file->page_queues.contains(page) || std::ranges::find(file->writing_at_once, page) != file->writing_at_once.end()) {
       return std::nullopt;
     }
     if (Status s = check_page_access(page, data.size(), file->io->page_size(), file->name); !s) return s;
     if (file->io->read_only()) return Status::read_only(file->name, "write: file was opened read-only");
     io = file->io;
-    ++file->writing_at_once;
+    file->writing_at_once.push_back(page);
   }
   std::optional<Status> done = io->write_direct(page, data);
   {
     MutexLock lock(mu_);
-    --file->writing_at_once;
+    file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));
     ++file->pool_changes;
     if (done && done->is_ok()) {
       if (!file->failed_pages.empty()) file->failed_pages.erase(page);
     } else if (done) {
       file->failed_pages.insert_or_assign(page, OpenFile::FailedWrite{*done});
     }
-    if (file->writing_at_once == 0 && file->awaiting_at_once > 0) done_cv_.notify_all();
+    if (file->awaiting_at_once > 0) done_cv_.notify_all();
   }
   return done;
 }
 
-void Client::Impl::await_writes_at_once_locked(const OpenFilePtr& file) {
+void Client::Impl::await_writes_at_once_locked(const OpenFilePtr& file, std::optional<int64_t> page) {
+  auto under_way = [&] {
+    return page ? std::ranges::find(file->writing_at_once, *page) != file->writing_at_once.end()
+                : !file->writing_at_once.empty();
+  };
+  if (!under_way()) return;
   ++file->awaiting_at_once;
-  while (file->writing_at_once > 0) done_cv_.wait(mu_);
+  while (under_way()) done_cv_.wait(mu_);
   --file->awaiting_at_once;
 }
 

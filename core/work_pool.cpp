@@ -83,7 +83,6 @@ void WorkPool::run() {
     }
     if (stopping_) return;
     ++idle_;
-    drained_.notify_all();  // (the constructor waits for its first thread here)
     work_or_stop_.wait(mu_);
     --idle_;
   }

@@ -55,7 +55,7 @@ class WorkPool {
   const size_t max_threads_;
   mutable Mutex mu_;
   CondVar work_or_stop_;
-  CondVar drained_;  // the queue is empty and no task runs, or a thread went idle
+  CondVar drained_;  // the queue is empty and no task runs
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
   size_t idle_ GUARDED_BY(mu_) = 0;     // threads waiting for a task
   size_t running_ GUARDED_BY(mu_) = 0;  // tasks being run

@@ -8,6 +8,14 @@
 // consistency is the caller's (a page's units are set and read under that
 // page's lock).
 //
+// Two sizes: every unit up to kMaxUnits (a sole writer's, whose kept
+// checksums are the file's: at most 32 MiB), or a bounded cache of
+// kBoundedSlots units (a reader's, at most 2 MiB), where a unit takes the
+// slot of the one kBoundedSlots away. A bounded slot holds its unit beside
+// the value, and the two may be read torn between two set() calls: harmless
+// for checksums seeded with their unit's number, which no other unit's
+// bytes match.
+//
 // Thread-safety: get() and set() from many threads at once; forget_from()
 // ordered against them by the caller (a truncate).
 #pragma once
@@ -24,8 +32,10 @@ class KeptSums {
  public:
   // Units past this are not kept (8 bytes each: at most 32 MiB).
   static constexpr size_t kMaxUnits = size_t{1} << 22;
+  // Units a bounded one keeps at once (16 bytes each: at most 2 MiB).
+  static constexpr size_t kBoundedSlots = size_t{1} << 17;
 
-  KeptSums() = default;
+  explicit KeptSums(bool bounded = false) : bounded_(bounded) {}
   ~KeptSums() {
     for (auto& chunk : chunks_) delete[] chunk.load();
   }
@@ -35,22 +45,32 @@ class KeptSums {
   // The value kept for `unit`; 0 when none.
   uint64_t get(size_t unit) const {
     if (unit >= kMaxUnits) return 0;
-    const std::atomic<uint64_t>* chunk = chunks_[unit / kChunk].load(std::memory_order_acquire);
-    return chunk ? chunk[unit % kChunk].load(std::memory_order_relaxed) : 0;
+    size_t at = slot(unit);
+    const std::atomic<uint64_t>* chunk = chunks_[at / kChunk].load(std::memory_order_acquire);
+    if (!chunk) return 0;
+    const std::atomic<uint64_t>* word = chunk + words_per_slot() * (at % kChunk);
+    if (bounded_ && word[1].load(std::memory_order_relaxed) != unit + 1) return 0;
+    return word[0].load(std::memory_order_relaxed);
   }
 
   // Keeps `value` for `unit` (0: forgets it); past kMaxUnits, nothing.
   void set(size_t unit, uint64_t value) {
     if (unit >= kMaxUnits) return;
-    std::atomic<uint64_t>* chunk = chunks_[unit / kChunk].load(std::memory_order_acquire);
+    size_t at = slot(unit);
+    std::atomic<uint64_t>* chunk = chunks_[at / kChunk].load(std::memory_order_acquire);
     if (chunk == nullptr) {
       if (value == 0) return;
-      auto fresh = std::make_unique<std::atomic<uint64_t>[]>(kChunk);  // (zeros)
-      if (chunks_[unit / kChunk].compare_exchange_strong(chunk, fresh.get(), std::memory_order_acq_rel)) {
+      auto fresh = std::make_unique<std::atomic<uint64_t>[]>(kChunk * words_per_slot());  // (zeros)
+      if (chunks_[at / kChunk].compare_exchange_strong(chunk, fresh.get(), std::memory_order_acq_rel)) {
         chunk = fresh.release();
       }  // else `chunk` is the one another thread put there first
     }
-    chunk[unit % kChunk].store(value, std::memory_order_relaxed);
+    std::atomic<uint64_t>* word = chunk + words_per_slot() * (at % kChunk);
+    if (bounded_) {
+      if (value == 0 && word[1].load(std::memory_order_relaxed) != unit + 1) return;  // another unit's
+      word[1].store(unit + 1, std::memory_order_relaxed);
+    }
+    word[0].store(value, std::memory_order_relaxed);
     size_t end = end_.load(std::memory_order_relaxed);
     while (unit >= end && !end_.compare_exchange_weak(end, unit + 1, std::memory_order_relaxed)) {
     }
@@ -59,6 +79,19 @@ class KeptSums {
   // Forgets every value from `unit` on.
   void forget_from(size_t unit) {
     size_t end = end_.load();
+    if (bounded_) {
+      // (Each slot says its unit: every chunk allocated is looked through.)
+      if (unit >= end) return;
+      for (auto& c : chunks_) {
+        std::atomic<uint64_t>* chunk = c.load(std::memory_order_acquire);
+        if (!chunk) continue;
+        for (size_t s = 0; s < kChunk; ++s) {
+          if (chunk[2 * s + 1].load(std::memory_order_relaxed) > unit) chunk[2 * s].store(0, std::memory_order_relaxed);
+        }
+      }
+      end_ = unit;
+      return;
+    }
     for (size_t u = unit; u < end && u < kMaxUnits; ++u) {
       if (auto* chunk = chunks_[u / kChunk].load(std::memory_order_acquire)) {
         chunk[u % kChunk].store(0, std::memory_order_relaxed);
@@ -70,9 +103,14 @@ class KeptSums {
   }
 
  private:
-  // (32 KiB, allocated and zeroed at a chunk's first use: every open
-  // journal of a SQLite process has one.)
+  // (32 KiB or 64 KiB, allocated and zeroed at a chunk's first use: every
+  // open journal of a SQLite process has one.)
   static constexpr size_t kChunk = size_t{1} << 12;
+
+  size_t slot(size_t unit) const { return bounded_ ? unit % kBoundedSlots : unit; }
+  size_t words_per_slot() const { return bounded_ ? 2 : 1; }
+
+  const bool bounded_;
   std::array<std::atomic<std::atomic<uint64_t>*>, kMaxUnits / kChunk> chunks_{};
   std::atomic<size_t> end_{0};  // past the highest unit ever set since the last forget_from
 };

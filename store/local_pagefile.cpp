@@ -332,7 +332,7 @@ Status create_file(const std::filesystem::path& path, const FileHeader& header, 
 
 LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only,
                              bool reserve_first, bool checksums, bool sole_writer, bool map_entries, bool dsync,
-                             bool header_may_change)
+                             bool header_may_change, bool page_size_final)
     : fd_(fd),
       sole_writer_(sole_writer),
       dsync_(dsync),
@@ -340,11 +340,13 @@ LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header,
       header_(header),
       page_size_(header.page_size),
       header_may_change_(header_may_change),
+      page_size_final_(page_size_final),
       read_only_(read_only),
       grouped_(header.version >= kPageChecksumFormatVersion),
       checked_(grouped_ && checksums),
       units_(header.version == kFormatVersion ? header.page_size / kChecksumSectorSize : 1),
       sum_block_bytes_(static_cast<off_t>(kGroupPages * kEntryBytes * units_)),
+      sums_(/*bounded=*/!sole_writer),
       map_entries_(map_entries && checked_ && !read_only),
       reserve_first_(reserve_first) {}
 
@@ -604,9 +606,10 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size));
+                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
+                        spec.page_size_final));
   // Until it is seen to hold a page, another descriptor may change its page size.
-  file->unsettled_ = !spec.sole_writer && file->units_ == 1 && file->grouped_;
+  file->unsettled_ = !spec.sole_writer && !spec.page_size_final && file->units_ == 1 && file->grouped_;
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
@@ -839,7 +842,17 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
   } else if (!trusted_sums(page, before) && !appended) {
     if (Status s = read_entries(page, entries); !s) return s.with_context(fmt::format("page {}", page));
-    for (uint32_t u = 0; u < units_; ++u) before[u] = entries.current(u);
+    bool retired = false;
+    for (uint32_t u = 0; u < units_; ++u) {
+      before[u] = entries.current(u);
+      retired = retired || (entries.current(u) == kNoChecksum && entries.previous(u) != kNoChecksum);
+    }
+    // Cut by a truncate that failed (retire_entries), the page may still
+    // hold the bytes its previous checksum matches, or be a hole since: the
+    // bytes say which (rare: this reads the page).
+    if (retired) {
+      if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
+    }
   }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
@@ -904,7 +917,7 @@ Status LocalPagefile::truncate(int64_t pages) {
   // A file whose page size may still change (set_empty_page_size) keeps its
   // first checksum block, its entries retired below, once it has held a page: its
   // length then says so to every descriptor.
-  bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_;
+  bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_ && !page_size_final_;
   if (keep_block) {
     // (Counted for the file's length: at most the header and that block.)
     if (auto counted = counted_pages(&end); !counted) return counted.status().with_context("truncate to 0 pages");
@@ -990,8 +1003,8 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   if (Status s = check_writable("page size change"); !s) return s;
   if (Status s = check_page_size(page_size); !s) return s.with_context(name_);
   if (page_size == this->page_size()) return Status::ok();
-  if (units_ != 1 || sole_writer_) {
-    return Status::invalid_argument(name_, "its page size is fixed (sector checksums, or a server's share)");
+  if (units_ != 1 || sole_writer_ || page_size_final_) {
+    return Status::invalid_argument(name_, "its page size is fixed (sector checksums, a server's share, or opened so)");
   }
   if (page_size > this->page_size() && page_size > kHeaderSize) {
     // (Whether a page's blocks are reserved before its write was chosen at

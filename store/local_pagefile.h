@@ -79,6 +79,9 @@ class LocalPagefile {
     // a page size another descriptor gives the file while it holds no page
     // (set_empty_page_size) is an error here rather than taken.
     bool fixed_page_size = false;
+    // No descriptor gives the file another page size (OpenOptions::
+    // page_size_final).
+    bool page_size_final = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -182,7 +185,8 @@ class LocalPagefile {
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
-                bool checksums, bool sole_writer, bool map_entries, bool dsync, bool header_may_change);
+                bool checksums, bool sole_writer, bool map_entries, bool dsync, bool header_may_change,
+                bool page_size_final);
   // size_pages() from the file's length (stored in `length` when given),
   // at page_size().
   Result<int64_t> counted_pages(off_t* length = nullptr) const;
@@ -294,6 +298,7 @@ class LocalPagefile {
   // A file that holds no page may change it (set_empty_page_size).
   mutable std::atomic<uint32_t> page_size_;
   const bool header_may_change_;  // !OpenSpec::fixed_page_size
+  const bool page_size_final_;    // OpenSpec::page_size_final
   // Not yet seen longer than its header (to have held a page):
   // size_pages() reads the header again.
   mutable std::atomic<bool> unsettled_{false};
@@ -305,7 +310,8 @@ class LocalPagefile {
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)
   mutable std::array<std::mutex, 64> stripes_;
-  // The checksums kept by unit (page * units_ + unit: kept_sums).
+  // The checksums kept by unit (page * units_ + unit: kept_sums): every
+  // one of a sole writer's, a bounded cache of another's.
   mutable KeptSums sums_;
   // Pages whose last write failed (is_suspect), and how many, so that the
   // common case (none) takes no lock.

@@ -53,6 +53,8 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
                                                      Layout layout, std::shared_ptr<IoStats> stats,
                                                      std::shared_ptr<TraceSlot> trace, uint32_t new_page_size) {
   Result<Fd> fd = Status::not_found(name);
+  // A journal's or WAL's page size is chosen at its creation, here.
+  if (layout == Layout::kBytes) options.page_size_final = true;
   if (layout == Layout::kBytes && options.page_size == 0) {
     // An existing journal keeps its page size; a new one gets ours.
     OpenOptions existing = options;

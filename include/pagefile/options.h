@@ -149,6 +149,11 @@ struct OpenOptions {
   // new, or fails as kCorruption. (Remote files: each server makes its
   // share so when a write first reaches it.)
   bool sector_checksums = false;
+  // A local file whose page size is final: no descriptor gives it another
+  // (Client::set_page_size refuses), so none looks for one, and a truncate
+  // to no page leaves nothing of its pages behind. Every descriptor of the
+  // file says so or none does; the VFS opens journals and WAL files so.
+  bool page_size_final = false;
 
   // Remote files: the fencing token their writes, truncates and syncs
   // carry (doc/architecture.md, "Fencing"). A write lock (kReserved or

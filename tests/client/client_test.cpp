@@ -313,15 +313,22 @@ TEST_CASE("write_at_once beside sync, truncate and requests of other threads: ev
   Fd fd = fx.create("f", 512);
   constexpr int64_t kPages = 64;
   std::atomic<int> errors{0};
-  std::thread writer([&] {
-    for (int round = 0; round < 200; ++round) {
-      for (int64_t p = 0; p < kPages; ++p) {
-        auto done = fx.client->write_at_once(fd, p, page_pattern(512, p, round));
-        Status s = done ? *done : fx.client->write(fd, p, page_pattern(512, p, round));
-        if (!s) ++errors;
+  // Two writers of the same pages: one's write at once of a page is
+  // refused while the other's is under way, and its write request waits.
+  auto writer_of = [&](uint64_t seed) {
+    return std::thread([&, seed] {
+      for (int round = 0; round < 100; ++round) {
+        for (int64_t p = 0; p < kPages; ++p) {
+          auto data = page_pattern(512, p, seed + static_cast<uint64_t>(round));
+          auto done = fx.client->write_at_once(fd, p, data);
+          Status s = done ? *done : fx.client->write(fd, p, data);
+          if (!s) ++errors;
+        }
       }
-    }
-  });
+    });
+  };
+  std::thread writer = writer_of(0);
+  std::thread other = writer_of(500);
   for (int i = 0; i < 100; ++i) {
     CHECK_OK(fx.client->sync(fd));
     CHECK_OK(fx.client->truncate(fd, kPages / 2));
@@ -330,6 +337,7 @@ TEST_CASE("write_at_once beside sync, truncate and requests of other threads: ev
     CHECK_OK(fx.client->write_confirm(*t));
   }
   writer.join();
+  other.join();
   CHECK(errors == 0);
   for (int64_t p = 0; p < kPages; ++p) REQUIRE_OK(*fx.client->write_at_once(fd, p, page_pattern(512, p, 1000)));
   CHECK_OK(fx.client->sync(fd));

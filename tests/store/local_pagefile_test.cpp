@@ -202,6 +202,23 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
   CHECK_CODE(must_open(dir / "s", ro)->set_empty_page_size(4096), Code::kReadOnly);
 }
 
+TEST_CASE("a file whose page size is final keeps nothing of its pages after a truncate to none, and takes no other size") {
+  TempDir dir;
+  auto path = dir / "journal";
+  auto spec = create_spec(4096);
+  spec.page_size_final = true;
+  auto f = must_open(path, spec);
+  for (int64_t p = 0; p < 3; ++p) REQUIRE_OK(f->write_page(p, page_pattern(4096, p)));
+  REQUIRE_OK(f->truncate(0));
+  CHECK(std::filesystem::file_size(path) == 4096);  // the header alone
+  CHECK(*f->size_pages() == 0);
+  CHECK_CODE(f->set_empty_page_size(512), Code::kInvalidArgument);
+  REQUIRE_OK(f->write_page(0, page_pattern(4096, 9)));
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(f->read_page(0, buf));
+  CHECK(buf == page_pattern(4096, 9));
+}
+
 TEST_CASE("descriptors opened empty, counting while another gives the file a page size and writes: every page is read at the size it has") {
   TempDir dir;
   for (int round = 0; round < 60; ++round) {
@@ -652,6 +669,18 @@ TEST_CASE("a truncate that fails leaves every page it would have cut readable; o
         }
       }
       other.reset();
+      if (!sole_writer) {
+        // A write of a page the failed truncate left, failing after its
+        // entries (the second disk write), leaves the page as it was.
+        DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kEio);
+        CHECK(f->write_page(to + 1, page_pattern(512, 77)).is(Code::kIOError));
+        DiskFaults::disarm();
+        auto r = f->read_page(to + 1, buf);
+        INFO(r.status().to_string());
+        REQUIRE_OK(r);
+        CHECK(buf == page_pattern(512, to + 1));
+        REQUIRE_OK(f->write_page(to + 1, page_pattern(512, to + 1)));
+      }
       // Written again after the failure, a page is its new self.
       REQUIRE_OK(f->write_page(to, page_pattern(512, 7)));
       REQUIRE_OK(f->read_page(to, buf));

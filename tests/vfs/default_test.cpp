@@ -94,6 +94,30 @@ TEST_CASE("the default keeps a database at its path: removing or renaming the pa
   CHECK(again.query("SELECT count(*) FROM sqlite_master") == "0");
 }
 
+TEST_CASE("a TRUNCATE-mode journal after its commit is no journal, as on unix: its file holds its header only") {
+  register_without_bus();
+  TempDir dir;
+  for (const char* vfs : {"unix", "pagefile"}) {
+    CAPTURE(vfs);
+    fs::path db_path = dir / fmt::format("{}.db", vfs);
+    SqliteDb db(uri(db_path, vfs));
+    REQUIRE(db.open_rc() == SQLITE_OK);
+    CHECK(db.query("PRAGMA journal_mode=TRUNCATE") == "truncate");
+    db.run("CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    db.run("BEGIN; INSERT INTO t SELECT randomblob(3000) FROM t; INSERT INTO t SELECT randomblob(3000) FROM t; COMMIT");
+    const std::string journal = db_path.string() + "-journal";
+    REQUIRE(fs::exists(journal));
+    sqlite3_vfs* v = sqlite3_vfs_find(vfs);
+    REQUIRE(v != nullptr);
+    int exists = -1;
+    REQUIRE(v->xAccess(v, journal.c_str(), SQLITE_ACCESS_EXISTS, &exists) == SQLITE_OK);
+    CHECK(exists == 0);
+    // (unix: empty; pagefile: its 4 KiB header, no checksum block left.)
+    CHECK(fs::file_size(journal) == (std::string(vfs) == "unix" ? 0u : 4096u));
+    CHECK(db.query("SELECT count(*) FROM t") == "4");
+  }
+}
+
 TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=ro, an empty or foreign file: the unix VFS's answers") {
   register_without_bus();
   TempDir dir;
