@@ -203,11 +203,11 @@ TEST_CASE("a file that holds no page takes another page size; other descriptors 
 }
 
 TEST_CASE("a file whose page size is final keeps nothing of its pages after a truncate to none, and takes no other size") {
+  LocalPagefile::OpenSpec journal = create_spec(4096);
+  journal.page_size_final = true;  // as the VFS opens its journals
   TempDir dir;
-  auto path = dir / "journal";
-  auto spec = create_spec(4096);
-  spec.page_size_final = true;
-  auto f = must_open(path, spec);
+  const auto path = dir / "journal";
+  auto f = must_open(path, journal);
   for (int64_t p = 0; p < 3; ++p) REQUIRE_OK(f->write_page(p, page_pattern(4096, p)));
   REQUIRE_OK(f->truncate(0));
   CHECK(std::filesystem::file_size(path) == 4096);  // the header alone
