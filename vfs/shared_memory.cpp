@@ -40,7 +40,11 @@ Status SharedMemory::attach() {
     // write lock that keeps the others out meanwhile.
     auto first = try_range_lock(fd_, F_WRLCK, kDeadManSwitch, 1, path_);
     if (!first) return first.status();
-    if (*first && ::ftruncate(fd_, 0) != 0) return errno_status(errno, path_, "truncate");
+    // To 3 bytes, as os_unix.c does, not to none: a file cut to no bytes
+    // and written again is written out by ext4 when it is closed (its
+    // auto_da_alloc), a disk write and a wait at every last close. (What
+    // the 3 bytes hold, SQLite's header check takes as garbage.)
+    if (*first && ::ftruncate(fd_, 3) != 0) return errno_status(errno, path_, "truncate");
   }
   // Everyone attached holds a read lock.
   auto held = try_range_lock(fd_, F_RDLCK, kDeadManSwitch, 1, path_);
