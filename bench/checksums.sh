@@ -6,18 +6,20 @@
 #              against a second pagefiled run with --no-checksums read with
 #              `pf-replay --checksums off`; on and off alternate, --repeat
 #              times each, on fresh seeds.
-#   workloads  bench/sqlite_vfs_workload.py on the embedded default, with
+#   workloads  bench/sqlite_vfs_workload.py on the in-process cluster, with
 #              checksums and with `checksums=off` (its embedded servers too:
 #              bus=inproc:4,checksums=off), alternating --local-runs times.
+#   local      the same on the default with no bus (local Pagefiles at their
+#              paths), `checksums=on` against `checksums=off`.
 # Prints medians and the ratio off/on (1.05 means checksums cost 5%).
 #
-# usage: bench/checksums.sh [--build DIR] [--parts "cached workloads"]
+# usage: bench/checksums.sh [--build DIR] [--parts "cached workloads local"]
 #          [--levels "1 4 12 32"] [--file-pages 4000] [--page-size 8192]
 #          [--seconds 2] [--repeat 5] [--local-runs 7] [--tmp DIR]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-parse_options build="$here/../build" parts="cached workloads" levels="1 4 12 32" file_pages=4000 \
+parse_options build="$here/../build" parts="cached workloads local" levels="1 4 12 32" file_pages=4000 \
   page_size=8192 seconds=2 repeat=5 local_runs=7 tmp="${TMPDIR:-/tmp}" -- "$@"
 
 build=$(cd "$build" && pwd) || die "no build directory"
@@ -70,25 +72,35 @@ if [[ " $parts " == *" cached "* ]]; then
   stop_cluster
 fi
 
-if [[ " $parts " == *" workloads "* ]]; then
-  extension="$build/vfs/pagefile.so"
+# workloads TITLE URI_SUFFIX_ON URI_SUFFIX_OFF: sqlite_vfs_workload.py with
+# checksums on and off, alternating --local-runs times; prints medians.
+workloads() {
+  local title=$1 on_suffix=$2 off_suffix=$3 mode uri run w on off
+  local extension="$build/vfs/pagefile.so"
   [ -f "$extension" ] || die "no $extension; build it"
-  declare -A secs
+  declare -A secs=()
   for ((run = 0; run < local_runs; run++)); do
     for mode in on off; do
-      rm -rf "$work/home-$mode"
-      uri="file:$work/w-$mode-$run.db?vfs=pagefile&checksums=$mode&bus=inproc:4"
-      [ "$mode" = off ] && uri="$uri,checksums=off"
+      rm -rf "$work/home-$mode" "$work"/w-*.db*
+      uri="file:$work/w-$mode-$run.db?vfs=pagefile&checksums=$mode"
+      if [ "$mode" = on ]; then uri="$uri$on_suffix"; else uri="$uri$off_suffix"; fi
       env -u PAGEFILE_BUS PAGEFILE_HOME="$work/home-$mode" "$python" "$here/sqlite_vfs_workload.py" \
         --db "$uri" --extension "$extension" > "w-$mode.out" || fail "workloads ($mode) failed" "w-$mode.out"
-      while read -r name s ops; do secs[$mode/$name]="${secs[$mode/$name]:-} $s"; done < "w-$mode.out"
+      while read -r name s _; do secs[$mode/$name]="${secs[$mode/$name]:-} $s"; done < "w-$mode.out"
     done
   done
-  echo "== SQLite workloads on the embedded default, medians of $local_runs runs =="
+  echo "== SQLite workloads $title, medians of $local_runs runs =="
   printf '%-10s %12s %12s %10s\n' workload "on s" "off s" "on/off"
   for w in insert reads scan txn txn-cold; do
     on=$(tr ' ' '\n' <<< "${secs[on/$w]}" | grep . | median)
     off=$(tr ' ' '\n' <<< "${secs[off/$w]}" | grep . | median)
     printf '%-10s %12.4f %12.4f %10s\n' "$w" "$on" "$off" "$(ratio "$on" "$off")"
   done
+}
+
+if [[ " $parts " == *" workloads "* ]]; then
+  workloads "on the embedded servers (bus=inproc:4)" "&bus=inproc:4" "&bus=inproc:4,checksums=off"
+fi
+if [[ " $parts " == *" local "* ]]; then
+  workloads "on the default with no bus (local Pagefiles)" "" ""
 fi
