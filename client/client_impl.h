@@ -134,6 +134,14 @@ struct OpenFile {
     bool reported = false;  // a sync has said so
   };
   std::map<int64_t, FailedWrite> failed_pages;
+  // Records the outcome of a write of `page` (a request's or one at once).
+  void write_done(int64_t page, const Status& status) {
+    if (status.is_ok()) {
+      failed_pages.erase(page);
+    } else {
+      failed_pages.insert_or_assign(page, FailedWrite{status});
+    }
+  }
 
   // Counts what changes pages under the pool (writes requested, truncates,
   // drops), so a read_direct that ran outside mu_ can tell whether its page

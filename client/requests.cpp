@@ -292,11 +292,7 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
       // confirm, which may come much later (write-behind).
       std::vector<std::byte>().swap(request->write_data);
       file.incomplete_writes.erase(request->ticket);
-      if (status.is_ok()) {
-        file.failed_pages.erase(request->page);
-      } else {
-        file.failed_pages.insert_or_assign(request->page, OpenFile::FailedWrite{status});
-      }
+      file.write_done(request->page, status);
     }
     if (request->prefetch) {
       leave_window(file, *request);
@@ -329,7 +325,7 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
     const OpenFile* file = found->second.get();
     // (A page whose last write failed reads as that error: the usual path.)
     if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page) ||
-        (!file->failed_pages.empty() && file->failed_pages.contains(page))) {
+        file->failed_pages.contains(page)) {
       return std::nullopt;
     }
     if (Status s = check_page_access(page, buffer.size(), file->io->page_size(), file->name); !s) return s;
@@ -365,11 +361,7 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span
     MutexLock lock(mu_);
     file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));
     ++file->pool_changes;
-    if (done && done->is_ok()) {
-      if (!file->failed_pages.empty()) file->failed_pages.erase(page);
-    } else if (done) {
-      file->failed_pages.insert_or_assign(page, OpenFile::FailedWrite{*done});
-    }
+    if (done) file->write_done(page, *done);
     if (file->awaiting_at_once > 0) done_cv_.notify_all();
   }
   return done;

@@ -29,13 +29,7 @@ void WorkPool::post(std::function<void()> task) {
         // None at all: this one, rather than a task that never runs.
         std::function<void()> mine = std::move(tasks_.back());
         tasks_.pop_back();
-        ++running_;
-        lock.unlock();
-        mine();
-        mine = nullptr;
-        lock.lock();
-        --running_;
-        if (tasks_.empty() && running_ == 0) drained_.notify_all();
+        run_task(std::move(mine));
         return;
       }
     }
@@ -66,19 +60,23 @@ size_t WorkPool::idle() const {
   return idle_;
 }
 
+void WorkPool::run_task(std::function<void()> task) {
+  ++running_;
+  mu_.unlock();
+  task();
+  task = nullptr;  // (what it holds goes before the lock is taken again)
+  mu_.lock();
+  --running_;
+  if (tasks_.empty() && running_ == 0) drained_.notify_all();
+}
+
 void WorkPool::run() {
   MutexLock lock(mu_);
   for (;;) {
     if (!tasks_.empty()) {
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
-      ++running_;
-      lock.unlock();
-      task();
-      task = nullptr;  // (what it holds goes before the lock is taken again)
-      lock.lock();
-      --running_;
-      if (tasks_.empty() && running_ == 0) drained_.notify_all();
+      run_task(std::move(task));
       continue;
     }
     if (stopping_) return;

@@ -51,6 +51,8 @@ class WorkPool {
  private:
   void start_thread() REQUIRES(mu_);
   void run() EXCLUDES(mu_);
+  // Runs `task` without mu_, counted as running meanwhile.
+  void run_task(std::function<void()> task) REQUIRES(mu_);
 
   const size_t max_threads_;
   mutable Mutex mu_;

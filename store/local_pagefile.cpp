@@ -839,9 +839,9 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // no old checksum is worth reading.
   bool appended = sole_writer_ && page >= end_pages_.load();
   if (is_suspect(page)) {
-    if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
+    if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
   } else if (!trusted_sums(page, before) && !appended) {
-    if (Status s = read_entries(page, entries); !s) return s.with_context(fmt::format("page {}", page));
+    if (Status s = read_entries(page, entries); !s) return page_context(s);
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {
       before[u] = entries.current(u);
@@ -851,7 +851,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     // hold the bytes its previous checksum matches, or be a hole since: the
     // bytes say which (rare: this reads the page).
     if (retired) {
-      if (Status s = checksums_on_disk(page, before); !s) return s.with_context(fmt::format("page {}", page));
+      if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
     }
   }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
@@ -870,9 +870,14 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   return s;
 }
 
+Status LocalPagefile::sync_data(std::string_view what) const {
+  if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, what);
+  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, what);
+  return Status::ok();
+}
+
 Status LocalPagefile::sync() {
-  if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, "fdatasync");
-  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync");
+  if (Status s = sync_data("fdatasync"); !s) return s;
   // A file this object created: its name too, once, unless a sync of its
   // directory made since did it.
   std::filesystem::path dir = std::filesystem::path(name_).parent_path();
@@ -1039,10 +1044,7 @@ Status LocalPagefile::set_empty_page_size(uint32_t page_size) {
   // failure the disk must not hold pages of one size under a header of
   // the other (a WAL's first checkpoint writes pages SQLite no longer
   // journals).
-  if (auto fault = DiskFaults::next(DiskOp::kSync)) {
-    return errno_status(fault_errno(*fault), name_, "fdatasync of its new page size");
-  }
-  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, "fdatasync of its new page size");
+  if (Status s = sync_data("fdatasync of its new page size"); !s) return s;
   take_page_size(page_size);
   return Status::ok();
 }

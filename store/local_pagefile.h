@@ -194,6 +194,9 @@ class LocalPagefile {
   // at the old size forgotten (size_pages, set_empty_page_size).
   void take_page_size(uint32_t page_size) const;
   Status check_writable(std::string_view operation) const;
+  // fdatasync (or the disk fault armed for a sync); `what` names it in an
+  // error.
+  Status sync_data(std::string_view what) const;
   // At most this many checksums per page: 64 KiB pages of 4 KiB sectors.
   static constexpr uint32_t kMaxUnits = kMaxPageSize / kChecksumSectorSize;
   using UnitSums = std::array<uint64_t, kMaxUnits>;
