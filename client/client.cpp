@@ -74,6 +74,7 @@ Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {
 Status Client::sync(Fd fd) { return impl_->sync(fd); }
 Status Client::truncate(Fd fd, int64_t pages) { return impl_->truncate(fd, pages); }
 Result<FileStatus> Client::status(Fd fd) { return impl_->status(fd); }
+Result<Client::Size> Client::size(Fd fd) { return impl_->size(fd); }
 Status Client::set_page_size(Fd fd, uint32_t page_size) { return impl_->set_page_size(fd, page_size); }
 Result<uint32_t> Client::server_of(Fd fd, int64_t page) {
   if (Status s = check_page_number(page, "server_of"); !s) return s;

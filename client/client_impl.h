@@ -181,6 +181,7 @@ class Client::Impl {
   Status truncate(Fd fd, int64_t pages);
   Status set_page_size(Fd fd, uint32_t page_size);
   Result<FileStatus> status(Fd fd);
+  Result<Client::Size> size(Fd fd);
   Status set_concurrency(Fd fd, uint32_t concurrency);
   Status unlink(std::string_view name, Location location, uint64_t lock_token);
   Status set_request_timeout(int ms) EXCLUDES(bus_mu_);

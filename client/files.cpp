@@ -271,13 +271,11 @@ Status Client::Impl::set_page_size(Fd fd, uint32_t page_size) {
 
 Result<FileStatus> Client::Impl::status(Fd fd) {
   FileStatus st;
-  std::shared_ptr<PageIo> io;
   {
     MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     const OpenFile* file = found->get();
-    io = file->io;
     st.name = file->name;
     st.location = file->location;
     st.policy = file->policy;
@@ -288,13 +286,27 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.always_direct = file->io->always_direct();
     if (cache_) st.cache = cache_->counters(fd.value);
   }
+  // (Counted after the rest, with no lock held: a count may read the disk.)
+  auto size = this->size(fd);
+  if (!size) return size.status();
+  st.pages = size->pages;
+  st.page_size = size->page_size;
+  return st;
+}
+
+Result<Client::Size> Client::Impl::size(Fd fd) {
+  std::shared_ptr<PageIo> io;
+  {
+    MutexLock lock(mu_);
+    auto found = find_file(fd);
+    if (!found) return found.status();
+    io = (*found)->io;
+  }
   auto pages = io->size_pages();
   if (!pages) return pages.status();
-  st.pages = *pages;
   // After the count: a local file that held no page may have taken
   // another page size with it (LocalPagefile::size_pages).
-  st.page_size = io->page_size();
-  return st;
+  return Client::Size{*pages, io->page_size()};
 }
 
 Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {

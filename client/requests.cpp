@@ -324,8 +324,11 @@ std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, 
     if (found == files_.end()) return std::nullopt;  // the usual path says what is wrong
     const OpenFile* file = found->second.get();
     // (A page whose last write failed reads as that error: the usual path.)
-    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->page_queues.contains(page) ||
-        file->failed_pages.contains(page)) {
+    // (Empty, as they most often are, the maps are not searched: a search
+    // of an unordered one divides by its bucket count.)
+    if (!file->io->may_be_direct() || file->exclusive || file->closing ||
+        (!file->page_queues.empty() && file->page_queues.contains(page)) ||
+        (!file->failed_pages.empty() && file->failed_pages.contains(page))) {
       return std::nullopt;
     }
     if (Status s = check_page_access(page, buffer.size(), file->io->page_size(), file->name); !s) return s;

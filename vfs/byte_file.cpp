@@ -424,7 +424,7 @@ void ByteFile::adopt_page_size(uint32_t page_size) {
 }
 
 Status ByteFile::refresh_size() {
-  auto st = client_.status(fd_);
+  auto st = client_.size(fd_);
   if (!st) return st.status();
   if (layout_ == Layout::kPages) {
     // Another descriptor may have given the file SQLite's page size at its
@@ -434,7 +434,7 @@ Status ByteFile::refresh_size() {
   } else if (st->pages == 0) {
     size_ = 0;
   } else {
-    auto length = read_length(st->name);
+    auto length = read_length(name_);
     if (!length) return length.status();
     size_ = *length;
   }

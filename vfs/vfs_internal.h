@@ -99,8 +99,11 @@ Status check_store_path(const std::string& name);
 // or more; -1 when it is not a local file or the stat cannot tell.
 Result<int64_t> local_pages(const std::string& path);
 // The same for a name store_name already wrote and its database's config
-// (DbRegistry::find; null when none): no second parse or lookup.
-Result<int64_t> local_pages_of(const std::string& name, const DbConfig* config);
+// (DbRegistry::find; null when none), with no second parse or lookup, and
+// kLocalAbsent for an absent file: xAccess asks at every transaction of a
+// database, and an error's message costs more than the stat.
+inline constexpr int64_t kLocalAbsent = -2;
+int64_t local_pages_of(const std::string& name, const DbConfig* config);
 
 // The store as the SQL functions, xAccess and xDelete see it, by path.
 // stored_size: kNotFound when absent.

@@ -162,14 +162,19 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
     // (A local file: one stat.)
-    auto size = full ? local_pages_of(*full, database.get()) : Result<int64_t>(int64_t{-1});
-    if (size && *size < 0) size = stored_size(name);
-    if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
-    bool exists = size && *size > 0;
+    int64_t pages = full ? local_pages_of(*full, database.get()) : -1;
+    bool present = pages != kLocalAbsent;
+    if (pages < 0 && present) {
+      auto size = stored_size(name);
+      if (!size && !size.status().is(Code::kNotFound)) return sqlite_error(size.status(), SQLITE_IOERR_ACCESS);
+      present = size.is_ok();
+      pages = present ? *size : 0;
+    }
+    bool exists = present && pages > 0;
     if (config && !exists) config->note_absent(*full, changes);
     // As unixAccess: an empty file does not "exist" (a journal truncated to
     // nothing is no journal); READ and READWRITE ask only for presence.
-    *result = flags == SQLITE_ACCESS_EXISTS ? exists : (size ? 1 : 0);
+    *result = flags == SQLITE_ACCESS_EXISTS ? exists : present;
     return SQLITE_OK;
   });
 }
@@ -308,20 +313,20 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 Result<int64_t> local_pages(const std::string& path) {
   auto name = store_name(path);
   if (!name) return int64_t{-1};
-  return local_pages_of(*name, DbRegistry::instance().find(*name).get());
+  int64_t pages = local_pages_of(*name, DbRegistry::instance().find(*name).get());
+  if (pages == kLocalAbsent) return Status::not_found(*name);
+  return pages;
 }
 
-Result<int64_t> local_pages_of(const std::string& name, const DbConfig* config) {
-  if (!config || config->options.location != Location::kLocal) return int64_t{-1};
+int64_t local_pages_of(const std::string& name, const DbConfig* config) {
+  if (!config || config->options.location != Location::kLocal) return -1;
   struct stat st {};
-  if (::stat(name.c_str(), &st) != 0) {
-    return errno == ENOENT ? Result<int64_t>(Status::not_found(name)) : Result<int64_t>(int64_t{-1});
-  }
-  if (!S_ISREG(st.st_mode)) return int64_t{-1};
+  if (::stat(name.c_str(), &st) != 0) return errno == ENOENT ? kLocalAbsent : -1;
+  if (!S_ISREG(st.st_mode)) return -1;
   // Only a header (or nothing): no pages. Else at least one page beyond it:
   // a journal or WAL with a byte in it (ByteFile::truncate(0) leaves none),
   // or one being written, whose writer SQLite then finds holding RESERVED.
-  return st.st_size <= static_cast<off_t>(kHeaderSize) ? int64_t{0} : int64_t{1};
+  return st.st_size <= static_cast<off_t>(kHeaderSize) ? 0 : 1;
 }
 
 Result<int64_t> stored_size(const std::string& path) {

@@ -248,6 +248,14 @@ class Client {
   // flight may or may not be counted yet.
   Result<FileStatus> status(Fd fd);
 
+  // The file's size and page size as status() counts them, and nothing
+  // else: what a SQLite database asks at the start of every transaction.
+  struct Size {
+    int64_t pages = 0;
+    uint32_t page_size = 0;
+  };
+  Result<Size> size(Fd fd);
+
   // Sets the concurrency level of one open file (the client's level is the
   // default). Requests already in flight are not cancelled; lowering the
   // level makes new requests wait until the count is below it.

@@ -129,6 +129,7 @@ TEST_CASE("every operation refuses an unknown or closed descriptor") {
     CHECK_CODE(fx.client->sync(bad), Code::kInvalidArgument);
     CHECK_CODE(fx.client->truncate(bad, 0), Code::kInvalidArgument);
     CHECK_CODE(fx.client->status(bad), Code::kInvalidArgument);
+    CHECK_CODE(fx.client->size(bad), Code::kInvalidArgument);
     CHECK_CODE(fx.client->set_concurrency(bad, 4), Code::kInvalidArgument);
     CHECK_CODE(fx.client->lock(bad, LockMode::kShared), Code::kInvalidArgument);
     CHECK_CODE(fx.client->unlock(bad), Code::kInvalidArgument);
@@ -238,6 +239,17 @@ TEST_CASE("status reports page size, size, policy and concurrency") {
   CHECK(st->policy == BufferPolicy{AccessType::kLooping, 4, 40});
   CHECK(st->concurrency == 6);
   CHECK_FALSE(st->read_only);
+  // size() counts as status() does, and sees what another descriptor wrote.
+  auto size = fx.client->size(*fd);
+  REQUIRE_OK(size);
+  CHECK(size->pages == 10);
+  CHECK(size->page_size == 2048);
+  auto other = fx.client->open("f");
+  REQUIRE_OK(other);
+  CHECK_OK(fx.client->write(*other, 19, page_pattern(2048, 19)));
+  CHECK(fx.client->size(*fd)->pages == 20);
+  CHECK(fx.client->status(*fd)->pages == 20);
+  CHECK_OK(fx.client->close(*other));
 
   // Reopened without a policy: the one recorded at creation.
   auto again = fx.client->open("f", {.concurrency = 3});
