@@ -12,8 +12,11 @@
 // rollback-journal mode calls on a warm database: the lock taken and
 // dropped, the journal's xAccess, xFileSize, the header read (16 bytes at
 // offset 24), a page read (cycling over the pages, all in the page cache),
-// xCheckReservedLock. Calls in a loop are warmer than calls between a
-// query's other work: the figures are a floor, the workloads the truth.
+// xCheckReservedLock. Then whole read transactions, a prepared query of
+// one row whose page SQLite has cached, in rollback-journal and in WAL mode
+// (two more databases): what a transaction costs with no page read but its
+// header's. Calls in a loop are warmer than calls between a query's other
+// work: the figures are a floor, the workloads the truth.
 //
 // Exit status: 0 on success, 1 on a SQLite error, 2 on a usage error.
 #include <sqlite3.h>
@@ -38,6 +41,7 @@ struct Database {
   sqlite3_file* file = nullptr;
   sqlite3_vfs* vfs = nullptr;
   std::string journal;
+  sqlite3_stmt* point = nullptr;  // one row, cached by SQLite after its first read
 };
 
 [[noreturn]] void fail(sqlite3* db, const std::string& what) {
@@ -49,7 +53,8 @@ void exec(sqlite3* db, const std::string& sql) {
   if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) fail(db, sql);
 }
 
-Database open(const std::string& label, const std::string& uri, const std::string& path, int rows) {
+Database open(const std::string& label, const std::string& uri, const std::string& path, int rows,
+              const char* journal_mode) {
   Database d;
   d.label = label;
   if (sqlite3_open_v2(uri.c_str(), &d.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr) !=
@@ -57,6 +62,7 @@ Database open(const std::string& label, const std::string& uri, const std::strin
     fail(d.db, "open " + uri);
   }
   exec(d.db, "PRAGMA page_size=4096");
+  exec(d.db, fmt::format("PRAGMA journal_mode={}", journal_mode));
   exec(d.db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, pad BLOB)");
   exec(d.db, fmt::format("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {}) "
                          "INSERT INTO t SELECT i, randomblob(3000) FROM n WHERE (SELECT count(*) FROM t) = 0",
@@ -67,11 +73,26 @@ Database open(const std::string& label, const std::string& uri, const std::strin
     fail(d.db, "file control");
   }
   d.journal = path + "-journal";
+  if (sqlite3_prepare_v2(d.db, "SELECT length(pad) FROM t WHERE id = 1", -1, &d.point, nullptr) != SQLITE_OK) {
+    fail(d.db, "prepare");
+  }
   return d;
 }
 
 // One method, called on a database: false when a call failed.
 using Method = std::function<bool(Database&, int64_t call)>;
+
+struct Row {
+  std::string name;
+  Method method;
+  bool under_shared = true;  // called with SHARED held, as SQLite calls it
+  bool wal = false;          // on the WAL-mode databases
+};
+
+bool step_point(Database& d) {
+  bool ok = sqlite3_step(d.point) == SQLITE_ROW;
+  return sqlite3_reset(d.point) == SQLITE_OK && ok;
+}
 
 }  // namespace
 
@@ -104,18 +125,22 @@ int main(int argc, char** argv) {
     dir = pattern;
   }
   std::filesystem::create_directories(dir);
-  const std::string unix_path = dir + "/unix.db";
-  const std::string pf_path = dir + "/pagefile.db";
+  // Unix's and pagefile's, in rollback-journal mode; then in WAL mode.
   std::vector<Database> dbs;
-  dbs.push_back(open("unix", "file:" + unix_path + "?vfs=unix", unix_path, rows));
-  dbs.push_back(open("pagefile", "file:" + pf_path + "?vfs=pagefile", pf_path, rows));
+  std::vector<Database> wal_dbs;
+  for (const char* vfs : {"unix", "pagefile"}) {
+    std::string path = fmt::format("{}/{}.db", dir, vfs);
+    dbs.push_back(open(vfs, fmt::format("file:{}?vfs={}", path, vfs), path, rows, "delete"));
+    std::string wal = fmt::format("{}/{}-wal-mode.db", dir, vfs);
+    wal_dbs.push_back(open(vfs, fmt::format("file:{}?vfs={}", wal, vfs), wal, rows, "wal"));
+  }
 
   std::vector<std::byte> buffer(4096);
   auto lock = [](Database& d, int level) { return d.file->pMethods->xLock(d.file, level) == SQLITE_OK; };
   auto unlock = [](Database& d, int level) { return d.file->pMethods->xUnlock(d.file, level) == SQLITE_OK; };
-  const std::vector<std::pair<std::string, Method>> methods = {
+  const std::vector<Row> rows_shown = {
       {"xLock SHARED + xUnlock NONE",
-       [&](Database& d, int64_t) { return lock(d, SQLITE_LOCK_SHARED) && unlock(d, SQLITE_LOCK_NONE); }},
+       [&](Database& d, int64_t) { return lock(d, SQLITE_LOCK_SHARED) && unlock(d, SQLITE_LOCK_NONE); }, false},
       {"xAccess journal", [&](Database& d, int64_t) {
          int out = 0;
          return d.vfs->xAccess(d.vfs, d.journal.c_str(), SQLITE_ACCESS_EXISTS, &out) == SQLITE_OK;
@@ -135,21 +160,23 @@ int main(int argc, char** argv) {
          int out = 0;
          return d.file->pMethods->xCheckReservedLock(d.file, &out) == SQLITE_OK;
        }},
+      {"transaction (rollback journal)", [](Database& d, int64_t) { return step_point(d); }, false},
+      {"transaction (WAL)", [](Database& d, int64_t) { return step_point(d); }, false, true},
   };
 
   fmt::print("vfs_methods: {} rounds of {} calls a method, databases of {} pages in {}\n", rounds, calls, rows, dir);
   fmt::print("{:30} {:>10} {:>10} {:>10} {:>7}\n", "method", "unix ns", "pagefile", "diff", "ratio");
-  for (const auto& [name, method] : methods) {
-    std::vector<std::vector<double>> ns(dbs.size());
+  for (const Row& row : rows_shown) {
+    std::vector<Database>& pair = row.wal ? wal_dbs : dbs;
+    std::vector<std::vector<double>> ns(pair.size());
     for (int round = 0; round < rounds; ++round) {
-      for (size_t k = 0; k < dbs.size(); ++k) {
-        Database& d = dbs[k];
-        // Every method but the lock's own runs with SHARED held, as SQLite calls them.
-        bool held = name.rfind("xLock", 0) != 0;
+      for (size_t k = 0; k < pair.size(); ++k) {
+        Database& d = pair[k];
+        const bool held = row.under_shared;
         if (held && !lock(d, SQLITE_LOCK_SHARED)) fail(d.db, d.label + ": xLock");
         auto start = std::chrono::steady_clock::now();
         for (int64_t call = 0; call < calls; ++call) {
-          if (!method(d, call)) fail(d.db, d.label + ": " + name);
+          if (!row.method(d, call)) fail(d.db, d.label + ": " + row.name);
         }
         std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
         if (held && !unlock(d, SQLITE_LOCK_NONE)) fail(d.db, d.label + ": xUnlock");
@@ -162,9 +189,14 @@ int main(int argc, char** argv) {
     };
     double u = median(ns[0]);
     double p = median(ns[1]);
-    fmt::print("{:30} {:>10.0f} {:>10.0f} {:>+10.0f} {:>7.2f}\n", name, u, p, p - u, p / u);
+    fmt::print("{:30} {:>10.0f} {:>10.0f} {:>+10.0f} {:>7.2f}\n", row.name, u, p, p - u, p / u);
   }
-  for (auto& d : dbs) sqlite3_close(d.db);
+  for (auto* all : {&dbs, &wal_dbs}) {
+    for (auto& d : *all) {
+      sqlite3_finalize(d.point);
+      sqlite3_close(d.db);
+    }
+  }
   sqlite3_close(loader);
   if (own_dir) std::filesystem::remove_all(dir);
   return 0;
