@@ -5,10 +5,10 @@
 //
 // SQLite's workloads (bench/sqlite_default.sh) say how far apart the two
 // VFSes are; this says where. It makes two databases of --rows rows of one
-// ~3000-byte blob each (one 4 KiB page a row), one under each VFS, then for
-// each method calls it --calls times on each database in turn, --rounds
-// rounds, and prints per method the median nanoseconds per call of each
-// and their difference. The methods are those a SQLite transaction in
+// ~3000-byte blob each (one 4 KiB page a row), fresh, one under each VFS,
+// then for each method calls it --calls times on each database in turn,
+// --rounds rounds (the first of the two alternating), and prints per
+// method the median nanoseconds per call of each and their difference. The methods are those a SQLite transaction in
 // rollback-journal mode calls on a warm database: the lock taken and
 // dropped, the journal's xAccess, xFileSize, the header read (16 bytes at
 // offset 24), a page read (cycling over the pages, all in the page cache),
@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -57,6 +58,7 @@ Database open(const std::string& label, const std::string& uri, const std::strin
               const char* journal_mode) {
   Database d;
   d.label = label;
+  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) std::filesystem::remove(path + suffix);  // (a fresh one)
   if (sqlite3_open_v2(uri.c_str(), &d.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr) !=
       SQLITE_OK) {
     fail(d.db, "open " + uri);
@@ -65,7 +67,7 @@ Database open(const std::string& label, const std::string& uri, const std::strin
   exec(d.db, fmt::format("PRAGMA journal_mode={}", journal_mode));
   exec(d.db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, pad BLOB)");
   exec(d.db, fmt::format("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {}) "
-                         "INSERT INTO t SELECT i, randomblob(3000) FROM n WHERE (SELECT count(*) FROM t) = 0",
+                         "INSERT INTO t SELECT i, randomblob(3000) FROM n",
                          rows));
   exec(d.db, "SELECT count(*), sum(length(pad)) FROM t");  // the pages into the page cache
   if (sqlite3_file_control(d.db, "main", SQLITE_FCNTL_FILE_POINTER, &d.file) != SQLITE_OK ||
@@ -111,11 +113,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   sqlite3* loader = nullptr;
-  sqlite3_open(":memory:", &loader);
+  if (sqlite3_open(":memory:", &loader) != SQLITE_OK) fail(loader, "open :memory:");
   sqlite3_enable_load_extension(loader, 1);
   char* error = nullptr;
   if (sqlite3_load_extension(loader, extension.c_str(), nullptr, &error) != SQLITE_OK) {
     fmt::print(stderr, "vfs_methods: load {}: {}\n", extension, error ? error : "?");
+    sqlite3_free(error);
     return 2;
   }
   const bool own_dir = dir.empty();
@@ -170,7 +173,9 @@ int main(int argc, char** argv) {
     std::vector<Database>& pair = row.wal ? wal_dbs : dbs;
     std::vector<std::vector<double>> ns(pair.size());
     for (int round = 0; round < rounds; ++round) {
-      for (size_t k = 0; k < pair.size(); ++k) {
+      for (size_t i = 0; i < pair.size(); ++i) {
+        // (Each goes first in every other round.)
+        size_t k = round % 2 == 0 ? i : pair.size() - 1 - i;
         Database& d = pair[k];
         const bool held = row.under_shared;
         if (held && !lock(d, SQLITE_LOCK_SHARED)) fail(d.db, d.label + ": xLock");
