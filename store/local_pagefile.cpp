@@ -837,7 +837,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   UnitSums before{};
   // A page past the end has no old content for a cut write to leave, so
   // no old checksum is worth reading.
-  bool appended = sole_writer_ && page >= end_pages_.load();
+  bool appended = appends(page);
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
   } else if (!trusted_sums(page, before) && !appended) {
@@ -1085,8 +1085,44 @@ Status LocalPagefile::unlock() {
   return Status::ok();
 }
 
+bool LocalPagefile::appends(int64_t page) {
+  if (sole_writer_) return page >= end_pages_.load();
+  if (!writes_excluded_.load() || page < end_pages_.load()) return false;
+  if (!end_counted_.load()) {
+    // Another descriptor may have grown the file before this one's lock:
+    // counted once for the lock's time, and raised (never lowered) to it.
+    // (Higher than the file's end, as after another's truncate, only
+    // costs reads: lower would take a page that is there for one that is
+    // not.)
+    MutexLock lock(end_mu_);
+    if (!end_counted_.load()) {
+      auto pages = size_pages();
+      if (!pages) return false;  // (its entries are read instead)
+      int64_t end = end_pages_.load();
+      while (*pages > end && !end_pages_.compare_exchange_weak(end, *pages)) {
+      }
+      end_counted_ = true;
+    }
+  }
+  return page >= end_pages_.load();
+}
+
 Status LocalPagefile::set_lock_level(LockLevel level) {
   MutexLock guard(level_mu_);
+  const bool excluded = level_ >= LockLevel::kReserved;
+  Status s = change_lock_level(level);
+  // (RESERVED is held from RESERVED on, PENDING left by a refused
+  // EXCLUSIVE included.)
+  if (level_ >= LockLevel::kReserved) {
+    if (!excluded) end_counted_ = false;
+    writes_excluded_ = true;
+  } else {
+    writes_excluded_ = false;
+  }
+  return s;
+}
+
+Status LocalPagefile::change_lock_level(LockLevel level) {
   const LockLevel held = level_;
   if (level == held) return Status::ok();
   auto invalid = [&](std::string_view why) {

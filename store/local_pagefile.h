@@ -294,7 +294,8 @@ class LocalPagefile {
   // This object created the file: sync() syncs its directory too, once.
   std::atomic<bool> dir_sync_due_{false};
   uint64_t dir_syncs_before_ = 0;  // of its directory, begun before it was created (fixed at open)
-  // A sole writer's size in pages, as it last made it (read at open).
+  // A sole writer's size in pages, as it last made it (read at open); for
+  // another, at least the size as last counted (appends).
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;
   const FileHeader header_;  // as read at open, but for the page size:
@@ -335,6 +336,20 @@ class LocalPagefile {
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;
+  // set_lock_level's work, level_mu_ held.
+  Status change_lock_level(LockLevel level) REQUIRES(level_mu_);
+  // While this descriptor holds RESERVED or above, SQLite's locking keeps
+  // every other from writing the file: a page past its end, counted once
+  // in that time (end_counted_), then has no old content for a cut write
+  // to leave, as a sole writer's appended page has not, and its write reads
+  // no old checksum. (Appending a table's pages, that read is a third of
+  // the system calls.)
+  std::atomic<bool> writes_excluded_{false};
+  std::atomic<bool> end_counted_{false};
+  Mutex end_mu_;  // one count at a time
+  // Whether a write of `page` appends it: past the end as a sole writer
+  // made it, or as counted while writes_excluded_.
+  bool appends(int64_t page);
 
   // Whether a page's blocks are reserved before it is written: not when a
   // page fits in one block of the file system (the write allocates it whole
