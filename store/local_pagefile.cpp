@@ -613,6 +613,10 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
+  // (Counted just now, and no one else's write comes before this one's.)
+  file->excluded_while_open_ = spec.writes_excluded;
+  file->writes_excluded_ = spec.writes_excluded;
+  file->end_counted_ = spec.writes_excluded;
   file->dir_sync_due_ = created;
   if (created) file->dir_syncs_before_ = DirSyncs::instance().started(dir_name(path.parent_path()));
   return file;
@@ -1113,6 +1117,7 @@ Status LocalPagefile::set_lock_level(LockLevel level) {
   Status s = change_lock_level(level);
   // (RESERVED is held from RESERVED on, PENDING left by a refused
   // EXCLUSIVE included.)
+  if (excluded_while_open_) return s;
   if (level_ >= LockLevel::kReserved) {
     if (!excluded) end_counted_ = false;
     writes_excluded_ = true;

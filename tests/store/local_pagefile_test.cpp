@@ -926,3 +926,35 @@ TEST_CASE("holding RESERVED, a write past the end reads no old checksum; a page 
   REQUIRE_OK(c->read_page(5, buf));  // (a hole)
   CHECK(buf == std::vector<std::byte>(4096));
 }
+
+TEST_CASE("a file opened with writes excluded (a journal) appends without reading old checksums; other writes still read them") {
+  TempDir dir;
+  auto path = dir / "journal";
+  auto spec = create_spec(4096);
+  spec.writes_excluded = true;
+  auto j = must_open(path, spec);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(j->write_page(0, page_pattern(4096, 0)));
+  CHECK_OK(j->write_page(1, page_pattern(4096, 1)));
+  CHECK_OK(j->write_page(3, page_pattern(4096, 3)));
+  // A page it wrote before: its old checksum is read.
+  CHECK_FALSE(j->write_page(1, page_pattern(4096, 10)).is_ok());
+  DiskFaults::disarm();
+  // That write failed before its page was touched: the page is the old one.
+  auto reader = must_open(path, LocalPagefile::OpenSpec{});
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(reader->read_page(1, buf));
+  CHECK(buf == page_pattern(4096, 1));
+  // A crash between an overwrite's entry and its page leaves the old page.
+  const auto before = raw_read(path, j->page_offset(0), 4096);
+  CHECK_OK(j->write_page(0, page_pattern(4096, 100)));
+  raw_write(path, j->page_offset(0), before);
+  REQUIRE_OK(reader->read_page(0, buf));
+  CHECK(buf == page_pattern(4096, 0));
+  // Opened again, it counts the pages then: page 2, a hole, and 4 on.
+  auto again = must_open(path, spec);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(again->write_page(4, page_pattern(4096, 4)));
+  CHECK_FALSE(again->write_page(2, page_pattern(4096, 2)).is_ok());
+  DiskFaults::disarm();
+}
