@@ -704,6 +704,7 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
                                    bool* would_block, bool use_cache, Attempt& a) const {
   a.read = PageRead::kData;
   a.mismatch = false;
+  const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
   Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block);
   if (!got) return got.status();
   if (would_block && *would_block) return Status::ok();
@@ -722,6 +723,7 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
   if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
   UnitSums kept;
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
+    note_on_disk(page, a.hash[0], gen);
     return Status::ok();
   }
   // A reader that is not the sole writer keeps the checksums of each block
@@ -745,7 +747,37 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     all_current = all_current && a.hash[u] == a.entries.current(u);
   }
   if (all_current) keep_sums(page, &a.hash);
+  note_on_disk(page, a.hash[0], gen);
   return Status::ok();
+}
+
+void LocalPagefile::note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const {
+  if (units_ != 1 || !writes_excluded_.load()) return;
+  MutexLock lock(span_mu_);
+  if (gen != span_gen_.load()) return;
+  if (span_sums_.size() >= kMaxSpanSums && !span_sums_.contains(page)) return;
+  span_sums_[page] = sum;
+}
+
+bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
+  if (units_ != 1 || !writes_excluded_.load()) return false;
+  MutexLock lock(span_mu_);
+  auto found = span_sums_.find(page);
+  if (found == span_sums_.end()) return false;
+  sums[0] = found->second;
+  return true;
+}
+
+void LocalPagefile::forget_on_disk(int64_t from_page, int64_t to_page) const {
+  MutexLock lock(span_mu_);
+  if (span_sums_.empty()) return;
+  std::erase_if(span_sums_, [&](const auto& kv) { return kv.first >= from_page && kv.first < to_page; });
+}
+
+void LocalPagefile::new_span() {
+  MutexLock lock(span_mu_);
+  ++span_gen_;
+  span_sums_.clear();
 }
 
 bool LocalPagefile::is_suspect(int64_t page) const {
@@ -837,6 +869,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // the page itself is written (or if its write fails, or tears between
   // sectors), the old page, or each old sector, still matches.
   std::lock_guard whole(stripe(page));
+  const uint64_t gen = span_gen_.load();  // (before the write: see span_sums_)
   Entries entries;
   UnitSums before{};
   // A page past the end has no old content for a cut write to leave, so
@@ -844,7 +877,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   bool appended = appends(page);
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
-  } else if (!trusted_sums(page, before) && !appended) {
+  } else if (!trusted_sums(page, before) && !appended && !on_disk_sum(page, before)) {
     if (Status s = read_entries(page, entries); !s) return page_context(s);
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {
@@ -862,12 +895,17 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
   if (Status s = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_)); !s) {
     set_suspect(page, true);
+    forget_on_disk(page, page + 1);
     return s.with_context(fmt::format("checksum of page {}", page));
   }
   Status s = page_context(pwrite_full(fd_, data, offset, name_));
   set_suspect(page, !s);
-  if (!s) return s;
+  if (!s) {
+    forget_on_disk(page, page + 1);
+    return s;
+  }
   keep_sums(page, &sums);
+  note_on_disk(page, sums[0], gen);
   int64_t end = end_pages_.load();
   while (page >= end && !end_pages_.compare_exchange_weak(end, page + 1)) {
   }
@@ -922,6 +960,7 @@ Status LocalPagefile::truncate(int64_t pages) {
     if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
   }
   sums_.forget_from(static_cast<size_t>(pages) * units_);
+  forget_on_disk(pages);  // (cut, or kept with retired entries by a cut that fails)
   off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
   // A file whose page size may still change (set_empty_page_size) keeps its
   // first checksum block, its entries retired below, once it has held a page: its
@@ -1119,10 +1158,14 @@ Status LocalPagefile::set_lock_level(LockLevel level) {
   // EXCLUSIVE included.)
   if (excluded_while_open_) return s;
   if (level_ >= LockLevel::kReserved) {
-    if (!excluded) end_counted_ = false;
+    if (!excluded) {
+      end_counted_ = false;
+      new_span();
+    }
     writes_excluded_ = true;
-  } else {
+  } else if (excluded) {
     writes_excluded_ = false;
+    new_span();
   }
   return s;
 }

@@ -354,6 +354,22 @@ class LocalPagefile {
   // Whether a write of `page` appends it: past the end as a sole writer
   // made it, or as counted while writes_excluded_.
   bool appends(int64_t page);
+  // While writes_excluded_, the checksum of each page's bytes on disk as
+  // this descriptor last read (and checked) or wrote them, pages of one
+  // checksum only: a write's old checksum then needs no read (a cold
+  // transaction's pages are read under RESERVED, then written). Exact, as
+  // the disk's bytes, since no one else writes and this descriptor's
+  // reads and writes of a page hold its stripe. Forgotten at each change
+  // of writes_excluded_ (span_gen_ counts them: a read begun before one is
+  // not noted after it), and bounded.
+  static constexpr size_t kMaxSpanSums = size_t{1} << 14;
+  mutable Mutex span_mu_;
+  mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
+  std::atomic<uint64_t> span_gen_{0};
+  void note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const;
+  bool on_disk_sum(int64_t page, UnitSums& sums) const;
+  void forget_on_disk(int64_t from_page, int64_t to_page = INT64_MAX) const;
+  void new_span();
 
   // Whether a page's blocks are reserved before it is written: not when a
   // page fits in one block of the file system (the write allocates it whole

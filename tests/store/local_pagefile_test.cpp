@@ -885,7 +885,7 @@ TEST_CASE("a page read while another descriptor writes it is read again until pa
   CHECK(reads > 100);
 }
 
-TEST_CASE("holding RESERVED, a write past the end reads no old checksum; a page another wrote before the lock is counted in") {
+TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the end or read under the lock; a page another wrote before it is counted in") {
   TempDir dir;
   auto path = dir / "f";
   auto a = must_open(path, create_spec(4096));
@@ -895,28 +895,43 @@ TEST_CASE("holding RESERVED, a write past the end reads no old checksum; a page 
   // The file grows by b's pages: a last saw 2.
   CHECK_OK(b->write_page(2, page_pattern(4096, 22)));
   CHECK_OK(b->write_page(3, page_pattern(4096, 33)));
+  std::vector<std::byte> buf(4096);
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->read_page(2, buf));  // (read before RESERVED)
   REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
   // Page 3 is there: a counts the file, reads the page's old checksum and
   // keeps it beside the new one, so a crash between the entry and the
   // page (the old bytes put back) leaves b's page readable.
-  const auto before = raw_read(path, a->page_offset(3), 4096);
+  const auto page3 = raw_read(path, a->page_offset(3), 4096);
   CHECK_OK(a->write_page(3, page_pattern(4096, 300)));
-  raw_write(path, a->page_offset(3), before);
+  raw_write(path, a->page_offset(3), page3);
   auto c = must_open(path, LocalPagefile::OpenSpec{});
-  std::vector<std::byte> buf(4096);
   REQUIRE_OK(c->read_page(3, buf));
   CHECK(buf == page_pattern(4096, 33));
-  // Past the end: nothing is read (a read would fail here).
+  // A page read before the lock may have been written since (in WAL mode
+  // SHARED keeps no writer out): its old checksum is read.
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(2, page_pattern(4096, 222)).is_ok());
+  DiskFaults::disarm();
+  // A page read (and checked) under the lock: its bytes' checksum is known,
+  // and kept beside the new one.
+  REQUIRE_OK(a->read_page(1, buf));
+  const auto page1 = raw_read(path, a->page_offset(1), 4096);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(a->write_page(1, page_pattern(4096, 111)));
+  // Past the end: nothing is read.
   CHECK_OK(a->write_page(4, page_pattern(4096, 44)));
   CHECK_OK(a->write_page(6, page_pattern(4096, 66)));
   DiskFaults::disarm();
-  // Below RESERVED another descriptor may write: a write past the end
-  // reads its entries again.
+  raw_write(path, a->page_offset(1), page1);
+  REQUIRE_OK(c->read_page(1, buf));
+  CHECK(buf == page_pattern(4096, 1));
+  // Below RESERVED another descriptor may write: a write past the end, or
+  // of a page read under the lock, reads its entries again.
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
   CHECK_FALSE(a->write_page(8, page_pattern(4096, 88)).is_ok());
+  CHECK_FALSE(a->write_page(1, page_pattern(4096, 11)).is_ok());
   DiskFaults::disarm();
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   for (int64_t page : {4, 6}) {
@@ -927,7 +942,7 @@ TEST_CASE("holding RESERVED, a write past the end reads no old checksum; a page 
   CHECK(buf == std::vector<std::byte>(4096));
 }
 
-TEST_CASE("a file opened with writes excluded (a journal) appends without reading old checksums; other writes still read them") {
+TEST_CASE("a file opened with writes excluded (a journal) writes without reading old checksums what it appended or read; holes it did not still read theirs") {
   TempDir dir;
   auto path = dir / "journal";
   auto spec = create_spec(4096);
@@ -937,14 +952,13 @@ TEST_CASE("a file opened with writes excluded (a journal) appends without readin
   CHECK_OK(j->write_page(0, page_pattern(4096, 0)));
   CHECK_OK(j->write_page(1, page_pattern(4096, 1)));
   CHECK_OK(j->write_page(3, page_pattern(4096, 3)));
-  // A page it wrote before: its old checksum is read.
-  CHECK_FALSE(j->write_page(1, page_pattern(4096, 10)).is_ok());
+  // A page it wrote before: its bytes' checksum is known.
+  CHECK_OK(j->write_page(1, page_pattern(4096, 10)));
   DiskFaults::disarm();
-  // That write failed before its page was touched: the page is the old one.
   auto reader = must_open(path, LocalPagefile::OpenSpec{});
   std::vector<std::byte> buf(4096);
   REQUIRE_OK(reader->read_page(1, buf));
-  CHECK(buf == page_pattern(4096, 1));
+  CHECK(buf == page_pattern(4096, 10));
   // A crash between an overwrite's entry and its page leaves the old page.
   const auto before = raw_read(path, j->page_offset(0), 4096);
   CHECK_OK(j->write_page(0, page_pattern(4096, 100)));
