@@ -613,10 +613,6 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   auto pages = file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
-  // (Counted just now, and no one else's write comes before this one's.)
-  file->excluded_while_open_ = spec.writes_excluded;
-  file->writes_excluded_ = spec.writes_excluded;
-  file->end_counted_ = spec.writes_excluded;
   file->dir_sync_due_ = created;
   if (created) file->dir_syncs_before_ = DirSyncs::instance().started(dir_name(path.parent_path()));
   return file;
@@ -992,6 +988,7 @@ Status LocalPagefile::truncate(int64_t pages) {
     return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
   }
   end_pages_ = pages;
+  forget_on_disk(pages);  // (again: a read meanwhile may have noted a page now cut)
   {
     // Only now: a page kept by a failed truncate keeps its mark.
     MutexLock lock(suspects_mu_);
@@ -1152,20 +1149,20 @@ bool LocalPagefile::appends(int64_t page) {
 
 Status LocalPagefile::set_lock_level(LockLevel level) {
   MutexLock guard(level_mu_);
-  const bool excluded = level_ >= LockLevel::kReserved;
+  const bool excluded = writes_excluded_.load();
   Status s = change_lock_level(level);
-  // (RESERVED is held from RESERVED on, PENDING left by a refused
-  // EXCLUSIVE included.)
-  if (excluded_while_open_) return s;
-  if (level_ >= LockLevel::kReserved) {
-    if (!excluded) {
-      end_counted_ = false;
-      new_span();
-    }
-    writes_excluded_ = true;
-  } else if (excluded) {
-    writes_excluded_ = false;
+  // Others' writes are kept out from a RESERVED lock granted as asked (only
+  // SQLite's rollback mode asks for it: there every writer takes RESERVED)
+  // or an EXCLUSIVE one granted (no one else holds even SHARED), until the
+  // level falls below RESERVED. Not by the RESERVED byte alone: in WAL mode
+  // with locking_mode=EXCLUSIVE a refused EXCLUSIVE leaves it held (PENDING)
+  // while others, at SHARED, checkpoint into the file.
+  bool now = level_ == LockLevel::kExclusive || level_ == LockLevel::kReserved ||
+             (level_ == LockLevel::kPending && excluded);
+  if (now != excluded) {
+    if (now) end_counted_ = false;
     new_span();
+    writes_excluded_ = now;
   }
   return s;
 }

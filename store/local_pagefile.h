@@ -82,9 +82,6 @@ class LocalPagefile {
     // No descriptor gives the file another page size (OpenOptions::
     // page_size_final).
     bool page_size_final = false;
-    // No other descriptor writes the file while this one is open
-    // (OpenOptions::writes_excluded).
-    bool writes_excluded = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -349,7 +346,6 @@ class LocalPagefile {
   // the system calls.)
   std::atomic<bool> writes_excluded_{false};
   std::atomic<bool> end_counted_{false};
-  bool excluded_while_open_ = false;  // OpenSpec::writes_excluded (set at open)
   Mutex end_mu_;  // one count at a time
   // Whether a write of `page` appends it: past the end as a sole writer
   // made it, or as counted while writes_excluded_.

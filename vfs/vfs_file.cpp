@@ -609,11 +609,6 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   open.create = (flags & SQLITE_OPEN_CREATE) != 0;
   open.exclusive = (flags & SQLITE_OPEN_EXCLUSIVE) != 0;
   open.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
-  // A rollback journal is written only by the holder of its database's
-  // RESERVED lock (or EXCLUSIVE, rolling a hot one back), and SQLite closes
-  // it before letting the lock go (pager_unlock; this VFS does not say
-  // SQLITE_IOCAP_UNDELETABLE_WHEN_OPEN, which would keep it open).
-  open.writes_excluded = role == SQLITE_OPEN_MAIN_JOURNAL && !open.read_only;
   if (o.location == Location::kLocal && !st->main_db) {
     // As findCreateFileMode: a journal or WAL gets its database's
     // permissions (whoever may write the database may roll it back), a

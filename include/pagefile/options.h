@@ -154,15 +154,6 @@ struct OpenOptions {
   // to no page leaves nothing of its pages behind. Every descriptor of the
   // file says so or none does; the VFS opens journals and WAL files so.
   bool page_size_final = false;
-  // A local file that no other descriptor writes while this one is open:
-  // SQLite's rollback journal, which only the holder of its database's
-  // RESERVED lock opens to write, and closes before it lets the lock go (the
-  // VFS opens journals so). A page this descriptor appends then reads no old
-  // checksum before its write (a third of the write's system calls), as a
-  // database's page appended under RESERVED does not (Client::set_lock_level).
-  // Given wrongly, a write cut short by a crash could leave a page that
-  // another descriptor had appended meanwhile failing its check (kCorruption).
-  bool writes_excluded = false;
 
   // Remote files: the fencing token their writes, truncates and syncs
   // carry (doc/architecture.md, "Fencing"). A write lock (kReserved or

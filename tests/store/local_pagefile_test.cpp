@@ -905,8 +905,10 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   const auto page3 = raw_read(path, a->page_offset(3), 4096);
   CHECK_OK(a->write_page(3, page_pattern(4096, 300)));
   raw_write(path, a->page_offset(3), page3);
+  // (Read with verify_page: checked against the entry on disk, not against
+  // what the reader keeps.)
   auto c = must_open(path, LocalPagefile::OpenSpec{});
-  REQUIRE_OK(c->read_page(3, buf));
+  REQUIRE_OK(c->verify_page(3, buf));
   CHECK(buf == page_pattern(4096, 33));
   // A page read before the lock may have been written since (in WAL mode
   // SHARED keeps no writer out): its old checksum is read.
@@ -924,7 +926,7 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   CHECK_OK(a->write_page(6, page_pattern(4096, 66)));
   DiskFaults::disarm();
   raw_write(path, a->page_offset(1), page1);
-  REQUIRE_OK(c->read_page(1, buf));
+  REQUIRE_OK(c->verify_page(1, buf));
   CHECK(buf == page_pattern(4096, 1));
   // Below RESERVED another descriptor may write: a write past the end, or
   // of a page read under the lock, reads its entries again.
@@ -935,40 +937,42 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   DiskFaults::disarm();
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   for (int64_t page : {4, 6}) {
-    REQUIRE_OK(c->read_page(page, buf));
+    REQUIRE_OK(c->verify_page(page, buf));
     CHECK(buf == page_pattern(4096, static_cast<int>(page) * 11));
   }
-  REQUIRE_OK(c->read_page(5, buf));  // (a hole)
+  REQUIRE_OK(c->verify_page(5, buf));  // (a hole)
   CHECK(buf == std::vector<std::byte>(4096));
 }
 
-TEST_CASE("a file opened with writes excluded (a journal) writes without reading old checksums what it appended or read; holes it did not still read theirs") {
+TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mode=EXCLUSIVE) keeps no one out until granted") {
   TempDir dir;
-  auto path = dir / "journal";
-  auto spec = create_spec(4096);
-  spec.writes_excluded = true;
-  auto j = must_open(path, spec);
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(j->write_page(0, page_pattern(4096, 0)));
-  CHECK_OK(j->write_page(1, page_pattern(4096, 1)));
-  CHECK_OK(j->write_page(3, page_pattern(4096, 3)));
-  // A page it wrote before: its bytes' checksum is known.
-  CHECK_OK(j->write_page(1, page_pattern(4096, 10)));
-  DiskFaults::disarm();
-  auto reader = must_open(path, LocalPagefile::OpenSpec{});
+  auto path = dir / "f";
+  auto a = must_open(path, create_spec(4096));
+  auto b = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK_OK(a->write_page(0, page_pattern(4096, 0)));
+  CHECK_OK(a->write_page(1, page_pattern(4096, 1)));
+  REQUIRE_OK(b->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  CHECK_CODE(a->set_lock_level(LockLevel::kExclusive), Code::kBusy);
+  // b, at SHARED, may write (a WAL checkpoint): a notes nothing, counts nothing.
   std::vector<std::byte> buf(4096);
-  REQUIRE_OK(reader->read_page(1, buf));
-  CHECK(buf == page_pattern(4096, 10));
-  // A crash between an overwrite's entry and its page leaves the old page.
-  const auto before = raw_read(path, j->page_offset(0), 4096);
-  CHECK_OK(j->write_page(0, page_pattern(4096, 100)));
-  raw_write(path, j->page_offset(0), before);
-  REQUIRE_OK(reader->read_page(0, buf));
-  CHECK(buf == page_pattern(4096, 0));
-  // Opened again, it counts the pages then: page 2, a hole, and 4 on.
-  auto again = must_open(path, spec);
+  REQUIRE_OK(a->read_page(1, buf));
+  CHECK_OK(b->write_page(1, page_pattern(4096, 10)));
+  CHECK_OK(b->write_page(2, page_pattern(4096, 20)));
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(again->write_page(4, page_pattern(4096, 4)));
-  CHECK_FALSE(again->write_page(2, page_pattern(4096, 2)).is_ok());
+  CHECK_FALSE(a->write_page(1, page_pattern(4096, 100)).is_ok());
+  CHECK_FALSE(a->write_page(2, page_pattern(4096, 200)).is_ok());
   DiskFaults::disarm();
+  REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kExclusive));
+  // Granted: the end is counted (b's page 2 is in), and a page past it reads nothing.
+  const auto page2 = raw_read(path, a->page_offset(2), 4096);
+  CHECK_OK(a->write_page(2, page_pattern(4096, 201)));
+  raw_write(path, a->page_offset(2), page2);
+  REQUIRE_OK(b->verify_page(2, buf));
+  CHECK(buf == page_pattern(4096, 20));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(a->write_page(3, page_pattern(4096, 3)));
+  DiskFaults::disarm();
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
