@@ -101,6 +101,19 @@ struct DbConfig {
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 
+  // The database's rollback journals open in this process. What one holds
+  // back (a page written in part, its length) is sent to the store before
+  // the database is written and before its write lock is let go
+  // (drain_journals): a crash of the process must find the journal's
+  // records in the file before any page they undo is changed, and a
+  // finished journal finished, as unix's are once in the kernel's page
+  // cache (what synchronous=OFF counts on).
+  struct OpenJournals {
+    Mutex mu;  // taken before any of the files' own
+    std::set<StoreFile*> files GUARDED_BY(mu);
+  };
+  std::shared_ptr<OpenJournals> journals = std::make_shared<OpenJournals>();  // shared like wals
+
   // The buffer policy the database's files opened from now on get: its URI's
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:
   // the one each file recorded at creation.

@@ -76,6 +76,21 @@ Status drain_wals(DbConfig& config) {
   return first;
 }
 
+// Sends what the database's journals open in this process hold back to the
+// store (DbConfig::journals). Only the holder of the database's RESERVED
+// lock writes a journal, so each holds back only that writer's records.
+Status drain_journals(DbConfig& config) {
+  MutexLock journals(config.journals->mu);
+  Status first;
+  for (StoreFile* journal : config.journals->files) {
+    MutexLock lock(journal->mu);
+    if (!journal->file->pending()) continue;
+    Status s = journal->file->drain();
+    if (first.is_ok()) first = s;
+  }
+  return first;
+}
+
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
   StoreFile* shared = pf->state;
@@ -87,6 +102,10 @@ int x_close(sqlite3_file* f) {
       return SQLITE_OK;  // another connection's still
     }
     if (open != shared->config->wals->files.end()) shared->config->wals->files.erase(open);
+  }
+  if (shared->journal) {
+    MutexLock journals(shared->config->journals->mu);  // (taken before the file's own, as drain_journals does)
+    shared->config->journals->files.erase(shared);
   }
   std::unique_ptr<StoreFile> st(shared);
   return guarded(SQLITE_IOERR_CLOSE, [&] {
@@ -124,6 +143,10 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
   return guarded(SQLITE_IOERR_WRITE, [&] {
     MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
+    // The journal's records first (DbConfig::journals).
+    if (st.main_db) {
+      if (Status j = drain_journals(*st.config); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
+    }
     apply_concurrency(st);
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
@@ -136,6 +159,9 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   return guarded(SQLITE_IOERR_TRUNCATE, [&] {
     MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
+    if (st.main_db) {
+      if (Status j = drain_journals(*st.config); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
+    }
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });
@@ -210,7 +236,11 @@ int x_unlock(sqlite3_file* f, int level) {
     if (st.lock >= SQLITE_LOCK_RESERVED) {
       // Other clients must see every write (and the size) once the lock is
       // gone; without a sync (synchronous=OFF) the size is not published.
-      first = st.file->unsynced() ? st.file->sync() : st.file->drain();
+      // The journal's too: a finished one (a PERSIST journal's zeroed
+      // header) must not be written after another writer's.
+      first = drain_journals(*st.config);
+      Status own = st.file->unsynced() ? st.file->sync() : st.file->drain();
+      if (first.is_ok()) first = own;
     }
     Status s = st.config->client->set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
     if (s) st.lock = level;
@@ -587,6 +617,7 @@ Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int 
   st->name = *name;
   st->main_db = role == SQLITE_OPEN_MAIN_DB;
   st->wal = role == SQLITE_OPEN_WAL;
+  st->journal = role == SQLITE_OPEN_MAIN_JOURNAL;
   st->read_only = (flags & SQLITE_OPEN_READONLY) != 0;
   st->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
   DbRegistry& registry = DbRegistry::instance();
@@ -701,7 +732,11 @@ void set_sync_counters(int* syncs, int* full_syncs) {
   g_full_sync_count = full_syncs;
 }
 
-void register_wal(StoreFile& st) {
+void register_open(StoreFile& st) {
+  if (st.journal) {
+    MutexLock journals(st.config->journals->mu);
+    st.config->journals->files.insert(&st);
+  }
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);
   st.config->wals->files.emplace(&st, DbConfig::OpenWal{});

@@ -23,7 +23,8 @@ struct StoreFile {
   std::string name;
   std::shared_ptr<DbConfig> config;
   bool main_db = false;
-  bool wal = false;  // a WAL file (in DbConfig::wals while open)
+  bool wal = false;      // a WAL file (in DbConfig::wals while open)
+  bool journal = false;  // a rollback journal (in DbConfig::journals while open)
   bool read_only = false;
   bool delete_on_close = false;
 
@@ -73,9 +74,10 @@ std::string last_error();
 // Opens a store file for xOpen. `role` is the SQLITE_OPEN_* role flag.
 Result<std::unique_ptr<StoreFile>> open_store_file(const char* sqlite_name, int role, int flags);
 
-// Lists a WAL file among its database's open WALs (DbConfig::wals), once
-// it is open and no lock of ours is held.
-void register_wal(StoreFile& st);
+// Lists a WAL file among its database's open WALs (DbConfig::wals), or a
+// rollback journal among its open journals (DbConfig::journals), once it
+// is open and no lock of ours is held.
+void register_open(StoreFile& st);
 // The WAL `sqlite_name` that another connection of this process has open
 // with the same `flags`' access, counted once more (x_close counts down);
 // nullptr when there is none.

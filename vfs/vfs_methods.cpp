@@ -128,7 +128,7 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
     }
     if (!st) return open_failure(name, st.status());
     pf->state = st->release();
-    register_wal(*pf->state);
+    register_open(*pf->state);
     pf->base.pMethods = &kStoreFileMethods;
     if (out_flags) *out_flags = flags;
     return SQLITE_OK;

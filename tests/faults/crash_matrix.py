@@ -7,6 +7,9 @@ the pagefile VFS that every committed transaction is there whole, no
 transaction is there in part, and PRAGMA integrity_check is ok.
 
   writer-kill     SIGKILL the writer
+  local-kill      SIGKILL a writer of a local database (the default, no
+                  bus) with PRAGMA synchronous=OFF, whose promise is that a
+                  crash of the process loses nothing committed
   server-kill     SIGKILL a page server (not the catalog), start it again
   catalog-kill    SIGKILL the catalog's server, start it again
   writer-stop     SIGSTOP the writer past its lease while a second writer
@@ -34,7 +37,7 @@ import tempfile
 import time
 
 LEASE_MS = 600
-FAULTS = ["writer-kill", "server-kill", "catalog-kill", "writer-stop", "server-freeze"]
+FAULTS = ["writer-kill", "local-kill", "server-kill", "catalog-kill", "writer-stop", "server-freeze"]
 
 
 def free_port():
@@ -98,10 +101,10 @@ class Server:
 
 
 class Writer:
-    def __init__(self, worker, uri, tag, count, directory):
+    def __init__(self, worker, uri, tag, count, directory, mode="log"):
         self.out_path = os.path.join(directory, f"{tag}.out")
         self.out = open(self.out_path, "w")
-        self.proc = subprocess.Popen([worker, uri, "log", tag, str(count)], stdout=self.out,
+        self.proc = subprocess.Popen([worker, uri, mode, tag, str(count)], stdout=self.out,
                                      stderr=subprocess.STDOUT)
 
     def committed(self):
@@ -171,19 +174,21 @@ def check(extension, uri):
 def trial(args, fault, n, rng, work):
     directory = os.path.join(work, f"{fault}-{n}")
     os.makedirs(directory)
-    servers = [Server(args.pagefiled, os.path.join(directory, f"s{i}"), free_port()) for i in range(3)]
+    local = fault == "local-kill"
+    servers = [] if local else [Server(args.pagefiled, os.path.join(directory, f"s{i}"), free_port()) for i in range(3)]
     writers = []
     try:
         for s in servers:
             s.start()
         bus = ",".join(f"tcp://127.0.0.1:{s.port}" for s in servers)
-        uri = f"file:matrix.db?vfs=pagefile&bus={bus}&timeout_ms=2000"
+        uri = (f"file:{directory}/matrix.db?vfs=pagefile" if local
+               else f"file:matrix.db?vfs=pagefile&bus={bus}&timeout_ms=2000")
         # In processes of their own, as a fresh client sees the database.
         in_own_process(args, "create", uri)
-        writer = Writer(args.worker, uri, "w", 100000, directory)
+        writer = Writer(args.worker, uri, "w", 100000, directory, "log-unsynced" if local else "log")
         writers.append(writer)
         time.sleep(rng.uniform(0.05, 0.5))
-        if fault == "writer-kill":
+        if fault in ("writer-kill", "local-kill"):
             writer.end()
         elif fault == "server-kill":
             servers[1].kill()

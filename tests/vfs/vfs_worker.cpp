@@ -4,6 +4,11 @@
 //                                 three times, and printing "committed i"
 //                                 once its COMMIT returned (the crash matrix
 //                                 counts them; tests/faults/run)
+//   vfs_worker URI log-unsynced TAG N
+//                                 the same with PRAGMA synchronous=OFF, each
+//                                 transaction also rewriting up to 100 rows
+//                                 before (a journal of many pages, then as
+//                                 many database writes)
 //   vfs_worker URI hold           a big transaction that spills to the
 //                                 database, then "spilled" and wait to be killed
 //   vfs_worker URI stop-commit N  a transaction of 'late' rows whose COMMIT
@@ -159,11 +164,16 @@ int main(int argc, char** argv) {
         return fail(db, "insert");
       }
     }
-  } else if (mode == "log" && argc == 5) {
+  } else if ((mode == "log" || mode == "log-unsynced") && argc == 5) {
     int n = std::atoi(argv[4]);
+    const bool unsynced = mode == "log-unsynced";
+    if (unsynced && !exec(db, "PRAGMA synchronous=OFF")) return fail(db, "synchronous=OFF");
+    const std::string rewrite =
+        unsynced ? "UPDATE t SET pad = randomblob(900) WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 100); " : "";
     for (int i = 1; i <= n; ++i) {
       std::string row = "('" + std::string(argv[3]) + "', " + std::to_string(i) + ", randomblob(900))";
-      if (!exec(db, "BEGIN IMMEDIATE; INSERT INTO t(tag, i, pad) VALUES " + row + ", " + row + ", " + row + "; COMMIT;")) {
+      if (!exec(db, "BEGIN IMMEDIATE; " + rewrite + "INSERT INTO t(tag, i, pad) VALUES " + row + ", " + row + ", " + row +
+                        "; COMMIT;")) {
         exec(db, "ROLLBACK");
         return fail(db, "log");
       }
