@@ -62,6 +62,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
     config->absent = old->second->absent;
     config->wals = old->second->wals;
     config->journals = old->second->journals;
+    config->write_locks = old->second->write_locks;
     config->lock_token = old->second->lock_token;
     if (!options.policy) config->set_policy(old->second->policy());
   }

@@ -113,6 +113,12 @@ struct DbConfig {
     std::set<StoreFile*> files GUARDED_BY(mu);
   };
   std::shared_ptr<OpenJournals> journals = std::make_shared<OpenJournals>();  // shared like wals
+  // Write locks (RESERVED or EXCLUSIVE from below) taken on the database in
+  // this process. A journal synced since the current one was taken needs no
+  // draining before a database write: with synchronous NORMAL or FULL,
+  // SQLite syncs a journal before it writes a page the journal's unsynced
+  // records undo, so what it holds back undoes no page being written.
+  std::shared_ptr<std::atomic<uint64_t>> write_locks = std::make_shared<std::atomic<uint64_t>>(1);
 
   // The buffer policy the database's files opened from now on get: its URI's
   // policy= and cache_pages=, or PRAGMA pagefile_policy=NAME since. Unset:

@@ -79,12 +79,16 @@ Status drain_wals(DbConfig& config) {
 // Sends what the database's journals open in this process hold back to the
 // store (DbConfig::journals). Only the holder of the database's RESERVED
 // lock writes a journal, so each holds back only that writer's records.
-Status drain_journals(DbConfig& config) {
+// Before a database write (`all` false), not a journal synced under the
+// current write lock (DbConfig::write_locks): then SQLite syncs, and only
+// synchronous=OFF needs this.
+Status drain_journals(DbConfig& config, bool all) {
   MutexLock journals(config.journals->mu);
+  const uint64_t write_lock = config.write_locks->load();
   Status first;
   for (StoreFile* journal : config.journals->files) {
     MutexLock lock(journal->mu);
-    if (!journal->file->pending()) continue;
+    if (!journal->file->pending() || (!all && journal->synced_in == write_lock)) continue;
     Status s = journal->file->drain();
     if (first.is_ok()) first = s;
   }
@@ -145,7 +149,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
     // The journal's records first (DbConfig::journals).
     if (st.main_db) {
-      if (Status j = drain_journals(*st.config); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
+      if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
     }
     apply_concurrency(st);
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
@@ -160,7 +164,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
     MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
     if (st.main_db) {
-      if (Status j = drain_journals(*st.config); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
+      if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
     }
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
@@ -174,8 +178,11 @@ int x_sync(sqlite3_file* f, int flags) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_FSYNC, [&] {
     MutexLock lock(st.mu);
+    // (Read before the sync: a write lock taken meanwhile is a later one.)
+    const uint64_t write_lock = st.config->write_locks->load();
     Status s = st.file->sync();
     if (!s) return sqlite_error(s, SQLITE_IOERR_FSYNC);
+    st.synced_in = write_lock;
     count_sync((flags & 0x0F) == SQLITE_SYNC_FULL);
     if (std::exchange(st.dir_sync_due, false)) count_sync(false);
     return SQLITE_OK;
@@ -207,6 +214,7 @@ int x_lock(sqlite3_file* f, int level) {
     }
     int before = st.lock;
     st.lock = level;
+    if (level >= SQLITE_LOCK_RESERVED && before < SQLITE_LOCK_RESERVED) st.config->write_locks->fetch_add(1);
     if (before != SQLITE_LOCK_NONE) return SQLITE_OK;
     st.fresh_locks_seen = st.config->fresh_locks->fetch_add(1) + 1;  // read afresh below
     // With no writer since our last lock, what we kept, and the size, hold.
@@ -238,7 +246,7 @@ int x_unlock(sqlite3_file* f, int level) {
       // gone; without a sync (synchronous=OFF) the size is not published.
       // The journal's too: a finished one (a PERSIST journal's zeroed
       // header) must not be written after another writer's.
-      first = drain_journals(*st.config);
+      first = drain_journals(*st.config, /*all=*/true);
       Status own = st.file->unsynced() ? st.file->sync() : st.file->drain();
       if (first.is_ok()) first = own;
     }
