@@ -198,6 +198,9 @@ class Client::Impl {
  private:
   // The open file of `fd`, or kInvalidArgument.
   Result<OpenFilePtr> find_file(Fd fd) const REQUIRES(mu_);
+  // The file's size as status() and size() give it, counted with no lock
+  // held (a count may read the disk).
+  static Result<Client::Size> size_of(PageIo& io);
   // Waits until no write_at_once of `file` (of `page` only, when given) is
   // under way.
   void await_writes_at_once_locked(const OpenFilePtr& file, std::optional<int64_t> page = std::nullopt)

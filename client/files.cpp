@@ -271,11 +271,13 @@ Status Client::Impl::set_page_size(Fd fd, uint32_t page_size) {
 
 Result<FileStatus> Client::Impl::status(Fd fd) {
   FileStatus st;
+  std::shared_ptr<PageIo> io;
   {
     MutexLock lock(mu_);
     auto found = find_file(fd);
     if (!found) return found.status();
     const OpenFile* file = found->get();
+    io = file->io;
     st.name = file->name;
     st.location = file->location;
     st.policy = file->policy;
@@ -286,8 +288,7 @@ Result<FileStatus> Client::Impl::status(Fd fd) {
     st.always_direct = file->io->always_direct();
     if (cache_) st.cache = cache_->counters(fd.value);
   }
-  // (Counted after the rest, with no lock held: a count may read the disk.)
-  auto size = this->size(fd);
+  auto size = size_of(*io);
   if (!size) return size.status();
   st.pages = size->pages;
   st.page_size = size->page_size;
@@ -302,11 +303,15 @@ Result<Client::Size> Client::Impl::size(Fd fd) {
     if (!found) return found.status();
     io = (*found)->io;
   }
-  auto pages = io->size_pages();
+  return size_of(*io);
+}
+
+Result<Client::Size> Client::Impl::size_of(PageIo& io) {
+  auto pages = io.size_pages();
   if (!pages) return pages.status();
   // After the count: a local file that held no page may have taken
   // another page size with it (LocalPagefile::size_pages).
-  return Client::Size{*pages, io->page_size()};
+  return Client::Size{*pages, io.page_size()};
 }
 
 Status Client::Impl::set_concurrency(Fd fd, uint32_t concurrency) {

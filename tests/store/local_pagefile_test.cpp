@@ -885,13 +885,43 @@ TEST_CASE("a page read while another descriptor writes it is read again until pa
   CHECK(reads > 100);
 }
 
-TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the end or read under the lock; a page another wrote before it is counted in") {
+namespace {
+
+// Two descriptors of one file: `a` made it and wrote pages 0 and 1.
+struct TwoDescriptors {
   TempDir dir;
-  auto path = dir / "f";
-  auto a = must_open(path, create_spec(4096));
-  auto b = must_open(path, LocalPagefile::OpenSpec{});
-  CHECK_OK(a->write_page(0, page_pattern(4096, 0)));
-  CHECK_OK(a->write_page(1, page_pattern(4096, 1)));
+  std::filesystem::path path = dir / "f";
+  std::unique_ptr<LocalPagefile> a = must_open(path, create_spec(4096));
+  std::unique_ptr<LocalPagefile> b = must_open(path, LocalPagefile::OpenSpec{});
+  TwoDescriptors() {
+    CHECK_OK(a->write_page(0, page_pattern(4096, 0)));
+    CHECK_OK(a->write_page(1, page_pattern(4096, 1)));
+  }
+};
+
+// `f`'s write of `page`, cut by a crash between its checksum entry and the
+// page: the entry is the write's, the page's bytes are put back as they were.
+Status write_entry_only(LocalPagefile& f, const std::filesystem::path& path, int64_t page,
+                        const std::vector<std::byte>& data) {
+  const auto before = raw_read(path, f.page_offset(page), data.size());
+  Status s = f.write_page(page, data);
+  raw_write(path, f.page_offset(page), before);
+  return s;
+}
+
+// The page as `f` reads it checked against its entry on disk (verify_page),
+// not against the checksums `f` keeps.
+std::vector<std::byte> verified(LocalPagefile& f, int64_t page) {
+  std::vector<std::byte> buf(f.page_size());
+  REQUIRE_OK(f.verify_page(page, buf));
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the end or read under the lock; a page another wrote before it is counted in") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
   // The file grows by b's pages: a last saw 2.
   CHECK_OK(b->write_page(2, page_pattern(4096, 22)));
   CHECK_OK(b->write_page(3, page_pattern(4096, 33)));
@@ -902,14 +932,9 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   // Page 3 is there: a counts the file, reads the page's old checksum and
   // keeps it beside the new one, so a crash between the entry and the
   // page (the old bytes put back) leaves b's page readable.
-  const auto page3 = raw_read(path, a->page_offset(3), 4096);
-  CHECK_OK(a->write_page(3, page_pattern(4096, 300)));
-  raw_write(path, a->page_offset(3), page3);
-  // (Read with verify_page: checked against the entry on disk, not against
-  // what the reader keeps.)
+  CHECK_OK(write_entry_only(*a, path, 3, page_pattern(4096, 300)));
   auto c = must_open(path, LocalPagefile::OpenSpec{});
-  REQUIRE_OK(c->verify_page(3, buf));
-  CHECK(buf == page_pattern(4096, 33));
+  CHECK(verified(*c, 3) == page_pattern(4096, 33));
   // A page read before the lock may have been written since (in WAL mode
   // SHARED keeps no writer out): its old checksum is read.
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
@@ -918,16 +943,13 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   // A page read (and checked) under the lock: its bytes' checksum is known,
   // and kept beside the new one.
   REQUIRE_OK(a->read_page(1, buf));
-  const auto page1 = raw_read(path, a->page_offset(1), 4096);
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(a->write_page(1, page_pattern(4096, 111)));
+  CHECK_OK(write_entry_only(*a, path, 1, page_pattern(4096, 111)));
   // Past the end: nothing is read.
   CHECK_OK(a->write_page(4, page_pattern(4096, 44)));
   CHECK_OK(a->write_page(6, page_pattern(4096, 66)));
   DiskFaults::disarm();
-  raw_write(path, a->page_offset(1), page1);
-  REQUIRE_OK(c->verify_page(1, buf));
-  CHECK(buf == page_pattern(4096, 1));
+  CHECK(verified(*c, 1) == page_pattern(4096, 1));
   // Below RESERVED another descriptor may write: a write past the end, or
   // of a page read under the lock, reads its entries again.
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
@@ -936,21 +958,13 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   CHECK_FALSE(a->write_page(1, page_pattern(4096, 11)).is_ok());
   DiskFaults::disarm();
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
-  for (int64_t page : {4, 6}) {
-    REQUIRE_OK(c->verify_page(page, buf));
-    CHECK(buf == page_pattern(4096, static_cast<int>(page) * 11));
-  }
-  REQUIRE_OK(c->verify_page(5, buf));  // (a hole)
-  CHECK(buf == std::vector<std::byte>(4096));
+  for (int64_t page : {4, 6}) CHECK(verified(*c, page) == page_pattern(4096, static_cast<int>(page) * 11));
+  CHECK(verified(*c, 5) == std::vector<std::byte>(4096));  // (a hole)
 }
 
 TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mode=EXCLUSIVE) keeps no one out until granted") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto a = must_open(path, create_spec(4096));
-  auto b = must_open(path, LocalPagefile::OpenSpec{});
-  CHECK_OK(a->write_page(0, page_pattern(4096, 0)));
-  CHECK_OK(a->write_page(1, page_pattern(4096, 1)));
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
   REQUIRE_OK(b->set_lock_level(LockLevel::kShared));
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
   CHECK_CODE(a->set_lock_level(LockLevel::kExclusive), Code::kBusy);
@@ -966,11 +980,8 @@ TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mod
   REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
   REQUIRE_OK(a->set_lock_level(LockLevel::kExclusive));
   // Granted: the end is counted (b's page 2 is in), and a page past it reads nothing.
-  const auto page2 = raw_read(path, a->page_offset(2), 4096);
-  CHECK_OK(a->write_page(2, page_pattern(4096, 201)));
-  raw_write(path, a->page_offset(2), page2);
-  REQUIRE_OK(b->verify_page(2, buf));
-  CHECK(buf == page_pattern(4096, 20));
+  CHECK_OK(write_entry_only(*a, path, 2, page_pattern(4096, 201)));
+  CHECK(verified(*b, 2) == page_pattern(4096, 20));
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
   CHECK_OK(a->write_page(3, page_pattern(4096, 3)));
   DiskFaults::disarm();
