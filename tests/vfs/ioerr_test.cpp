@@ -22,6 +22,7 @@
 using namespace pagefile;
 using pagefile::test::SqliteDb;
 using pagefile::test::store;
+using pagefile::test::TempDir;
 
 namespace {
 
@@ -34,6 +35,13 @@ constexpr const char* kWork =
     "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 60) SELECT value FROM s);"
     "DELETE FROM t WHERE i % 7 = 0;"
     "COMMIT;";
+
+// Where the local Pagefiles go: files at their paths, so not the test's
+// working directory, which thousands of them would fill.
+const TempDir& local_dir() {
+  static TempDir dir;
+  return dir;
+}
 
 constexpr const char* kContent = "SELECT count(*), sum(i), sum(length(pad)), group_concat(substr(pad, 1, 1), '') FROM t";
 
@@ -64,7 +72,9 @@ struct Case {
 void run_ioerr(const std::string& params, const Case& c, bool sticky) {
   store();
   static int serial = 0;
-  auto uri = [&](const std::string& name) { return "file:" + name + "?vfs=pagefile" + params; };
+  bool local = params.find("location=local") != std::string::npos;
+  std::string dir = local ? local_dir().path().string() + "/" : "";
+  auto uri = [&](const std::string& name) { return "file:" + dir + name + "?vfs=pagefile" + params; };
   // What the transaction leaves, without faults.
   std::string before, after;
   {
@@ -148,7 +158,7 @@ TEST_CASE("ioerr: the embedded servers") {
 
 TEST_CASE("a short write is no failure: the rest is written and the transaction commits") {
   store();
-  std::string name = fmt::format("short-{}.db", ::getpid());
+  std::string name = (local_dir() / fmt::format("short-{}.db", ::getpid())).string();
   std::string uri = "file:" + name + "?vfs=pagefile&location=local";
   fill(uri);
   SqliteDb db(uri);
