@@ -2,6 +2,7 @@
 // unix VFS, called directly on one open database of each (bench/README.md).
 //
 //   vfs_methods --extension build/vfs/pagefile.so [--dir /tmp/x] [--rounds 7] [--calls 100000]
+//               [--only TEXT]   (the rows whose name holds TEXT: one method under a profiler)
 //
 // SQLite's workloads (bench/sqlite_default.sh) say how far apart the two
 // VFSes are; this says where. It makes two databases of --rows rows of one
@@ -104,12 +105,14 @@ int main(int argc, char** argv) {
   int rounds = 7;
   int64_t calls = 100000;
   int rows = 2000;
+  std::string only;
   CLI::App app{"vfs_methods: each VFS method's cost, pagefile's default beside unix"};
   app.add_option("--extension", extension, "pagefile.so")->capture_default_str();
   app.add_option("--dir", dir, "where the two databases go (default: a new directory under /tmp)");
   app.add_option("--rounds", rounds, "rounds; each method's median is shown")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--calls", calls, "calls of a method per round and database")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--rows", rows, "rows (pages) of each database")->capture_default_str()->check(CLI::Range(10, 1000000));
+  app.add_option("--only", only, "only the methods whose name holds this text");
   CLI11_PARSE(app, argc, argv);
 
   sqlite3* loader = nullptr;
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
   fmt::print("vfs_methods: {} rounds of {} calls a method, databases of {} pages in {}\n", rounds, calls, rows, dir);
   fmt::print("{:30} {:>10} {:>10} {:>10} {:>7}\n", "method", "unix ns", "pagefile", "diff", "ratio");
   for (const Row& row : rows_shown) {
+    if (row.name.find(only) == std::string::npos) continue;
     std::vector<Database>& pair = row.wal ? wal_dbs : dbs;
     std::vector<std::vector<double>> ns(pair.size());
     for (int round = 0; round < rounds; ++round) {
