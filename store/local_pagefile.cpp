@@ -59,6 +59,9 @@ std::atomic<size_t> g_mapped_blocks{0};
 // 2 MiB); a page beyond it is reserved before every write.
 constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
 
+// Bytes reserved at most in one call (LocalPagefile::reserve).
+constexpr off_t kMaxReservationBytes = off_t{1} << 20;
+
 // Whether `bytes` may be page `page` whose stored checksum is `sum` and
 // whose bytes hash to `hash`: kNoChecksum stands for a page never written.
 bool matches(uint64_t sum, uint64_t hash, std::span<const std::byte> bytes) {
@@ -833,28 +836,16 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
   off_t offset = page_offset(page);
-  auto index = static_cast<size_t>(page);
-  bool reserved = !reserve_first_;
-  if (!reserved) {
-    MutexLock lock(reserved_mu_);
-    reserved = index < reserved_.size() && reserved_[index];
-  }
   // Reserve the blocks first: when the disk is full this fails before a
   // byte of the page is written, so no page is left half old, half new.
-  if (!reserved) {
-    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size()) == 0) {
-      MutexLock lock(reserved_mu_);
-      if (index < kMaxRememberedReservations) {  // (beyond: a bit per page costs too much)
-        if (index >= reserved_.size()) reserved_.resize(index + 1);
-        reserved_[index] = true;
-      }
-    } else if (errno != EOPNOTSUPP && errno != ENOSYS) {
-      return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
-    }
-  }
+  if (Status s = reserve(page); !s) return s;
   // (The context is formatted only for an error: this runs once per page.)
   auto page_context = [page](Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); };
-  if (!checked_) return page_context(pwrite_full(fd_, data, offset, name_));
+  if (!checked_) {
+    Status s = page_context(pwrite_full(fd_, data, offset, name_));
+    if (s) raise_end(page);
+    return s;
+  }
   UnitSums sums;
   if (units_ == 1 && checksum != kNoChecksum) {
     sums[0] = checksum;
@@ -902,10 +893,56 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   }
   keep_sums(page, &sums);
   note_on_disk(page, sums[0], gen);
+  raise_end(page);
+  return s;
+}
+
+void LocalPagefile::raise_end(int64_t page) {
   int64_t end = end_pages_.load();
   while (page >= end && !end_pages_.compare_exchange_weak(end, page + 1)) {
   }
-  return s;
+}
+
+Status LocalPagefile::reserve(int64_t page) {
+  if (!reserve_first_) return Status::ok();
+  auto index = static_cast<size_t>(page);
+  {
+    MutexLock lock(reserved_mu_);
+    if (index < reserved_.size() && reserved_[index]) return Status::ok();
+  }
+  // A page appended at the end: the pages after it too, as many as come
+  // before it up to 1 MiB and no further than its group (a checksum block
+  // follows). Reserved one by one, a file growing a page at a time (a WAL)
+  // gets its pages in blocks scattered over the disk, and each sync writes
+  // each page with a request of its own. (Blocks reserved past the end
+  // stay the file's until a truncate; doubling keeps them under the
+  // file's size. "At the end" is within a run of the end this object
+  // knows, which lags behind other descriptors' appends. A page written
+  // anywhere else, a sparse file's, is reserved alone.)
+  int64_t end = page + 1;  // (pages [page, end))
+  const int64_t most = std::max<int64_t>(1, kMaxReservationBytes / page_size());
+  if (const int64_t known = end_pages_.load(); page >= known && page - known < most) {
+    const int64_t group_end = grouped_ ? (page / kGroupPages + 1) * kGroupPages : INT64_MAX;
+    end = std::min(page + std::clamp<int64_t>(page, 1, most), group_end);
+  }
+  const off_t offset = page_offset(page);
+  int rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_offset(end - 1) + page_size() - offset);
+  if (rc != 0 && end > page + 1) {
+    // Room for this page alone, perhaps (a full disk, a quota): the page's
+    // own reservation says.
+    end = page + 1;
+    rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size());
+  }
+  if (rc != 0) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::ok();
+    return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
+  }
+  MutexLock lock(reserved_mu_);
+  // (Beyond kMaxRememberedReservations a bit per page costs too much.)
+  auto last = std::min(static_cast<size_t>(end), kMaxRememberedReservations);
+  if (last > reserved_.size()) reserved_.resize(last);
+  for (size_t i = index; i < last; ++i) reserved_[i] = true;
+  return Status::ok();
 }
 
 Status LocalPagefile::sync_data(std::string_view what) const {

@@ -295,7 +295,8 @@ class LocalPagefile {
   std::atomic<bool> dir_sync_due_{false};
   uint64_t dir_syncs_before_ = 0;  // of its directory, begun before it was created (fixed at open)
   // A sole writer's size in pages, as it last made it (read at open); for
-  // another, at least the size as last counted (appends).
+  // another, at least the size as last counted (appends). reserve's guess
+  // of where the file ends.
   std::atomic<int64_t> end_pages_{0};
   const std::string name_;
   const FileHeader header_;  // as read at open, but for the page size:
@@ -366,13 +367,19 @@ class LocalPagefile {
   bool on_disk_sum(int64_t page, UnitSums& sums) const;
   void forget_on_disk(int64_t from_page, int64_t to_page = INT64_MAX) const;
   void new_span();
+  // Reserves the blocks of page `page` (and some after it) before its
+  // first write here, where reserve_first_; kNoSpace when the file system
+  // has no room for the page.
+  Status reserve(int64_t page);
+  // Raises end_pages_ to cover `page`, just written.
+  void raise_end(int64_t page);
 
   // Whether a page's blocks are reserved before it is written: not when a
   // page fits in one block of the file system (the write allocates it whole
   // or fails before changing a byte).
   const bool reserve_first_;
-  // Pages whose blocks this object has reserved (write_page's fallocate),
-  // so an overwrite skips the call: on a file system that overwrites in
+  // Pages whose blocks this object has reserved (reserve), so an
+  // overwrite skips the call: on a file system that overwrites in
   // place it cannot run out of space (one that copies on write may need new
   // blocks, which fallocate never promised). Forgotten past this object's
   // truncate; a truncate through another descriptor leaves pages marked

@@ -6,6 +6,7 @@
 
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
@@ -156,6 +157,57 @@ TEST_CASE("a full disk under the embedded bus: writes done on the caller's threa
   CHECK_OK(client->write(fd, 0, page_pattern(4096, 0, 9)));
   CHECK_OK(client->write(fd, 1, page_pattern(4096, 1, 9)));
   check_page(*client, fd, 4096, 1, 9);
+}
+
+TEST_CASE("pages larger than a block are reserved in runs ahead of a growing file; a truncate gives them back; a nearly full disk still takes a page that fits") {
+  // 16 KiB pages: each needs its blocks reserved before its first write
+  // (store/local_pagefile.cpp, reserve). One at a time, a file growing a
+  // page at a time would get them scattered over the disk.
+  constexpr uint32_t kPage = 16384;
+  constexpr off_t kFirstPage = 4096 + 4096;  // the header, then the first group's checksum block
+  auto allocated = [](const std::filesystem::path& path) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return static_cast<off_t>(st.st_blocks) * 512;
+  };
+  {
+    SmallDisk disk(2 * 1024 * 1024);
+    auto [client, fd] = client_with_file(disk, "f", kPage);
+    for (int64_t p = 0; p <= 8; ++p) REQUIRE_OK(client->write(fd, p, page_pattern(kPage, p)));
+    // Page 8's write reserved pages 8 to 15 (as many ahead as the file had).
+    CHECK(allocated(disk.path() / "f") >= kFirstPage + 16 * kPage);
+    CHECK(std::filesystem::file_size(disk.path() / "f") == static_cast<uintmax_t>(kFirstPage + 9 * kPage));
+    CHECK(client->status(fd)->pages == 9);
+    REQUIRE_OK(client->truncate(fd, 4));
+    CHECK(allocated(disk.path() / "f") <= kFirstPage + 4 * kPage);
+    for (int64_t p = 0; p < 4; ++p) check_page(*client, fd, kPage, p);
+    // Written again past the cut, the pages are reserved again.
+    for (int64_t p = 4; p <= 8; ++p) REQUIRE_OK(client->write(fd, p, page_pattern(kPage, p, 2)));
+    for (int64_t p = 4; p <= 8; ++p) check_page(*client, fd, kPage, p, 2);
+    // A page far past the end (a sparse file) is reserved alone: its
+    // blocks and its group's checksum block, no run after it.
+    const off_t before = allocated(disk.path() / "f");
+    REQUIRE_OK(client->write(fd, 600, page_pattern(kPage, 600)));
+    CHECK(allocated(disk.path() / "f") <= before + kPage + 4096);
+    check_page(*client, fd, kPage, 600);
+  }
+  {
+    // 512 KiB: room for about 31 pages. At page 16 a run of 16 (256 KiB)
+    // no longer fits, but each page alone does, until the disk is full.
+    SmallDisk disk(512 * 1024);
+    auto [client, fd] = client_with_file(disk, "f", kPage);
+    int64_t written = 0;
+    Status failure;
+    for (int64_t p = 0; p < 64; ++p) {
+      failure = client->write(fd, p, page_pattern(kPage, p));
+      if (!failure) break;
+      ++written;
+    }
+    CHECK(failure.is(Code::kNoSpace));
+    CHECK(written >= 28);
+    CHECK(client->status(fd)->pages == written);
+    for (int64_t p = 0; p < written; ++p) check_page(*client, fd, kPage, p);
+  }
 }
 
 TEST_CASE("a read-only disk: reads work, everything that writes says kReadOnly") {
