@@ -114,6 +114,13 @@ Result<bool> Client::reserved_elsewhere(Fd fd) {
   return (*io)->reserved_elsewhere();
 }
 
+Status Client::exclude_other_writers(Fd fd, bool excluded) {
+  auto io = impl_->io_of(fd);
+  if (!io) return io.status();
+  (*io)->exclude_other_writers(excluded);
+  return Status::ok();
+}
+
 bool Client::unchanged_since_unlock(Fd fd) {
   auto io = impl_->io_of(fd);
   return io && (*io)->unchanged_since_unlock();

@@ -105,6 +105,8 @@ class PageIo {
   virtual Result<bool> reserved_elsewhere() = 0;
   // Client::unchanged_since_unlock. False when the file cannot tell.
   virtual bool unchanged_since_unlock() const { return false; }
+  // Client::exclude_other_writers. Nothing where it buys nothing.
+  virtual void exclude_other_writers(bool) {}
 
   // Called once by the client when the descriptor closes, after its
   // requests finished: record what must outlive it (a remote file's size)

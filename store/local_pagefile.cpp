@@ -1186,22 +1186,33 @@ bool LocalPagefile::appends(int64_t page) {
 
 Status LocalPagefile::set_lock_level(LockLevel level) {
   MutexLock guard(level_mu_);
-  const bool excluded = writes_excluded_.load();
   Status s = change_lock_level(level);
+  update_exclusion();
+  return s;
+}
+
+void LocalPagefile::exclude_other_writers(bool excluded) {
+  MutexLock guard(level_mu_);
+  excluded_by_caller_ = excluded;
+  update_exclusion();
+}
+
+void LocalPagefile::update_exclusion() {
+  const bool excluded = writes_excluded_.load();
   // Others' writes are kept out from a RESERVED lock granted as asked (only
   // SQLite's rollback mode asks for it: there every writer takes RESERVED)
   // or an EXCLUSIVE one granted (no one else holds even SHARED), until the
   // level falls below RESERVED. Not by the RESERVED byte alone: in WAL mode
   // with locking_mode=EXCLUSIVE a refused EXCLUSIVE leaves it held (PENDING)
   // while others, at SHARED, checkpoint into the file.
-  bool now = level_ == LockLevel::kExclusive || level_ == LockLevel::kReserved ||
-             (level_ == LockLevel::kPending && excluded);
+  excluded_by_lock_ = level_ == LockLevel::kExclusive || level_ == LockLevel::kReserved ||
+                      (level_ == LockLevel::kPending && excluded_by_lock_);
+  bool now = excluded_by_caller_ || excluded_by_lock_;
   if (now != excluded) {
     if (now) end_counted_ = false;
     new_span();
     writes_excluded_ = now;
   }
-  return s;
 }
 
 Status LocalPagefile::change_lock_level(LockLevel level) {

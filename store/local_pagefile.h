@@ -182,6 +182,10 @@ class LocalPagefile {
   Status set_lock_level(LockLevel level);
   // True when another open file description holds RESERVED or above.
   Result<bool> reserved_elsewhere() const;
+  // Client::exclude_other_writers: the caller's word that, until it says
+  // otherwise, no other descriptor writes the file (as RESERVED or above
+  // held here says by itself).
+  void exclude_other_writers(bool excluded);
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
@@ -339,8 +343,14 @@ class LocalPagefile {
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;
   // set_lock_level's work, level_mu_ held.
   Status change_lock_level(LockLevel level) REQUIRES(level_mu_);
+  // exclude_other_writers' word, and the lock level's (see update_exclusion).
+  bool excluded_by_caller_ GUARDED_BY(level_mu_) = false;
+  bool excluded_by_lock_ GUARDED_BY(level_mu_) = false;
+  // Sets writes_excluded_ from the level and the caller's word.
+  void update_exclusion() REQUIRES(level_mu_);
   // While this descriptor holds RESERVED or above, SQLite's locking keeps
-  // every other from writing the file: a page past its end, counted once
+  // every other from writing the file (or its caller says so, for a
+  // database's journal while the database is held so): a page past its end, counted once
   // in that time (end_counted_), then has no old content for a cut write
   // to leave, as a sole writer's appended page has not, and its write reads
   // no old checksum. (Appending a table's pages, that read is a third of

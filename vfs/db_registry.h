@@ -108,9 +108,16 @@ struct DbConfig {
   // records in the file before any page they undo is changed, and a
   // finished journal finished, as unix's are once in the kernel's page
   // cache (what synchronous=OFF counts on).
+  //
+  // While a descriptor of the database in this process holds its write
+  // lock (`writers`), no other process writes the journal, and in this
+  // process only that descriptor's connection does: each journal is told
+  // so (Client::exclude_other_writers), and its appended pages' writes
+  // read no old checksum.
   struct OpenJournals {
-    Mutex mu;  // taken before any of the files' own
+    Mutex mu;  // taken after the database file's own, before the journals'
     std::set<StoreFile*> files GUARDED_BY(mu);
+    int writers GUARDED_BY(mu) = 0;
   };
   std::shared_ptr<OpenJournals> journals = std::make_shared<OpenJournals>();  // shared like wals
   // Write locks (RESERVED or EXCLUSIVE from below) taken on the database in

@@ -95,6 +95,23 @@ Status drain_journals(DbConfig& config, bool all) {
   return first;
 }
 
+// Counts a write lock of a database descriptor taken (`taken`) or let go,
+// and tells the database's journals open in this process when the first is
+// taken or the last let go (DbConfig::OpenJournals).
+void count_write_lock(StoreFile& db, bool taken) REQUIRES(db.mu) {
+  if (db.write_locked == taken) return;
+  db.write_locked = taken;
+  DbConfig::OpenJournals& journals = *db.config->journals;
+  MutexLock lock(journals.mu);
+  journals.writers += taken ? 1 : -1;
+  if (journals.writers != (taken ? 1 : 0)) return;
+  for (StoreFile* journal : journals.files) {
+    MutexLock held(journal->mu);
+    // (The journal's own client: another connection's may be another bus's.)
+    (void)journal->config->client->exclude_other_writers(journal->file->fd(), taken);
+  }
+}
+
 int x_close(sqlite3_file* f) {
   auto* pf = reinterpret_cast<PagefileFile*>(f);
   StoreFile* shared = pf->state;
@@ -115,6 +132,9 @@ int x_close(sqlite3_file* f) {
   return guarded(SQLITE_IOERR_CLOSE, [&] {
     MutexLock lock(st->mu);
     if (st->shm) (void)st->shm->close(false);
+    // (Before the lock goes with the descriptor: once it is gone another
+    // may write the journals.)
+    if (st->main_db) count_write_lock(*st, false);
     Status s = st->file->close();
     if (st->main_db && st->lock != SQLITE_LOCK_NONE) {
       // Closing the descriptor released the lock.
@@ -215,6 +235,7 @@ int x_lock(sqlite3_file* f, int level) {
     int before = st.lock;
     st.lock = level;
     if (level >= SQLITE_LOCK_RESERVED && before < SQLITE_LOCK_RESERVED) st.config->write_locks->fetch_add(1);
+    if (level >= SQLITE_LOCK_RESERVED) count_write_lock(st, true);
     if (before != SQLITE_LOCK_NONE) return SQLITE_OK;
     st.fresh_locks_seen = st.config->fresh_locks->fetch_add(1) + 1;  // read afresh below
     // With no writer since our last lock, what we kept, and the size, hold.
@@ -250,6 +271,9 @@ int x_unlock(sqlite3_file* f, int level) {
       Status own = st.file->unsynced() ? st.file->sync() : st.file->drain();
       if (first.is_ok()) first = own;
     }
+    // The journals are told first: once the lock is gone another may write
+    // them. (Should the unlock fail, they only read what they need not.)
+    if (level < SQLITE_LOCK_RESERVED) count_write_lock(st, false);
     Status s = st.config->client->set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
     if (s) st.lock = level;
     if (first.is_ok()) first = s;
@@ -744,6 +768,12 @@ void register_open(StoreFile& st) {
   if (st.journal) {
     MutexLock journals(st.config->journals->mu);
     st.config->journals->files.insert(&st);
+    if (st.config->journals->writers > 0) {
+      // (Opened under the database's write lock: a rollback journal's first
+      // open in DELETE mode.)
+      MutexLock lock(st.mu);
+      (void)st.config->client->exclude_other_writers(st.file->fd(), true);
+    }
   }
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);

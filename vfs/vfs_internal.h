@@ -30,6 +30,7 @@ struct StoreFile {
 
   std::unique_ptr<ByteFile> file GUARDED_BY(mu);  // set at open, reset at close
   int lock GUARDED_BY(mu) = 0;                  // SQLITE_LOCK_* as SQLite sees it
+  bool write_locked GUARDED_BY(mu) = false;     // a database: RESERVED or EXCLUSIVE granted, not let go (OpenJournals::writers)
   bool dir_sync_due GUARDED_BY(mu) = false;     // a local file this open created: its first sync syncs its directory
   bool powersafe GUARDED_BY(mu) = false;        // SQLITE_IOCAP_POWERSAFE_OVERWRITE claimed (x_device_characteristics)
   int64_t mmap_limit GUARDED_BY(mu) = 0;        // SQLITE_FCNTL_MMAP_SIZE, as set (nothing is mapped)

@@ -316,6 +316,18 @@ class Client {
   // kReserved or above on the file: SQLite's xCheckReservedLock.
   Result<bool> reserved_elsewhere(Fd fd);
 
+  // The caller's word that, until it calls again with false, no descriptor
+  // but `fd` writes the file: a lock it holds on another file keeps every
+  // other writer out (SQLite's RESERVED lock on a database, for the
+  // database's rollback journal). A local file then spares the reads that
+  // only guard against others' writes (a page's old checksum, before an
+  // overwrite of a page this descriptor read, or a page past the end), as
+  // it does by itself while `fd` holds kReserved or above. A wrong word can
+  // leave a page that a crash cuts matching neither its old nor its new
+  // bytes (reported as kCorruption, never read as data). Nothing on a
+  // remote file. kInvalidArgument for a descriptor not open.
+  Status exclude_other_writers(Fd fd, bool excluded);
+
   // True while `fd` holds a lock that set_lock_level() took from kNone and
   // the file is known not to have changed since this descriptor last let go
   // of a lock: no other descriptor took kReserved or above, or set its

@@ -987,3 +987,57 @@ TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mod
   DiskFaults::disarm();
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
+
+TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  // b grows the file before the word: a counts it in at its first append.
+  CHECK_OK(b->write_page(2, page_pattern(4096, 22)));
+  a->exclude_other_writers(true);
+  CHECK_OK(write_entry_only(*a, path, 2, page_pattern(4096, 200)));
+  CHECK(verified(*b, 2) == page_pattern(4096, 22));
+  // Past the end, or read under the word: nothing is read before a write.
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(a->read_page(1, buf));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(a->write_page(3, page_pattern(4096, 3)));
+  CHECK_OK(a->write_page(1, page_pattern(4096, 11)));
+  DiskFaults::disarm();
+  // The word taken back: others may write again, and are looked for.
+  a->exclude_other_writers(false);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(4, page_pattern(4096, 4)).is_ok());
+  CHECK_FALSE(a->write_page(1, page_pattern(4096, 111)).is_ok());
+  DiskFaults::disarm();
+  // A lock level let go does not end the word; the word let go does not
+  // end a lock's exclusion.
+  a->exclude_other_writers(true);
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(a->write_page(5, page_pattern(4096, 5)));
+  DiskFaults::disarm();
+  a->exclude_other_writers(false);
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  a->exclude_other_writers(true);
+  a->exclude_other_writers(false);  // (RESERVED still held)
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_OK(a->write_page(6, page_pattern(4096, 6)));
+  DiskFaults::disarm();
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+  // A refused EXCLUSIVE from SHARED (PENDING) keeps no one out, whatever
+  // the word was before.
+  REQUIRE_OK(b->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  a->exclude_other_writers(true);
+  CHECK_CODE(a->set_lock_level(LockLevel::kExclusive), Code::kBusy);
+  a->exclude_other_writers(false);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(7, page_pattern(4096, 7)).is_ok());
+  DiskFaults::disarm();
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+  REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
+  for (int64_t page : {3, 5, 6}) CHECK(verified(*b, page) == page_pattern(4096, static_cast<int>(page)));
+  CHECK(verified(*b, 1) == page_pattern(4096, 11));
+}
