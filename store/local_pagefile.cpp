@@ -843,7 +843,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   auto page_context = [page](Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); };
   if (!checked_) {
     Status s = page_context(pwrite_full(fd_, data, offset, name_));
-    if (s) raise_end(page);
+    if (s) raise_end(page + 1);
     return s;
   }
   UnitSums sums;
@@ -893,13 +893,13 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   }
   keep_sums(page, &sums);
   note_on_disk(page, sums[0], gen);
-  raise_end(page);
+  raise_end(page + 1);
   return s;
 }
 
-void LocalPagefile::raise_end(int64_t page) {
+void LocalPagefile::raise_end(int64_t pages) {
   int64_t end = end_pages_.load();
-  while (page >= end && !end_pages_.compare_exchange_weak(end, page + 1)) {
+  while (pages > end && !end_pages_.compare_exchange_weak(end, pages)) {
   }
 }
 
@@ -1175,9 +1175,7 @@ bool LocalPagefile::appends(int64_t page) {
     if (!end_counted_.load()) {
       auto pages = size_pages();
       if (!pages) return false;  // (its entries are read instead)
-      int64_t end = end_pages_.load();
-      while (*pages > end && !end_pages_.compare_exchange_weak(end, *pages)) {
-      }
+      raise_end(*pages);
       end_counted_ = true;
     }
   }

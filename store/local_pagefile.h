@@ -381,8 +381,8 @@ class LocalPagefile {
   // first write here, where reserve_first_; kNoSpace when the file system
   // has no room for the page.
   Status reserve(int64_t page);
-  // Raises end_pages_ to cover `page`, just written.
-  void raise_end(int64_t page);
+  // Raises end_pages_ to `pages` (never lowers it).
+  void raise_end(int64_t pages);
 
   // Whether a page's blocks are reserved before it is written: not when a
   // page fits in one block of the file system (the write allocates it whole

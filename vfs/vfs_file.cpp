@@ -95,6 +95,14 @@ Status drain_journals(DbConfig& config, bool all) {
   return first;
 }
 
+// Tells a rollback journal whether no one else writes it (DbConfig::
+// OpenJournals), through its own client: another connection's may be
+// another bus's.
+void tell_journal(StoreFile& journal, bool excluded) {
+  MutexLock lock(journal.mu);
+  (void)journal.config->client->exclude_other_writers(journal.file->fd(), excluded);
+}
+
 // Counts a write lock of a database descriptor taken (`taken`) or let go,
 // and tells the database's journals open in this process when the first is
 // taken or the last let go (DbConfig::OpenJournals).
@@ -105,11 +113,7 @@ void count_write_lock(StoreFile& db, bool taken) REQUIRES(db.mu) {
   MutexLock lock(journals.mu);
   journals.writers += taken ? 1 : -1;
   if (journals.writers != (taken ? 1 : 0)) return;
-  for (StoreFile* journal : journals.files) {
-    MutexLock held(journal->mu);
-    // (The journal's own client: another connection's may be another bus's.)
-    (void)journal->config->client->exclude_other_writers(journal->file->fd(), taken);
-  }
+  for (StoreFile* journal : journals.files) tell_journal(*journal, taken);
 }
 
 int x_close(sqlite3_file* f) {
@@ -768,12 +772,9 @@ void register_open(StoreFile& st) {
   if (st.journal) {
     MutexLock journals(st.config->journals->mu);
     st.config->journals->files.insert(&st);
-    if (st.config->journals->writers > 0) {
-      // (Opened under the database's write lock: a rollback journal's first
-      // open in DELETE mode.)
-      MutexLock lock(st.mu);
-      (void)st.config->client->exclude_other_writers(st.file->fd(), true);
-    }
+    // (Opened under the database's write lock: a rollback journal's first
+    // open in DELETE mode.)
+    if (st.config->journals->writers > 0) tell_journal(st, true);
   }
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);

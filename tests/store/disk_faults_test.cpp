@@ -65,14 +65,14 @@ void check_page(Client& client, Fd fd, uint32_t page_size, int64_t page, uint64_
   CHECK(buf == page_pattern(page_size, page, seed));
 }
 
-// Writes 4 KiB pages 0, 1, 2, ... until the disk is full (at most 1000),
-// checks that the write that failed says kNoSpace and names its page, and
-// returns how many were written.
-int64_t fill_until_full(Client& client, Fd fd) {
+// Writes pages 0, 1, 2, ... of `page_size` until the disk is full (at most
+// 1000), checks that the write that failed says kNoSpace and names its
+// page, and returns how many were written.
+int64_t fill_until_full(Client& client, Fd fd, uint32_t page_size = 4096) {
   int64_t written = 0;
   Status failure;
   for (int64_t p = 0; p < 1000; ++p) {
-    failure = client.write(fd, p, page_pattern(4096, p));
+    failure = client.write(fd, p, page_pattern(page_size, p));
     if (!failure) break;
     ++written;
   }
@@ -196,14 +196,7 @@ TEST_CASE("pages larger than a block are reserved in runs ahead of a growing fil
     // no longer fits, but each page alone does, until the disk is full.
     SmallDisk disk(512 * 1024);
     auto [client, fd] = client_with_file(disk, "f", kPage);
-    int64_t written = 0;
-    Status failure;
-    for (int64_t p = 0; p < 64; ++p) {
-      failure = client->write(fd, p, page_pattern(kPage, p));
-      if (!failure) break;
-      ++written;
-    }
-    CHECK(failure.is(Code::kNoSpace));
+    int64_t written = fill_until_full(*client, fd, kPage);
     CHECK(written >= 28);
     CHECK(client->status(fd)->pages == written);
     for (int64_t p = 0; p < written; ++p) check_page(*client, fd, kPage, p);
