@@ -12,13 +12,21 @@
 # databases; the table shows medians and the ratio default/unix (the goal of
 # issue 19: at most 1.1).
 #
+# --trim-threshold BYTES runs both with glibc's malloc trim threshold fixed
+# (GLIBC_TUNABLES=glibc.malloc.trim_threshold): each workload opens fresh
+# connections, and whether glibc gives the heap back to the kernel at each
+# close (and faults it in again after) depends on where the last blocks of
+# the process lie, a lottery that moved a scan by a third either way.
+#
 # usage: bench/sqlite_default.sh [--build DIR] [--runs 5] [--rows 2000] [--reads 5000]
 #          [--procs 4] [--txns 200] [--modes "delete wal"] [--csv OUT] [--tmp DIR]
+#          [--trim-threshold BYTES]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
 parse_options build="$here/../build" runs=5 rows=2000 reads=5000 procs=4 txns=200 modes="delete wal" \
-  csv="" tmp="${TMPDIR:-/tmp}" -- "$@"
+  csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" -- "$@"
+[ -z "$trim_threshold" ] || export GLIBC_TUNABLES="glibc.malloc.trim_threshold=$trim_threshold"
 
 build=$(cd "$build" && pwd) || die "no build directory"
 extension="$build/vfs/pagefile.so"
@@ -45,6 +53,7 @@ uri() { if [ "$1" = unix ]; then echo "$work/$2"; else echo "file:$work/$2?vfs=p
 
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tmp: $work ($(stat -f -c %T "$work"))"
+echo "malloc trim threshold: ${trim_threshold:-glibc's own}"
 echo "== $rows rows of ~3000 B; $reads point reads; $procs processes x $txns transactions; $runs runs each =="
 for mode in $modes; do
   for ((run = 0; run < runs; run++)); do

@@ -61,6 +61,11 @@ std::optional<Result<PageRead>> Client::read_at_once(Fd fd, int64_t page, std::s
   return impl_->read_at_once(fd, page, buffer, may_wait);
 }
 
+std::optional<Result<int64_t>> Client::read_pages_at_once(Fd fd, int64_t first, int64_t count,
+                                                          std::span<std::byte> buffer) {
+  return impl_->read_pages_at_once(fd, first, count, buffer);
+}
+
 std::optional<Status> Client::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {
   return impl_->write_at_once(fd, page, data);
 }

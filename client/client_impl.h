@@ -172,9 +172,18 @@ class Client::Impl {
   Result<Ticket> request(Fd fd, int64_t page, std::span<std::byte> read_buffer,
                          std::span<const std::byte> write_data, bool is_write);
   Result<RequestPtr> confirm(Ticket ticket, bool is_write);
+  // The file's PageIo when pages [first, first + count) may be read on
+  // this thread now (read_at_once's conditions), into a buffer of
+  // `buffer_size` bytes; nothing when not; an error for a bad page or
+  // buffer.
+  std::optional<Result<std::shared_ptr<PageIo>>> reader_at_once(Fd fd, int64_t first, int64_t count,
+                                                                size_t buffer_size) EXCLUDES(mu_);
   // Client::read_at_once.
   std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer, bool may_wait)
       EXCLUDES(mu_);
+  // Client::read_pages_at_once.
+  std::optional<Result<int64_t>> read_pages_at_once(Fd fd, int64_t first, int64_t count,
+                                                    std::span<std::byte> buffer) EXCLUDES(mu_);
   // Client::write_at_once.
   std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) EXCLUDES(mu_);
   Status sync(Fd fd);

@@ -310,34 +310,51 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
   return next;
 }
 
+std::optional<Result<std::shared_ptr<PageIo>>> Client::Impl::reader_at_once(Fd fd, int64_t first, int64_t count,
+                                                                            size_t buffer_size) {
+  MutexLock lock(mu_);
+  // With a pool the usual path keeps it right; with a request of ours
+  // for a page outstanding, this read must not overtake it.
+  if (cache_ || stopped_) return std::nullopt;
+  // (Looked up without a copy of its pointer, whose count is two atomic
+  // operations a page: the PageIo returned keeps what the read needs.)
+  auto found = files_.find(fd.value);
+  if (found == files_.end()) return std::nullopt;  // the usual path says what is wrong
+  const OpenFile* file = found->second.get();
+  if (!file->io->may_be_direct() || file->exclusive || file->closing) return std::nullopt;
+  // (A page whose last write failed reads as that error: the usual path.)
+  // (Empty, as they most often are, the maps are not searched: a search
+  // of an unordered one divides by its bucket count. Pages read together
+  // are not searched for at all.)
+  if (!file->page_queues.empty() || !file->failed_pages.empty()) {
+    if (count > 1 || file->page_queues.contains(first) || file->failed_pages.contains(first)) return std::nullopt;
+  }
+  const uint32_t page_size = file->io->page_size();
+  if (count > 1 && buffer_size < static_cast<size_t>(count) * page_size) {
+    return Status::invalid_argument(file->name, fmt::format("read of {} pages into {} bytes", count, buffer_size));
+  }
+  if (Status s = check_page_access(first, count > 1 ? page_size : buffer_size, page_size, file->name); !s) return s;
+  return file->io;
+}
+
 std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
                                                             bool may_wait) {
-  std::shared_ptr<PageIo> io;
-  {
-    MutexLock lock(mu_);
-    // With a pool the usual path keeps it right; with a request of ours
-    // for the page outstanding, this read must not overtake it.
-    if (cache_ || stopped_) return std::nullopt;
-    // (Looked up without a copy of its pointer, whose count is two atomic
-    // operations a page: `io` below keeps what the read needs.)
-    auto found = files_.find(fd.value);
-    if (found == files_.end()) return std::nullopt;  // the usual path says what is wrong
-    const OpenFile* file = found->second.get();
-    // (A page whose last write failed reads as that error: the usual path.)
-    // (Empty, as they most often are, the maps are not searched: a search
-    // of an unordered one divides by its bucket count.)
-    if (!file->io->may_be_direct() || file->exclusive || file->closing ||
-        (!file->page_queues.empty() && file->page_queues.contains(page)) ||
-        (!file->failed_pages.empty() && file->failed_pages.contains(page))) {
-      return std::nullopt;
-    }
-    if (Status s = check_page_access(page, buffer.size(), file->io->page_size(), file->name); !s) return s;
-    io = file->io;
-  }
-  // (A close meanwhile leaves `io` to this call; a request of the page
-  // made meanwhile by another thread is unordered with this one, as two
-  // calls of two threads are.)
-  return may_wait ? io->read_here(page, buffer) : io->read_direct(page, buffer);
+  auto io = reader_at_once(fd, page, 1, buffer.size());
+  if (!io) return std::nullopt;
+  if (!*io) return io->status();
+  // (A close meanwhile leaves the PageIo to this call; a request of the
+  // page made meanwhile by another thread is unordered with this one, as
+  // two calls of two threads are.)
+  return may_wait ? (**io)->read_here(page, buffer) : (**io)->read_direct(page, buffer);
+}
+
+std::optional<Result<int64_t>> Client::Impl::read_pages_at_once(Fd fd, int64_t first, int64_t count,
+                                                                 std::span<std::byte> buffer) {
+  if (count < 1) return Status::invalid_argument("read_pages_at_once", fmt::format("{} pages", count));
+  auto io = reader_at_once(fd, first, count, buffer.size());
+  if (!io) return std::nullopt;
+  if (!*io) return io->status();
+  return (**io)->read_pages_here(first, count, buffer);
 }
 
 std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {

@@ -50,6 +50,15 @@ class PageIo {
   virtual std::optional<Result<PageRead>> read_here(int64_t page, std::span<std::byte> out) {
     return read_direct(page, out);
   }
+  // read_here of up to `count` pages from `first` in one read
+  // (Client::read_pages_at_once): how many it read; nothing where pages
+  // are not read so.
+  virtual std::optional<Result<int64_t>> read_pages_here(int64_t first, int64_t count, std::span<std::byte> out) {
+    (void)first;
+    (void)count;
+    (void)out;
+    return std::nullopt;
+  }
   // Likewise a write done on the calling thread when that is cheap (a
   // local file not opened O_DSYNC, a server in this process that emulates
   // no disk): its outcome when done; nothing when not, and the caller then

@@ -651,6 +651,37 @@ std::optional<Result<PageRead>> LocalPagefile::read_page_now(int64_t page, std::
   return got;
 }
 
+Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::span<std::byte> out) const {
+  const size_t size = page_size();
+  if (count < 1 || out.size() < static_cast<size_t>(count) * size) {
+    return Status::invalid_argument(name_, fmt::format("read of {} pages into {} bytes", count, out.size()));
+  }
+  if (Status s = check_page_access(first, size, page_size(), name_); !s) return s;
+  // Only pages of one group lie one after another on the disk.
+  if (grouped_) count = std::min(count, kGroupPages - first % kGroupPages);
+  const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
+  Result<size_t> got = pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_);
+  if (!got) return got.status();
+  const auto whole = static_cast<int64_t>(*got / size);  // (a tail cut short is no page)
+  for (int64_t i = 0; i < whole; ++i) {
+    // As read_attempt checks a page, without the page's stripe: a write of
+    // this descriptor's meanwhile leaves bytes that match no checksum, or a
+    // version once written, as a read just before the write would.
+    Attempt a;
+    auto bytes = out.subspan(static_cast<size_t>(i) * size, size);
+    if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, gen, a); !s) {
+      return s;
+    }
+    if (!a.mismatch) continue;
+    if (i > 0) return i;  // the pages before it; the caller asks for it alone
+    // The first: read again alone, as any failing read is (read_checked).
+    auto again = read_page(first, bytes);
+    if (!again) return again.status();
+    return *again == PageRead::kData ? 1 : 0;
+  }
+  return whole;
+}
+
 Status LocalPagefile::verify_page(int64_t page, std::span<std::byte> buffer) const {
   return read_checked(page, buffer, nullptr, /*trust_kept=*/false, nullptr).status();
 }
@@ -714,6 +745,11 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     a.read = PageRead::kBeyondEnd;
     return Status::ok();
   }
+  return check_read(page, out, checksum, trust_kept, use_cache, gen, a);
+}
+
+Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
+                                 bool use_cache, uint64_t gen, Attempt& a) const {
   if (!checked_) {
     if (checksum) *checksum = page_checksum(out, page);
     return Status::ok();

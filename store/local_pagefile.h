@@ -131,6 +131,14 @@ class LocalPagefile {
   // (page_checksum of what was read, zeros included).
   Result<PageRead> read_page(int64_t page, std::span<std::byte> out, uint64_t* checksum = nullptr) const;
 
+  // Reads up to `count` pages from page `first` into `out` with one read
+  // of the disk, each checked as read_page checks it: pages that lie one
+  // after another on the disk (in first's group). Returns how many it
+  // read, from `first` on, fewer at the end of the file or before a page
+  // that fails its check (which read_page then answers alone); 0 when
+  // `first` is at or past the end. REQUIRES: out.size() >= count pages.
+  Result<int64_t> read_pages(int64_t first, int64_t count, std::span<std::byte> out) const;
+
   // read_page, done only when the page's bytes are in the operating
   // system's page cache (RWF_NOWAIT); nothing when reading them would wait
   // for the disk. (Where the file system cannot tell, it reads.)
@@ -282,6 +290,10 @@ class LocalPagefile {
   };
   Status read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
                       bool* would_block, bool use_cache, Attempt& attempt) const;
+  // read_attempt's check of a whole page read into `out`, with `gen` the
+  // span_gen_ of before the read.
+  Status check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept, bool use_cache,
+                    uint64_t gen, Attempt& attempt) const;
 
   // Reads the page's whole checksum block from disk, keeps the current
   // checksums of its pages (keep_sums: one read serves the group's 256

@@ -131,6 +131,7 @@ int64_t ByteFile::pages_for(int64_t size) const {
 }
 
 void ByteFile::drop_ahead(int64_t page) {
+  if (page >= run_first_ && page < run_first_ + run_count_) run_count_ = 0;
   auto it = ahead_.find(page);
   if (it == ahead_.end()) return;
   (void)timed([&] { return client_.read_confirm(it->second.ticket); });
@@ -138,6 +139,8 @@ void ByteFile::drop_ahead(int64_t page) {
 }
 
 void ByteFile::drop_all_ahead() {
+  run_count_ = 0;
+  run_length_ = 0;
   for (auto& entry : ahead_) {
     Ticket ticket = entry.second.ticket;  // (a lambda may not capture a structured binding in C++20 before clang 16)
     (void)timed([&] { return client_.read_confirm(ticket); });
@@ -163,6 +166,42 @@ void ByteFile::read_ahead(int64_t page) {
   }
 }
 
+void ByteFile::allow_runs(bool allowed) {
+  if (!allowed) run_count_ = 0;
+  runs_allowed_ = allowed;
+}
+
+bool ByteFile::from_run(int64_t page, std::span<std::byte> out) {
+  if (page >= run_first_ && page < run_first_ + run_count_) {
+    std::memcpy(out.data(), run_.get() + static_cast<size_t>(page - run_first_) * page_size_, page_size_);
+    stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
+    stats_->read_ahead_used.fetch_add(1, std::memory_order_relaxed);
+    last_read_page_ = page;
+    return true;
+  }
+  // A read out of order ends the growth of runs.
+  const bool in_order = page == last_read_page_ + 1;
+  if (!in_order) run_length_ = 0;
+  if (!runs_allowed_ || read_ahead_pays_ || layout_ != Layout::kPages || !in_order) return false;
+  const int64_t most = std::max<int64_t>(1, kRunBytes / page_size_);
+  const int64_t length = std::min({run_length_ == 0 ? kFirstRun : 2 * run_length_, most, pages_for(size_) - page});
+  if (length < 2) return false;
+  if (!run_) run_ = std::make_unique_for_overwrite<std::byte[]>(kRunBytes);
+  std::span<std::byte> run(run_.get(), static_cast<size_t>(length) * page_size_);
+  auto got = client_.read_pages_at_once(fd_, page, length, run);
+  // Any failure, or a first page that fails its check: the page is read
+  // alone, which says what is wrong with it.
+  if (!got || !*got || **got < 1) return false;
+  run_first_ = page;
+  run_count_ = **got;
+  run_length_ = length;
+  stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+  traced([&](TraceWriter& w, const TraceWriter::File& f) {
+    for (int64_t p = page; p < page + run_count_; ++p) w.read(f, p);
+  });
+  return from_run(page, out);
+}
+
 Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   if (auto kept = kept_.find(page); kept != kept_.end()) {
     std::memcpy(out.data(), kept->second.data.data(), page_size_);
@@ -172,6 +211,7 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
     std::memset(out.data(), 0, out.size());
     return Status::ok();
   }
+  if (from_run(page, out)) return Status::ok();
   auto ahead = ahead_.find(page);
   std::optional<Result<PageRead>> now;
   if (ahead == ahead_.end()) {

@@ -28,6 +28,15 @@
 // next `concurrency` pages that exist; their tickets are confirmed when read
 // or when dropped (a write to the page, drop_cache(), truncate, close).
 //
+// Runs (a local database file, when the VFS allows them, allow_runs): a
+// read of page p right after one of page p-1 reads the pages after it too,
+// with one read of the disk (Client::read_pages_at_once), first kFirstRun
+// pages, twice as many at each run read in order, at most kRunBytes; the
+// next reads in order are copied from the run. A write of one of its
+// pages, drop_cache(), truncate and close forget it. Valid only while no
+// other descriptor writes the file unseen: the VFS allows runs where each
+// read transaction begins with a lock that it sees (drop_cache then).
+//
 // Thread-safety: none; the VFS calls it under its file's mutex.
 #pragma once
 
@@ -79,6 +88,9 @@ class ByteFile {
   static constexpr uint32_t kLocalJournalPageSize = 4096;
   // Partial pages kept at most before the lowest is requested.
   static constexpr size_t kMaxCachedPages = 16;
+  // Runs: the first's pages, and the most bytes of one.
+  static constexpr int64_t kFirstRun = 4;
+  static constexpr int64_t kRunBytes = 128 * 1024;
 
   // Opens (or creates) `name`. A new kBytes file gets `new_page_size`
   // (kBytesPageSize unless given) unless options.page_size says otherwise. kCorruption when a kBytes file's
@@ -112,6 +124,9 @@ class ByteFile {
   // True when writes are held here that the store has not had yet (what
   // drain() sends).
   bool pending() const;
+  // Whether reads in order may read runs of pages (see above); false
+  // forgets the run held.
+  void allow_runs(bool allowed);
   // Forgets read-ahead and kept pages (another client may have written);
   // kept pages not yet written stay.
   void drop_cache();
@@ -156,6 +171,9 @@ class ByteFile {
   int64_t pages_for(int64_t size) const;
   // Reads page `page` into `out` (ahead-read, kept or requested).
   Status fetch(int64_t page, std::span<std::byte> out);
+  // Copies page `page` into `out` from the run held, or from a run read now
+  // when the read is in order and runs are allowed; false when not.
+  bool from_run(int64_t page, std::span<std::byte> out);
   Result<KeptPage*> keep(int64_t page);
   Status issue_write(int64_t page, std::span<const std::byte> data);
   Status confirm_oldest_write();
@@ -200,6 +218,14 @@ class ByteFile {
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
   std::map<int64_t, AheadRead> ahead_;
+  // The run: run_count_ pages from run_first_ in run_ (kRunBytes, made at
+  // the first run); run_length_ pages the last run asked for, 0 after a
+  // read out of order.
+  bool runs_allowed_ = false;
+  std::unique_ptr<std::byte[]> run_;
+  int64_t run_first_ = 0;
+  int64_t run_count_ = 0;
+  int64_t run_length_ = 0;
   // A page for reads of part of a page that is not kept (read): allocated
   // at the first, never cleared (the page is read over it). SQLite reads
   // 16 bytes of the header page at every transaction.

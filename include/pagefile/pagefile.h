@@ -200,6 +200,16 @@ class Client {
   // thread and waited for.
   std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
                                                bool may_wait = false);
+  // read_at_once(may_wait) of up to `count` pages from `first` with one
+  // read, where the file can (a local file: its pages lie one after
+  // another on the disk, up to the end of their group of 256); into
+  // `buffer`, count pages long. Returns how many pages it read from `first`
+  // on, each checked as a read is: fewer at the end of the file or before a
+  // page that fails its check (read that one alone to learn why), 0 when
+  // `first` is past the end. Nothing when it cannot be done so, as
+  // read_at_once. For a reader going through a file in order (a table
+  // scan), which then makes one system call where it made `count`.
+  std::optional<Result<int64_t>> read_pages_at_once(Fd fd, int64_t first, int64_t count, std::span<std::byte> buffer);
   // write_request followed by write_confirm.
   Status write(Fd fd, int64_t page, std::span<const std::byte> data);
 

@@ -452,6 +452,74 @@ TEST_CASE("a page damaged on disk is kCorruption naming it, never data; its neig
   CHECK(buf == page_pattern(4096, 22));
 }
 
+TEST_CASE("read_pages: pages read together with one read, each checked; a run ends at its group, the end, or a damaged page") {
+  TempDir dir;
+  auto path = dir / "f";
+  constexpr uint32_t size = 512;
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  auto f = must_open(path, create_spec(size));
+  for (int64_t p = 0; p <= g + 20; ++p) {
+    if (p != 5) CHECK_OK(f->write_page(p, page_pattern(size, p)));  // page 5: a hole
+  }
+  auto expected = [&](int64_t p) { return p == 5 ? std::vector<std::byte>(size) : page_pattern(size, p); };
+  // Checks `got` pages of `buf`, read from `first`.
+  auto check_run = [&](const std::vector<std::byte>& buf, int64_t first, int64_t got) {
+    for (int64_t i = 0; i < got; ++i) {
+      CAPTURE(first + i);
+      CHECK(std::equal(buf.begin() + i * size, buf.begin() + (i + 1) * size, expected(first + i).begin()));
+    }
+  };
+  std::vector<std::byte> buf(16 * size);
+  auto run = f->read_pages(0, 8, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 8);
+  check_run(buf, 0, 8);
+  // Up to the end of the group: the checksum block lies between.
+  run = f->read_pages(g - 3, 10, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 3);
+  check_run(buf, g - 3, 3);
+  run = f->read_pages(g, 10, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 10);
+  check_run(buf, g, 10);
+  // Up to the end of the file; none at it.
+  run = f->read_pages(g + 15, 10, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 6);
+  check_run(buf, g + 15, 6);
+  run = f->read_pages(g + 21, 4, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 0);
+  // A buffer too small is refused.
+  CHECK_CODE(f->read_pages(0, 17, buf), Code::kInvalidArgument);
+
+  // Another descriptor reads the pages, then this one writes one: the other
+  // reads it new, its checksum read again.
+  auto other = must_open(path, {});
+  REQUIRE_OK(other->read_pages(0, 8, buf));
+  CHECK_OK(f->write_page(3, page_pattern(size, 333)));
+  run = other->read_pages(0, 8, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 8);
+  CHECK(std::equal(buf.begin() + 3 * size, buf.begin() + 4 * size, page_pattern(size, 333).begin()));
+  CHECK_OK(f->write_page(3, page_pattern(size, 3)));
+
+  // A damaged page ends a run before it; a run from it is its error.
+  auto byte = raw_read(path, f->page_offset(10) + 17, 1);
+  byte[0] ^= std::byte{0x01};
+  raw_write(path, f->page_offset(10) + 17, byte);
+  for (auto* reader : {f.get(), other.get()}) {
+    run = reader->read_pages(6, 8, buf);
+    REQUIRE_OK(run);
+    CHECK(*run == 4);
+    check_run(buf, 6, 4);
+    auto bad = reader->read_pages(10, 8, buf);
+    CHECK_CODE(bad, Code::kCorruption);
+    CHECK(bad.status().to_string().find("page 10 fails its checksum on disk") != std::string::npos);
+  }
+}
+
 TEST_CASE("a damaged checksum, or data where none was written, is kCorruption too") {
   TempDir dir;
   auto path = dir / "f";
