@@ -53,7 +53,7 @@ uri() { if [ "$1" = unix ]; then echo "$work/$2"; else echo "file:$work/$2?vfs=p
 
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tmp: $work ($(stat -f -c %T "$work"))"
-echo "malloc trim threshold: ${trim_threshold:-glibc's own}"
+echo "malloc trim threshold: ${trim_threshold:-glibc default}"
 echo "== $rows rows of ~3000 B; $reads point reads; $procs processes x $txns transactions; $runs runs each =="
 for mode in $modes; do
   for ((run = 0; run < runs; run++)); do

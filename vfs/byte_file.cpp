@@ -179,10 +179,13 @@ bool ByteFile::from_run(int64_t page, std::span<std::byte> out) {
     last_read_page_ = page;
     return true;
   }
-  // A read out of order ends the growth of runs.
-  const bool in_order = page == last_read_page_ + 1;
-  if (!in_order) run_length_ = 0;
-  if (!runs_allowed_ || read_ahead_pays_ || layout_ != Layout::kPages || !in_order) return false;
+  // Pages read in order so far, this one included. A run begins only at
+  // the kRunAfter-th: a transaction's first reads (the header's page, then
+  // a root) are often in order and need nothing more. A read out of order
+  // ends the growth of runs.
+  in_order_ = page == last_read_page_ + 1 ? in_order_ + 1 : 1;
+  if (in_order_ == 1) run_length_ = 0;
+  if (!runs_allowed_ || read_ahead_pays_ || layout_ != Layout::kPages || in_order_ < kRunAfter) return false;
   const int64_t most = std::max<int64_t>(1, kRunBytes / page_size_);
   const int64_t length = std::min({run_length_ == 0 ? kFirstRun : 2 * run_length_, most, pages_for(size_) - page});
   if (length < 2) return false;

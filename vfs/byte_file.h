@@ -29,8 +29,9 @@
 // or when dropped (a write to the page, drop_cache(), truncate, close).
 //
 // Runs (a local database file, when the VFS allows them, allow_runs): a
-// read of page p right after one of page p-1 reads the pages after it too,
-// with one read of the disk (Client::read_pages_at_once), first kFirstRun
+// read of page p right after pages p-kRunAfter+1 to p-1 were read in order
+// reads the pages after it too, with one read of the disk
+// (Client::read_pages_at_once), first kFirstRun
 // pages, twice as many at each run read in order, at most kRunBytes; the
 // next reads in order are copied from the run. A write of one of its
 // pages, drop_cache(), truncate and close forget it. Valid only while no
@@ -88,7 +89,9 @@ class ByteFile {
   static constexpr uint32_t kLocalJournalPageSize = 4096;
   // Partial pages kept at most before the lowest is requested.
   static constexpr size_t kMaxCachedPages = 16;
-  // Runs: the first's pages, and the most bytes of one.
+  // Runs: the reads in order a run waits for, the first's pages, and the
+  // most bytes of one.
+  static constexpr int64_t kRunAfter = 4;
   static constexpr int64_t kFirstRun = 4;
   static constexpr int64_t kRunBytes = 128 * 1024;
 
@@ -226,6 +229,7 @@ class ByteFile {
   int64_t run_first_ = 0;
   int64_t run_count_ = 0;
   int64_t run_length_ = 0;
+  int64_t in_order_ = 0;  // reads in order, the last one included
   // A page for reads of part of a page that is not kept (read): allocated
   // at the first, never cleared (the page is read over it). SQLite reads
   // 16 bytes of the header page at every transaction.
