@@ -330,7 +330,7 @@ std::optional<Result<std::shared_ptr<PageIo>>> Client::Impl::reader_at_once(Fd f
     if (count > 1 || file->page_queues.contains(first) || file->failed_pages.contains(first)) return std::nullopt;
   }
   const uint32_t page_size = file->io->page_size();
-  if (count > 1 && buffer_size < static_cast<size_t>(count) * page_size) {
+  if (count > 1 && static_cast<uint64_t>(count) > buffer_size / page_size) {
     return Status::invalid_argument(file->name, fmt::format("read of {} pages into {} bytes", count, buffer_size));
   }
   if (Status s = check_page_access(first, count > 1 ? page_size : buffer_size, page_size, file->name); !s) return s;

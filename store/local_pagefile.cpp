@@ -653,23 +653,35 @@ std::optional<Result<PageRead>> LocalPagefile::read_page_now(int64_t page, std::
 
 Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::span<std::byte> out) const {
   const size_t size = page_size();
-  if (count < 1 || out.size() < static_cast<size_t>(count) * size) {
+  if (count < 1 || static_cast<uint64_t>(count) > out.size() / size) {
     return Status::invalid_argument(name_, fmt::format("read of {} pages into {} bytes", count, out.size()));
   }
   if (Status s = check_page_access(first, size, page_size(), name_); !s) return s;
   // Only pages of one group lie one after another on the disk.
   if (grouped_) count = std::min(count, kGroupPages - first % kGroupPages);
-  const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
+  if (sole_writer_) {
+    // Its kept checksums are the file's (trusted_sums): each is checked
+    // under its page's stripe, as read_page does, so a write of the page
+    // meanwhile never leaves one behind.
+    for (int64_t i = 0; i < count; ++i) {
+      auto got = read_page(first + i, out.subspan(static_cast<size_t>(i) * size, size));
+      if (!got) return i > 0 ? Result<int64_t>(i) : Result<int64_t>(got.status());
+      if (*got != PageRead::kData) return i;
+    }
+    return count;
+  }
   Result<size_t> got = pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_);
   if (!got) return got.status();
   const auto whole = static_cast<int64_t>(*got / size);  // (a tail cut short is no page)
   for (int64_t i = 0; i < whole; ++i) {
-    // As read_attempt checks a page, without the page's stripe: a write of
-    // this descriptor's meanwhile leaves bytes that match no checksum, or a
-    // version once written, as a read just before the write would.
+    // As read_attempt checks a page, but read without the page's stripe: a
+    // write of this descriptor's meanwhile leaves bytes that match no
+    // checksum, or a version once written, as a read just before the write
+    // would; and what was read is not recorded as the page's checksum on
+    // disk (note_on_disk), which the write may have changed since.
     Attempt a;
     auto bytes = out.subspan(static_cast<size_t>(i) * size, size);
-    if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, gen, a); !s) {
+    if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, nullptr, a); !s) {
       return s;
     }
     if (!a.mismatch) continue;
@@ -745,11 +757,11 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     a.read = PageRead::kBeyondEnd;
     return Status::ok();
   }
-  return check_read(page, out, checksum, trust_kept, use_cache, gen, a);
+  return check_read(page, out, checksum, trust_kept, use_cache, &gen, a);
 }
 
 Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
-                                 bool use_cache, uint64_t gen, Attempt& a) const {
+                                 bool use_cache, const uint64_t* gen, Attempt& a) const {
   if (!checked_) {
     if (checksum) *checksum = page_checksum(out, page);
     return Status::ok();
@@ -758,7 +770,7 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
   if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
   UnitSums kept;
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
-    note_on_disk(page, a.hash[0], gen);
+    if (gen) note_on_disk(page, a.hash[0], *gen);
     return Status::ok();
   }
   // A reader that is not the sole writer keeps the checksums of each block
@@ -782,7 +794,7 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
     all_current = all_current && a.hash[u] == a.entries.current(u);
   }
   if (all_current) keep_sums(page, &a.hash);
-  note_on_disk(page, a.hash[0], gen);
+  if (gen) note_on_disk(page, a.hash[0], *gen);
   return Status::ok();
 }
 

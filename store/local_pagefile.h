@@ -136,7 +136,9 @@ class LocalPagefile {
   // after another on the disk (in first's group). Returns how many it
   // read, from `first` on, fewer at the end of the file or before a page
   // that fails its check (which read_page then answers alone); 0 when
-  // `first` is at or past the end. REQUIRES: out.size() >= count pages.
+  // `first` is at or past the end; kCorruption when `first` fails its
+  // check, as read_page says it. kInvalidArgument when `out` holds fewer
+  // than `count` pages.
   Result<int64_t> read_pages(int64_t first, int64_t count, std::span<std::byte> out) const;
 
   // read_page, done only when the page's bytes are in the operating
@@ -291,9 +293,10 @@ class LocalPagefile {
   Status read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
                       bool* would_block, bool use_cache, Attempt& attempt) const;
   // read_attempt's check of a whole page read into `out`, with `gen` the
-  // span_gen_ of before the read.
+  // span_gen_ of before the read; nullptr for bytes read without the
+  // page's stripe, which are then not noted as on disk (note_on_disk).
   Status check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept, bool use_cache,
-                    uint64_t gen, Attempt& attempt) const;
+                    const uint64_t* gen, Attempt& attempt) const;
 
   // Reads the page's whole checksum block from disk, keeps the current
   // checksums of its pages (keep_sums: one read serves the group's 256

@@ -171,13 +171,13 @@ void ByteFile::allow_runs(bool allowed) {
   runs_allowed_ = allowed;
 }
 
-bool ByteFile::from_run(int64_t page, std::span<std::byte> out) {
+std::optional<Status> ByteFile::from_run(int64_t page, std::span<std::byte> out) {
   if (page >= run_first_ && page < run_first_ + run_count_) {
     std::memcpy(out.data(), run_.get() + static_cast<size_t>(page - run_first_) * page_size_, page_size_);
     stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
     stats_->read_ahead_used.fetch_add(1, std::memory_order_relaxed);
     last_read_page_ = page;
-    return true;
+    return Status::ok();
   }
   // Pages read in order so far, this one included. A run begins only at
   // the kRunAfter-th: a transaction's first reads (the header's page, then
@@ -185,20 +185,24 @@ bool ByteFile::from_run(int64_t page, std::span<std::byte> out) {
   // ends the growth of runs.
   in_order_ = page == last_read_page_ + 1 ? in_order_ + 1 : 1;
   if (in_order_ == 1) run_length_ = 0;
-  if (!runs_allowed_ || read_ahead_pays_ || layout_ != Layout::kPages || in_order_ < kRunAfter) return false;
+  if (!runs_allowed_ || read_ahead_pays_ || layout_ != Layout::kPages || in_order_ < kRunAfter) return std::nullopt;
   const int64_t most = std::max<int64_t>(1, kRunBytes / page_size_);
   const int64_t length = std::min({run_length_ == 0 ? kFirstRun : 2 * run_length_, most, pages_for(size_) - page});
-  if (length < 2) return false;
+  if (length < 2) return std::nullopt;
   if (!run_) run_ = std::make_unique_for_overwrite<std::byte[]>(kRunBytes);
   std::span<std::byte> run(run_.get(), static_cast<size_t>(length) * page_size_);
   auto got = client_.read_pages_at_once(fd_, page, length, run);
-  // Any failure, or a first page that fails its check: the page is read
-  // alone, which says what is wrong with it.
-  if (!got || !*got || **got < 1) return false;
+  if (!got) return std::nullopt;
+  stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+  // The page itself failed its check (read again alone, as every failing
+  // read is): its error. Another failure (an I/O error anywhere in the
+  // run) or none read: the page is read alone, which says what is wrong
+  // with it.
+  if (!*got) return got->status().is(Code::kCorruption) ? std::optional<Status>(got->status()) : std::nullopt;
+  if (**got < 1) return std::nullopt;
   run_first_ = page;
   run_count_ = **got;
   run_length_ = length;
-  stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
   traced([&](TraceWriter& w, const TraceWriter::File& f) {
     for (int64_t p = page; p < page + run_count_; ++p) w.read(f, p);
   });
@@ -214,7 +218,7 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
     std::memset(out.data(), 0, out.size());
     return Status::ok();
   }
-  if (from_run(page, out)) return Status::ok();
+  if (auto done = from_run(page, out)) return *done;
   auto ahead = ahead_.find(page);
   std::optional<Result<PageRead>> now;
   if (ahead == ahead_.end()) {

@@ -175,8 +175,9 @@ class ByteFile {
   // Reads page `page` into `out` (ahead-read, kept or requested).
   Status fetch(int64_t page, std::span<std::byte> out);
   // Copies page `page` into `out` from the run held, or from a run read now
-  // when the read is in order and runs are allowed; false when not.
-  bool from_run(int64_t page, std::span<std::byte> out);
+  // when the read is in order and runs are allowed: OK, or the page's
+  // error (kCorruption); nothing when it is to be read alone.
+  std::optional<Status> from_run(int64_t page, std::span<std::byte> out);
   Result<KeptPage*> keep(int64_t page);
   Status issue_write(int64_t page, std::span<const std::byte> data);
   Status confirm_oldest_write();

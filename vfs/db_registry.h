@@ -98,6 +98,9 @@ struct DbConfig {
   struct OpenWals {
     Mutex mu;  // taken before any of the files' own
     std::map<StoreFile*, OpenWal> files GUARDED_BY(mu);
+    // files.size(), read with no lock (a database descriptor's read, which
+    // holds its own file's mutex: x_read's runs).
+    std::atomic<size_t> count{0};
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 

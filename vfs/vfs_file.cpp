@@ -126,7 +126,10 @@ int x_close(sqlite3_file* f) {
     if (open != shared->config->wals->files.end() && --open->second.opens > 0) {
       return SQLITE_OK;  // another connection's still
     }
-    if (open != shared->config->wals->files.end()) shared->config->wals->files.erase(open);
+    if (open != shared->config->wals->files.end()) {
+      shared->config->wals->files.erase(open);
+      shared->config->wals->count = shared->config->wals->files.size();
+    }
   }
   if (shared->journal) {
     MutexLock journals(shared->config->journals->mu);  // (taken before the file's own, as drain_journals does)
@@ -153,29 +156,24 @@ int x_close(sqlite3_file* f) {
   });
 }
 
-// Bytes 18 and 19 of a database's header are its write and read versions,
-// 2 in WAL mode: notes which a read or write of them shows.
-void note_wal_format(StoreFile& st, std::span<const std::byte> bytes, int64_t offset) REQUIRES(st.mu) {
-  if (!st.main_db || offset > 18 || offset + static_cast<int64_t>(bytes.size()) < 20) return;
-  auto version = [&](int64_t at) { return std::to_integer<int>(bytes[static_cast<size_t>(at - offset)]); };
-  st.wal_format = version(18) == 2 || version(19) == 2;
-}
-
 int x_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_READ, [&] {
     MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_READ);
     apply_concurrency(st);
-    // Runs of pages read ahead (ByteFile) stay right only while every read
-    // transaction begins with a lock this VFS sees: SHARED in rollback
-    // mode, its wal-index's in WAL mode (catch_up). A wal-index kept
-    // elsewhere (a shim's) is not seen.
-    if (st.main_db) st.file->allow_runs(st.shm != nullptr || !st.wal_format);
+    // Runs of a local file's pages read ahead (ByteFile) stay right only
+    // while every read transaction begins with a lock this VFS sees:
+    // SHARED in rollback mode, its wal-index's in WAL mode (catch_up). A
+    // wal-index kept elsewhere (a shim's) is not seen: with a WAL of the
+    // database open in this process and no wal-index of ours, none.
+    if (st.main_db) {
+      st.file->allow_runs(st.config->options.location == Location::kLocal &&
+                          (st.shm != nullptr || st.config->wals->count.load() == 0));
+    }
     std::span<std::byte> out(static_cast<std::byte*>(buffer), static_cast<size_t>(amount));
     auto got = st.file->read(out, offset);
     if (!got) return sqlite_error(got.status(), SQLITE_IOERR_READ);
-    note_wal_format(st, out, offset);
     return *got == out.size() ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
   });
 }
@@ -192,7 +190,6 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
     apply_concurrency(st);
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
-    if (s) note_wal_format(st, in, offset);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
   });
 }
@@ -794,6 +791,7 @@ void register_open(StoreFile& st) {
   if (!st.wal) return;
   MutexLock wals(st.config->wals->mu);
   st.config->wals->files.emplace(&st, DbConfig::OpenWal{});
+  st.config->wals->count = st.config->wals->files.size();
 }
 
 // One StoreFile serves every connection of the process, so each reads what

@@ -36,10 +36,6 @@ struct StoreFile {
   int64_t mmap_limit GUARDED_BY(mu) = 0;        // SQLITE_FCNTL_MMAP_SIZE, as set (nothing is mapped)
   bool exclusive_mode GUARDED_BY(mu) = false;   // PRAGMA locking_mode=EXCLUSIVE was seen
   uint64_t fresh_locks_seen GUARDED_BY(mu) = 0;  // config->fresh_locks when last read afresh
-  // A database whose header, as last read or written here, says WAL (or
-  // was not seen yet): without a wal-index of this VFS's (shm), read
-  // transactions then begin with no lock the VFS sees (x_read's runs).
-  bool wal_format GUARDED_BY(mu) = true;
   uint64_t synced_in GUARDED_BY(mu) = 0;         // a journal: config->write_locks at its last sync
   // A local database's wal-index, from its first xShmMap to xShmUnmap.
   std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);

@@ -491,8 +491,10 @@ TEST_CASE("read_pages: pages read together with one read, each checked; a run en
   run = f->read_pages(g + 21, 4, buf);
   REQUIRE_OK(run);
   CHECK(*run == 0);
-  // A buffer too small is refused.
+  // A buffer too small is refused, whatever the count (no product wraps).
   CHECK_CODE(f->read_pages(0, 17, buf), Code::kInvalidArgument);
+  CHECK_CODE(f->read_pages(0, (int64_t{1} << 55) + 1, buf), Code::kInvalidArgument);
+  CHECK_CODE(f->read_pages(0, 0, buf), Code::kInvalidArgument);
 
   // Another descriptor reads the pages, then this one writes one: the other
   // reads it new, its checksum read again.
@@ -518,6 +520,22 @@ TEST_CASE("read_pages: pages read together with one read, each checked; a run en
     CHECK_CODE(bad, Code::kCorruption);
     CHECK(bad.status().to_string().find("page 10 fails its checksum on disk") != std::string::npos);
   }
+  // A sole writer's (a server's share) reads each page under its stripe:
+  // the same answers.
+  f.reset();
+  other.reset();
+  LocalPagefile::OpenSpec sole;
+  sole.sole_writer = true;
+  auto share = must_open(path, sole);
+  run = share->read_pages(6, 8, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 4);
+  check_run(buf, 6, 4);
+  CHECK_CODE(share->read_pages(10, 8, buf), Code::kCorruption);
+  run = share->read_pages(g + 15, 10, buf);
+  REQUIRE_OK(run);
+  CHECK(*run == 6);
+  check_run(buf, g + 15, 6);
 }
 
 TEST_CASE("a damaged checksum, or data where none was written, is kCorruption too") {

@@ -101,8 +101,9 @@ TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the pag
 }
 
 TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") {
-  // The scan reads the pages in runs of several (ByteFile): page 3 is in
-  // the first, page 37 in the middle of the fourth, of 32 pages.
+  // The scan reads the pages in runs of several (ByteFile): as runs are
+  // now, page 3 is the first of the first (a run's first page failing),
+  // page 37 inside the fourth, pages 31 to 62 (a run ending before it).
   pagefile::test::register_without_bus();
   for (int64_t page : {3, 37}) {
     CAPTURE(page);

@@ -543,6 +543,40 @@ void register_heap_shm() {
   REQUIRE(registered);
 }
 
+// The VFSes, registered (the default with no bus, and heapshm over it).
+bool registered() {
+  register_without_bus();
+  register_heap_shm();
+  return true;
+}
+
+// Two connections of this process to one database, both open.
+struct TwoConnections {
+  bool vfs = registered();
+  SqliteDb a;
+  SqliteDb b;
+  explicit TwoConnections(const std::string& db_uri) : a(db_uri, nullptr), b(db_uri, nullptr) {
+    REQUIRE(a.open_rc() == SQLITE_OK);
+    REQUIRE(b.open_rc() == SQLITE_OK);
+  }
+};
+
+// Through `db`: a table t of 300 rows of a page each, v = 0, after a table
+// `first`, so that t's root is not page 2 (read right after page 1, in
+// order, it would begin a new run).
+void make_page_rows(SqliteDb& db) {
+  db.run("CREATE TABLE first(x); CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);"
+         "INSERT INTO t SELECT value, 0, randomblob(3000) FROM "
+         "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
+}
+
+// What `db` reads of the last rows, each added 1 `round` times: straight to
+// rows of the last pages (the last run of a scan's, were it kept).
+void check_last_rows(SqliteDb& db, int round) {
+  CHECK(db.query("SELECT v FROM t WHERE id = 300") == std::to_string(round));
+  CHECK(db.query("SELECT v FROM t WHERE id = 290") == std::to_string(round));
+}
+
 }  // namespace
 
 TEST_CASE("WAL under a VFS that keeps the wal-index itself (as SQLite's testvfs): connections of one process read each other's commits") {
@@ -550,14 +584,9 @@ TEST_CASE("WAL under a VFS that keeps the wal-index itself (as SQLite's testvfs)
   // read; its connections share one open WAL, and a read past the end it
   // last saw asks the file again, so each sees the others' frames and
   // checkpoints as on unix.
-  register_without_bus();
-  register_heap_shm();
   TempDir dir;
-  std::string db_uri = uri(dir / "heap.db", "heapshm");
-  SqliteDb a(db_uri, nullptr);
-  SqliteDb b(db_uri, nullptr);
-  REQUIRE(a.open_rc() == SQLITE_OK);
-  REQUIRE(b.open_rc() == SQLITE_OK);
+  TwoConnections both(uri(dir / "heap.db", "heapshm"));
+  auto& [vfs, a, b] = both;
   CHECK(b.query("PRAGMA journal_mode=WAL") == "wal");
   b.run("PRAGMA wal_autocheckpoint=0; CREATE TABLE t(a, pad)");
   for (int round = 1; round <= 4; ++round) {
@@ -580,24 +609,15 @@ TEST_CASE("pages read ahead in runs are read again after another connection's co
   // at the next transaction whichever pages the run held: the rows here
   // are a page each, and the ones updated are the table's last, the pages
   // of the last run of the scan before.
-  register_without_bus();
-  register_heap_shm();
   for (std::string setting : {"delete", "wal", "wal-heapshm"}) {
     CAPTURE(setting);
     TempDir dir;
     const bool heap = setting == "wal-heapshm";
     const bool wal = heap || setting == "wal";
-    std::string db_uri = uri(dir / "runs.db", heap ? "heapshm" : "pagefile");
-    SqliteDb a(db_uri, nullptr);
-    SqliteDb b(db_uri, nullptr);
-    REQUIRE(a.open_rc() == SQLITE_OK);
-    REQUIRE(b.open_rc() == SQLITE_OK);
+    TwoConnections both(uri(dir / "runs.db", heap ? "heapshm" : "pagefile"));
+    auto& [vfs, a, b] = both;
     if (wal) CHECK(b.query("PRAGMA journal_mode=WAL") == "wal");
-    // (t's root is not page 2, which a read of page 1 would be followed by
-    // in order: a new run.)
-    b.run("CREATE TABLE first(x); CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);"
-          "INSERT INTO t SELECT value, 0, randomblob(3000) FROM "
-          "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value FROM s)");
+    make_page_rows(b);
     if (wal) b.query("PRAGMA wal_checkpoint(TRUNCATE)");
     a.run("PRAGMA cache_size=5");
     for (int round = 1; round <= 3; ++round) {
@@ -605,11 +625,32 @@ TEST_CASE("pages read ahead in runs are read again after another connection's co
       CHECK(a.query("SELECT count(*), sum(v) FROM t") == fmt::format("300|{}", 50 * (round - 1)));
       b.run("UPDATE t SET v = v + 1 WHERE id > 250");
       if (wal) CHECK(b.query("PRAGMA wal_checkpoint(TRUNCATE)").rfind("0|", 0) == 0);
-      // Straight to rows of the last pages (the run's, were it kept), then in order.
-      CHECK(a.query("SELECT v FROM t WHERE id = 300") == std::to_string(round));
-      CHECK(a.query("SELECT v FROM t WHERE id = 290") == std::to_string(round));
+      check_last_rows(a, round);
       CHECK(a.query("SELECT sum(v) FROM t WHERE id > 250") == std::to_string(50 * round));
     }
     CHECK(a.query("PRAGMA integrity_check") == "ok");
   }
+}
+
+TEST_CASE("runs under a shim that keeps the wal-index: a connection that scanned in rollback mode reads no stale page once the database is in WAL") {
+  // The connection that scans is told of the switch to WAL by no write or
+  // read of the database's header of its own (page 1 comes from the WAL):
+  // the WAL open in the process is what stops its runs.
+  TempDir dir;
+  TwoConnections both(uri(dir / "switch.db", "heapshm"));
+  auto& [vfs, a, b] = both;
+  make_page_rows(b);
+  a.run("PRAGMA cache_size=5");
+  CHECK(a.query("SELECT count(*), sum(v) FROM t") == "300|0");
+  CHECK(b.query("PRAGMA journal_mode=WAL") == "wal");
+  b.run("CREATE TABLE x(y)");  // page 1 in the WAL
+  for (int round = 1; round <= 3; ++round) {
+    CAPTURE(round);
+    CHECK(a.query("SELECT count(*), sum(v) FROM t") == fmt::format("300|{}", 50 * (round - 1)));
+    b.run("UPDATE t SET v = v + 1 WHERE id > 250");
+    b.query("PRAGMA wal_checkpoint(PASSIVE)");
+    b.run(fmt::format("CREATE TABLE z{}(y)", round));  // the WAL restarts, page 1 in it again
+    check_last_rows(a, round);
+  }
+  CHECK(a.query("PRAGMA integrity_check") == "ok");
 }
