@@ -174,9 +174,9 @@ class Client::Impl {
   Result<RequestPtr> confirm(Ticket ticket, bool is_write);
   // The file's PageIo when pages [first, first + count) may be read on
   // this thread now (read_at_once's conditions), into a buffer of
-  // `buffer_size` bytes; nothing when not; an error for a bad page or
-  // buffer.
-  std::optional<Result<std::shared_ptr<PageIo>>> reader_at_once(Fd fd, int64_t first, int64_t count,
+  // `buffer_size` bytes: at least `count` pages, or with no count exactly
+  // page `first`; nothing when not; an error for a bad page or buffer.
+  std::optional<Result<std::shared_ptr<PageIo>>> reader_at_once(Fd fd, int64_t first, std::optional<int64_t> count,
                                                                 size_t buffer_size) EXCLUDES(mu_);
   // Client::read_at_once.
   std::optional<Result<PageRead>> read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer, bool may_wait)

@@ -310,7 +310,8 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
   return next;
 }
 
-std::optional<Result<std::shared_ptr<PageIo>>> Client::Impl::reader_at_once(Fd fd, int64_t first, int64_t count,
+std::optional<Result<std::shared_ptr<PageIo>>> Client::Impl::reader_at_once(Fd fd, int64_t first,
+                                                                            std::optional<int64_t> count,
                                                                             size_t buffer_size) {
   MutexLock lock(mu_);
   // With a pool the usual path keeps it right; with a request of ours
@@ -327,19 +328,22 @@ std::optional<Result<std::shared_ptr<PageIo>>> Client::Impl::reader_at_once(Fd f
   // of an unordered one divides by its bucket count. Pages read together
   // are not searched for at all.)
   if (!file->page_queues.empty() || !file->failed_pages.empty()) {
-    if (count > 1 || file->page_queues.contains(first) || file->failed_pages.contains(first)) return std::nullopt;
+    if (count.value_or(1) > 1 || file->page_queues.contains(first) || file->failed_pages.contains(first)) {
+      return std::nullopt;
+    }
   }
   const uint32_t page_size = file->io->page_size();
-  if (count > 1 && static_cast<uint64_t>(count) > buffer_size / page_size) {
-    return Status::invalid_argument(file->name, fmt::format("read of {} pages into {} bytes", count, buffer_size));
+  if (count && static_cast<uint64_t>(*count) > buffer_size / page_size) {
+    return Status::invalid_argument(file->name, fmt::format("read of {} pages into {} bytes", *count, buffer_size));
   }
-  if (Status s = check_page_access(first, count > 1 ? page_size : buffer_size, page_size, file->name); !s) return s;
+  // (A run's buffer holds at least its pages; a page's, exactly the page.)
+  if (Status s = check_page_access(first, count ? page_size : buffer_size, page_size, file->name); !s) return s;
   return file->io;
 }
 
 std::optional<Result<PageRead>> Client::Impl::read_at_once(Fd fd, int64_t page, std::span<std::byte> buffer,
                                                             bool may_wait) {
-  auto io = reader_at_once(fd, page, 1, buffer.size());
+  auto io = reader_at_once(fd, page, std::nullopt, buffer.size());
   if (!io) return std::nullopt;
   if (!*io) return io->status();
   // (A close meanwhile leaves the PageIo to this call; a request of the

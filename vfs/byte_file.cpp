@@ -130,8 +130,10 @@ int64_t ByteFile::pages_for(int64_t size) const {
   return layout_ == Layout::kBytes ? 1 + data : data;
 }
 
+bool ByteFile::in_run(int64_t page) const { return page >= run_first_ && page < run_first_ + run_count_; }
+
 void ByteFile::drop_ahead(int64_t page) {
-  if (page >= run_first_ && page < run_first_ + run_count_) run_count_ = 0;
+  if (in_run(page)) run_count_ = 0;
   auto it = ahead_.find(page);
   if (it == ahead_.end()) return;
   (void)timed([&] { return client_.read_confirm(it->second.ticket); });
@@ -172,7 +174,7 @@ void ByteFile::allow_runs(bool allowed) {
 }
 
 std::optional<Status> ByteFile::from_run(int64_t page, std::span<std::byte> out) {
-  if (page >= run_first_ && page < run_first_ + run_count_) {
+  if (in_run(page)) {
     std::memcpy(out.data(), run_.get() + static_cast<size_t>(page - run_first_) * page_size_, page_size_);
     stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
     stats_->read_ahead_used.fetch_add(1, std::memory_order_relaxed);

@@ -178,6 +178,8 @@ class ByteFile {
   // when the read is in order and runs are allowed: OK, or the page's
   // error (kCorruption); nothing when it is to be read alone.
   std::optional<Status> from_run(int64_t page, std::span<std::byte> out);
+  // Whether the run held has page `page`.
+  bool in_run(int64_t page) const;
   Result<KeptPage*> keep(int64_t page);
   Status issue_write(int64_t page, std::span<const std::byte> data);
   Status confirm_oldest_write();

@@ -278,6 +278,49 @@ TEST_CASE("truncate through the client orders after earlier writes") {
   CHECK(buf == page_pattern(512, 9));
 }
 
+TEST_CASE("read_pages_at_once: a local file's pages read together, each checked; bad counts and buffers refused") {
+  Fixture fx;
+  Fd fd = fx.create("f", 512);
+  for (int64_t p = 0; p < 20; ++p) REQUIRE_OK(*fx.client->write_at_once(fd, p, page_pattern(512, p)));
+  std::vector<std::byte> buf(8 * 512);
+  auto pages_match = [&](int64_t first, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      CAPTURE(first + i);
+      CHECK(std::equal(buf.begin() + i * 512, buf.begin() + (i + 1) * 512, page_pattern(512, first + i).begin()));
+    }
+  };
+  auto run = fx.client->read_pages_at_once(fd, 0, 8, buf);
+  REQUIRE(run.has_value());
+  REQUIRE_OK(*run);
+  CHECK(**run == 8);
+  pages_match(0, 8);
+  // One page into a buffer of more, as the store takes it; the end.
+  run = fx.client->read_pages_at_once(fd, 5, 1, buf);
+  REQUIRE(run.has_value());
+  REQUIRE_OK(*run);
+  CHECK(**run == 1);
+  pages_match(5, 1);
+  run = fx.client->read_pages_at_once(fd, 16, 8, buf);
+  REQUIRE(run.has_value());
+  REQUIRE_OK(*run);
+  CHECK(**run == 4);
+  pages_match(16, 4);
+  // Bad input is refused; a descriptor not open is the usual path's to say.
+  CHECK(fx.client->read_pages_at_once(fd, 0, 9, buf)->status().is(Code::kInvalidArgument));
+  CHECK(fx.client->read_pages_at_once(fd, 0, 0, buf)->status().is(Code::kInvalidArgument));
+  CHECK(fx.client->read_pages_at_once(fd, -1, 2, buf)->status().is(Code::kInvalidArgument));
+  CHECK(!fx.client->read_pages_at_once(Fd{999}, 0, 2, buf).has_value());
+  // A page whose last write failed: no run (the usual path reads its error).
+  DiskFaults::arm(DiskOp::kWrite, 1, DiskFault::kEio);
+  auto failed = fx.client->write_at_once(fd, 3, page_pattern(512, 99));
+  DiskFaults::disarm();
+  REQUIRE(failed.has_value());
+  CHECK(failed->is(Code::kIOError));
+  CHECK(!fx.client->read_pages_at_once(fd, 0, 8, buf).has_value());
+  CHECK(fx.client->sync(fd).is(Code::kIOError));
+  CHECK_OK(fx.client->close(fd));
+}
+
 TEST_CASE("write_at_once: a local page written on the caller's thread; a failed one reads as its error until written again") {
   Fixture fx;
   Fd fd = fx.create("f", 512);
