@@ -2,6 +2,7 @@
 // that need no state, and forwarding to Client::Impl (client/client_impl.h).
 #include <fmt/format.h>
 
+#include "client/client_access.h"
 #include "client/client_impl.h"
 
 namespace pagefile {
@@ -101,6 +102,8 @@ Status Client::unlink(std::string_view name, Location location, uint64_t lock_to
 
 Status Client::lock(Fd fd, LockMode mode, LockWait wait) { return impl_->lock(fd, mode, wait); }
 Status Client::unlock(Fd fd) { return impl_->unlock(fd); }
+
+Result<std::shared_ptr<PageIo>> ClientAccess::page_io(Client& client, Fd fd) { return client.impl_->io_of(fd); }
 
 // Lock calls never wait (kBusy at once), but may ask the catalog: outside mu_.
 Status Client::set_lock_level(Fd fd, LockLevel level) {

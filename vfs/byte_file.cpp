@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "client/client_access.h"
 #include "core/sqlite_header.h"
 
 namespace pagefile::vfs {
@@ -74,13 +75,15 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
   }
   if (!fd) return fd.status();
   auto st = client.status(*fd);
-  if (!st) {
+  auto io = st ? ClientAccess::page_io(client, *fd) : Result<std::shared_ptr<PageIo>>(st.status());
+  if (!io) {
     (void)client.close(*fd);
-    return st.status();
+    return io.status();
   }
   std::unique_ptr<ByteFile> file(
       new ByteFile(client, *fd, st->page_size, layout, options.concurrency == 0 ? st->concurrency : options.concurrency,
                      std::move(stats)));
+  file->io_ = std::move(*io);
   file->read_ahead_pays_ = !st->always_direct;
   file->replicas_ = st->replicas;
   file->name_ = name;
@@ -473,14 +476,17 @@ void ByteFile::adopt_page_size(uint32_t page_size) {
 }
 
 Status ByteFile::refresh_size() {
-  auto st = client_.size(fd_);
-  if (!st) return st.status();
+  // Of the PageIo, as Client::size asks it (client/client_access.h): the
+  // count first, then the page size, which a local file that held no page
+  // may have taken with it.
+  auto pages = io_->size_pages();
+  if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
     // Another descriptor may have given the file SQLite's page size at its
     // first write (the store counts the pages at the size they have).
-    adopt_page_size(st->page_size);
-    size_ = st->pages * page_size_;
-  } else if (st->pages == 0) {
+    adopt_page_size(io_->page_size());
+    size_ = *pages * page_size_;
+  } else if (*pages == 0) {
     size_ = 0;
   } else {
     auto length = read_length(name_);
@@ -513,6 +519,7 @@ Status ByteFile::close() {
   Status first = drain();
   drop_all_ahead();
   Status s = client_.close(fd_);
+  io_.reset();
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.closed(f); });
   return first.is_ok() ? s : first;
 }

@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "core/page_io.h"
 #include "pagefile/pagefile.h"
 #include "vfs/trace_writer.h"
 
@@ -152,6 +153,11 @@ class ByteFile {
   // drain(), drop read-ahead, close the descriptor. Returns the first error.
   Status close();
   Fd fd() const { return fd_; }
+  // The descriptor's PageIo, for the calls SQLite makes at every
+  // transaction that involve none of the client's request bookkeeping
+  // (lock levels, the reserved check): client/client_access.h. Open files
+  // only.
+  PageIo& io() const { return *io_; }
 
  private:
   struct KeptPage {
@@ -202,6 +208,7 @@ class ByteFile {
 
   Client& client_;
   Fd fd_;
+  std::shared_ptr<PageIo> io_;  // fd_'s, until close
   uint32_t page_size_;  // fixed, but for a new database's (adopt_page_size)
   const Layout layout_;
   uint32_t concurrency_;

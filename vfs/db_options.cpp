@@ -165,11 +165,12 @@ class MadeAbsolute {
   // so the name is a remote database's at once.
   void add(const std::string& absolute, const std::string& relative, bool remote) {
     MutexLock lock(mu_);
-    made_.try_emplace(absolute, relative);
+    bool added = made_.try_emplace(absolute, relative).second;
     if (remote && !local_.contains(database_of(absolute))) {
-      active_.try_emplace(absolute, relative);
+      added = active_.try_emplace(absolute, relative).second || added;
       any_active_.store(true, std::memory_order_release);
     }
+    if (added) names_changed();
   }
   // A database opened local: its name, and those SQLite makes of it, stay
   // absolute, even where the process's databases are remote by default.
@@ -180,6 +181,7 @@ class MadeAbsolute {
     local_.insert(absolute);
     active_.erase(absolute);
     for (const std::string_view suffix : {"-journal", "-wal"}) active_.erase(absolute + std::string(suffix));
+    names_changed();
     return Status::ok();
   }
   // A database opened remote: the relative name it was made of, if it
@@ -188,6 +190,7 @@ class MadeAbsolute {
     MutexLock lock(mu_);
     if (Status s = check_one_way(absolute, /*remote=*/true); !s) return s;
     opened_remote_.insert(absolute);
+    names_changed();
     auto it = made_.find(absolute);
     if (it == made_.end()) return std::optional<std::string>();
     active_.try_emplace(absolute, it->second);
@@ -295,6 +298,13 @@ Result<std::string> full_pathname(std::string_view path) {
   MadeAbsolute::instance().add(*absolute, *name, default_location("") == Location::kRemote);
   return absolute;
 }
+
+namespace {
+std::atomic<uint64_t> g_names_generation{1};  // (0 is no generation: NameMemo)
+}  // namespace
+
+uint64_t names_generation() { return g_names_generation.load(std::memory_order_acquire); }
+void names_changed() { g_names_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 std::string database_of(std::string_view name) {
   for (std::string_view suffix : {"-journal", "-wal"}) {

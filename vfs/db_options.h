@@ -93,4 +93,11 @@ Result<std::string> database_store_name(const std::string& sqlite_name, const st
 // ("app.db-journal" -> "app.db"); the name itself otherwise.
 std::string database_of(std::string_view name);
 
+// A count that moves whenever what store_name() or DbRegistry::find()
+// answers for an absolute path may have changed (a name made relative or
+// absolute, a database opened local or remote, a database remembered):
+// what they answered stays right while it holds still.
+uint64_t names_generation();
+void names_changed();
+
 }  // namespace pagefile::vfs

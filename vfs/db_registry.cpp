@@ -76,6 +76,7 @@ Result<std::shared_ptr<DbConfig>> DbRegistry::remember(const std::string& db_nam
   }
   databases_[db_name] = config;
   known_.insert(db_name);
+  names_changed();  // (find() answers otherwise now)
   return config;
 }
 

@@ -96,11 +96,11 @@ Status drain_journals(DbConfig& config, bool all) {
 }
 
 // Tells a rollback journal whether no one else writes it (DbConfig::
-// OpenJournals), through its own client: another connection's may be
+// OpenJournals), through its own PageIo: another connection's may be
 // another bus's.
 void tell_journal(StoreFile& journal, bool excluded) {
   MutexLock lock(journal.mu);
-  (void)journal.config->client->exclude_other_writers(journal.file->fd(), excluded);
+  journal.file->io().exclude_other_writers(excluded);
 }
 
 // Counts a write lock of a database descriptor taken (`taken`) or let go,
@@ -240,8 +240,8 @@ int x_lock(sqlite3_file* f, int level) {
   return guarded(SQLITE_IOERR_LOCK, [&] {
     MutexLock lock(st.mu);
     if (!st.main_db || level <= st.lock) return SQLITE_OK;
-    Client& client = *st.config->client;
-    Status s = client.set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
+    PageIo& io = st.file->io();
+    Status s = io.set_lock_level(static_cast<LockLevel>(level));
     if (!s) {
       // Refused EXCLUSIVE may have left us at PENDING (as unixLock does);
       // remembering it makes the next xUnlock let it go.
@@ -256,7 +256,7 @@ int x_lock(sqlite3_file* f, int level) {
     st.fresh_locks_seen = st.config->fresh_locks->fetch_add(1) + 1;  // read afresh below
     // With no writer since our last lock, what we kept, and the size, hold.
     // (A local file cannot tell: not asked.)
-    if (st.config->options.location != Location::kLocal && client.unchanged_since_unlock(st.file->fd())) {
+    if (st.config->options.location != Location::kLocal && io.unchanged_since_unlock()) {
       return SQLITE_OK;
     }
     st.config->changes->fetch_add(1);
@@ -264,7 +264,7 @@ int x_lock(sqlite3_file* f, int level) {
     // read ahead or kept, and the size, may be stale.
     st.file->drop_cache();
     if (Status r = st.file->refresh_size(); !r) {
-      (void)client.set_lock_level(st.file->fd(), LockLevel::kNone);
+      (void)io.set_lock_level(LockLevel::kNone);
       st.lock = SQLITE_LOCK_NONE;
       return sqlite_error(r, SQLITE_IOERR_LOCK);
     }
@@ -290,7 +290,7 @@ int x_unlock(sqlite3_file* f, int level) {
     // The journals are told first: once the lock is gone another may write
     // them. (Should the unlock fail, they only read what they need not.)
     if (level < SQLITE_LOCK_RESERVED) count_write_lock(st, false);
-    Status s = st.config->client->set_lock_level(st.file->fd(), static_cast<LockLevel>(level));
+    Status s = st.file->io().set_lock_level(static_cast<LockLevel>(level));
     if (s) st.lock = level;
     if (first.is_ok()) first = s;
     return first ? SQLITE_OK : sqlite_error(first, SQLITE_IOERR_UNLOCK);
@@ -303,7 +303,7 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
     MutexLock lock(st.mu);
     *result = 0;
     if (!st.main_db) return SQLITE_OK;
-    auto reserved = st.config->client->reserved_elsewhere(st.file->fd());
+    auto reserved = st.file->io().reserved_elsewhere();
     if (!reserved) return sqlite_error(reserved.status(), SQLITE_IOERR_CHECKRESERVEDLOCK);
     *result = *reserved ? 1 : 0;
     return SQLITE_OK;

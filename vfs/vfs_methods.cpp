@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -19,6 +20,41 @@ namespace pagefile::vfs {
 namespace {
 
 thread_local std::string t_last_error;
+
+// What store_name() and DbRegistry::find() answer for a name xAccess is
+// asked of. SQLite asks of a database's journal and WAL at every
+// transaction, and the parse and the look-ups under two locks cost a fifth
+// of the stat that follows: each thread keeps the answers for the last few
+// absolute names, valid while names_generation() holds still. (A relative
+// name's depends on the working directory: not kept.)
+struct NameMemo {
+  uint64_t generation = 0;  // 0: empty
+  std::string name;
+  std::string full;                  // store_name(name)
+  std::shared_ptr<DbConfig> config;  // DbRegistry::find(full); null when none
+};
+thread_local std::array<NameMemo, 4> t_names;
+thread_local size_t t_next_name = 0;
+
+// The memo of `name`, made in `scratch` for a relative one; null when
+// store_name() fails (the caller asks the store, which says why).
+const NameMemo* memo_of(const char* name, NameMemo& scratch) {
+  const bool absolute = name[0] == '/';
+  const uint64_t now = names_generation();  // (before the look-ups: a change meanwhile outdates them)
+  if (absolute) {
+    for (const NameMemo& m : t_names) {
+      if (m.generation == now && m.name == name) return &m;
+    }
+  }
+  auto full = store_name(name);
+  if (!full) return nullptr;
+  NameMemo& m = absolute ? t_names[t_next_name++ % t_names.size()] : scratch;
+  m.generation = now;
+  m.name = name;
+  m.config = DbRegistry::instance().find(*full);
+  m.full = std::move(*full);
+  return &m;
+}
 // Why the database this thread's sqlite3_open is opening failed, for its
 // auto-extension to say (x_open, add_functions): the database's name and
 // the message.
@@ -151,18 +187,20 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
     // A journal or WAL of a database opened here: SQLite asks at the start
     // of every transaction, and "absent" stays true until the database's
     // version moves (DbConfig::known_absent).
-    auto full = store_name(name);
-    std::shared_ptr<DbConfig> database = full ? DbRegistry::instance().find(*full) : nullptr;
+    NameMemo scratch;
+    const NameMemo* known = memo_of(name, scratch);
+    DbConfig* database = known ? known->config.get() : nullptr;
     // (known_absent is for a remote database's journal or WAL, not the
     // database; a local file's answer is one stat, as on unix, and every
     // fresh lock of a local database counts as a change.)
-    DbConfig* config = database && database->options.location != Location::kLocal && database_of(*full) != *full
-                           ? database.get()
+    DbConfig* config = database && database->options.location != Location::kLocal &&
+                               database_of(known->full) != known->full
+                           ? database
                            : nullptr;
-    if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(*full)) return SQLITE_OK;
+    if (config && flags == SQLITE_ACCESS_EXISTS && config->known_absent(known->full)) return SQLITE_OK;
     uint64_t changes = config ? config->changes->load() : 0;  // before asking: see known_absent
     // (A local file: one stat.)
-    int64_t pages = full ? local_pages_of(*full, database.get()) : -1;
+    int64_t pages = known ? local_pages_of(known->full, database) : -1;
     bool present = pages != kLocalAbsent;
     if (pages < 0 && present) {
       auto size = stored_size(name);
@@ -171,7 +209,7 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
       pages = present ? *size : 0;
     }
     bool exists = present && pages > 0;
-    if (config && !exists) config->note_absent(*full, changes);
+    if (config && !exists) config->note_absent(known->full, changes);
     // As unixAccess: an empty file does not "exist" (a journal truncated to
     // nothing is no journal); READ and READWRITE ask only for presence.
     *result = flags == SQLITE_ACCESS_EXISTS ? exists : present;

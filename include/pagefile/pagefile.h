@@ -379,6 +379,7 @@ class Client {
   class Impl;
 
  private:
+  friend struct ClientAccess;  // client/client_access.h: the project's own layers above
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -816,6 +816,30 @@ TEST_CASE("location=local where databases are remote by default: a relative name
   CHECK(std::string(why).find("this process opened it local already") != std::string::npos);
 }
 
+TEST_CASE("xAccess of a journal follows its database: the remote store's answer until it is opened local, the file's after") {
+  vfs();  // PAGEFILE_BUS names the embedded bus
+  REQUIRE(std::getenv("PAGEFILE_BUS") != nullptr);
+  TempDir dir;
+  const std::string path = (dir / "late.db").string();
+  const std::string journal = path + "-journal";
+  {
+    // A file at the journal's path with more than a header in it: what a
+    // stat of a local journal takes for one.
+    std::ofstream out(journal, std::ios::binary);
+    out << std::string(2 * 4096, 'j');
+  }
+  // Asked twice (the second answer as the first), while the database is
+  // the remote store's, as every name is here by default.
+  CHECK(access(journal) == 0);
+  CHECK(access(journal) == 0);
+  SqliteDb db(pagefile_uri(path, "&location=local"));
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  CHECK(access(journal) == 1);
+  CHECK(access(journal) == 1);
+  std::filesystem::remove(journal);
+  CHECK(access(journal) == 0);
+}
+
 TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
   vfs();  // registered, on the embedded bus
   TempDir dir;

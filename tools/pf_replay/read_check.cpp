@@ -4,7 +4,8 @@
 #include <optional>
 
 #include <fmt/format.h>
-#include <xxhash.h>
+
+#include "core/page_checksum.h"
 
 #include "tools/pf_replay/page_stamp.h"
 
@@ -71,7 +72,7 @@ Result<ReadFinding> check_read(const Expectation& expect, std::string_view name,
     if (outcome == pagefile::PageRead::kBeyondEnd) {
       return mismatch("expected the bytes this run wrote, but the page is beyond the end of the file");
     }
-    uint64_t hash = XXH3_64bits(bytes.data(), bytes.size());
+    uint64_t hash = pagefile::xxh3(bytes, 0);  // (by the CPU's fastest code: core/page_checksum.h)
     if (hash != expect.version) {
       return mismatch(fmt::format("expected the bytes this run wrote (XXH3-64 {:016x}), found others ({:016x})",
                                   expect.version, hash));

@@ -14,11 +14,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <fmt/format.h>
 
 #include "core/os_error.h"
+#include "core/page_checksum.h"
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
 #include "tools/common/progress.h"
@@ -371,7 +371,7 @@ class Replayer {
     ++stats_.writes;
     stats_.bytes += file.page_size;
     if (op.data_offset >= 0) {
-      file.history.wrote_bytes(op.page, write.version, XXH3_64bits(data.data(), data.size()));
+      file.history.wrote_bytes(op.page, write.version, pagefile::xxh3(data, 0));
     } else {
       file.history.wrote(op.page, write.version);
     }
