@@ -101,6 +101,11 @@ struct DbConfig {
     // files.size(), read with no lock (a database descriptor's read, which
     // holds its own file's mutex: x_read's runs).
     std::atomic<size_t> count{0};
+    // Set before any of the files takes a write or a truncate, cleared by
+    // the drain that then sends what they hold (drain_wals): while it is
+    // clear there is nothing to send, and xShmBarrier, which SQLite calls
+    // at every read transaction, takes no lock.
+    std::atomic<bool> unsent{false};
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 

@@ -65,6 +65,9 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
 // the store, so that another process reading the WAL finds what the
 // wal-index in shared memory says is there.
 Status drain_wals(DbConfig& config) {
+  // (Cleared first: a write that sets it meanwhile is sent here or by the
+  // next drain.)
+  if (!config.wals->unsent.exchange(false)) return Status::ok();
   MutexLock wals(config.wals->mu);
   Status first;
   for (auto& [wal, open] : config.wals->files) {
@@ -73,6 +76,7 @@ Status drain_wals(DbConfig& config) {
     Status s = wal->file->drain();
     if (first.is_ok()) first = s;
   }
+  if (!first) config.wals->unsent = true;  // what failed is still held: the next drain tries again
   return first;
 }
 
@@ -188,6 +192,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
       if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
     }
     apply_concurrency(st);
+    if (st.wal) st.config->wals->unsent = true;  // (before: see OpenWals::unsent)
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
@@ -202,6 +207,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
     if (st.main_db) {
       if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
     }
+    if (st.wal) st.config->wals->unsent = true;
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });

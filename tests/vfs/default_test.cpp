@@ -367,6 +367,28 @@ TEST_CASE("WAL: reader processes are never blocked by the writer; a reader check
   CHECK(counter(db_uri) == "305");
 }
 
+TEST_CASE("WAL with synchronous=NORMAL: commits another process has not synced are read here at once") {
+  // Such a COMMIT syncs nothing: what its process holds of the WAL must
+  // reach the file when its write lock goes (drain_wals), before this
+  // process follows the wal-index to frames the file would not have yet.
+  register_without_bus();
+  TempDir dir;
+  std::string db_uri = uri(dir / "normal.db", "pagefile");
+  create_counter(db_uri, "wal");
+  SqliteDb keeper(db_uri, nullptr);  // (keeps the wal-index: no checkpoint at the worker's close)
+  REQUIRE(keeper.query("SELECT n FROM c") == "0");
+  for (int round = 1; round <= 3; ++round) {
+    CAPTURE(round);
+    std::string out = (dir / fmt::format("w{}.txt", round)).string();
+    pid_t writer = start_worker(out, {db_uri, "commit-hold", std::to_string(round), "60000"});
+    REQUIRE(wait_for_text(out, "committed"));
+    CHECK(keeper.query("SELECT n FROM c") == std::to_string(round * (round + 1) / 2));
+    CHECK(keeper.query("PRAGMA integrity_check") == "ok");
+    ::kill(writer, SIGKILL);
+    CHECK(wait_worker(writer) == 128 + SIGKILL);
+  }
+}
+
 TEST_CASE("WAL: four processes write, checkpoint and read a growing database; every read sees every page") {
   // Each process's checkpoints grow the database file; every other process
   // must read the new pages from it, not the size it saw before (a stale

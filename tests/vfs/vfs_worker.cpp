@@ -23,6 +23,12 @@
 //                                 "rc=RC" (SQLite's extended code)
 //   vfs_worker URI hold-write MS  BEGIN IMMEDIATE, adds one to c.n, prints
 //                                 "holding", waits MS ms, COMMIT, "committed"
+//   vfs_worker URI commit-hold N MS
+//                                 with PRAGMA synchronous=NORMAL (in WAL
+//                                 mode a COMMIT then syncs nothing), N
+//                                 transactions each adding one to c.n, then
+//                                 "committed", and waits MS ms with the
+//                                 connection open
 //   vfs_worker URI read-loop N    N read transactions with no busy timeout,
 //                                 each reading c.n (never less than the one
 //                                 before) and count(*) of t; prints
@@ -233,6 +239,14 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[3])));
     if (!exec(db, "COMMIT")) return fail(db, "hold-write commit");
     std::printf("committed\n");
+  } else if (mode == "commit-hold" && argc == 5) {
+    if (!exec(db, "PRAGMA synchronous=NORMAL")) return fail(db, "synchronous=NORMAL");
+    for (int i = std::atoi(argv[3]); i > 0; --i) {
+      if (!exec(db, "UPDATE c SET n = n + 1")) return fail(db, "commit-hold");
+    }
+    std::printf("committed\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[4])));
   } else if (mode == "read-loop" && argc == 4) {
     // First the schema, with the busy timeout. A connection's first read
     // takes SHARED on the database, and a WAL connection that closes (a
