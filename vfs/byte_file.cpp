@@ -381,6 +381,9 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
 
 Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
+  // (A page written in part is read first, and one past a stale end would
+  // read as zeros.)
+  if (auto size = current_size(); !size) return size.status();
   if (follows_sqlite_ && layout_ == Layout::kPages && size_ == 0 && offset == 0 && data.size() < page_size_) {
     if (uint32_t size = sqlite_page_one_size(data); size != 0) {
       Status s = client_.set_page_size(fd_, size);
@@ -419,6 +422,7 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
 
 Status ByteFile::truncate(int64_t size) {
   if (size < 0) return Status::invalid_argument("truncate", "negative size");
+  if (auto known = current_size(); !known) return known.status();  // (the new last page is read first)
   drop_all_ahead();
   // Emptied, a journal or WAL keeps no length page either: a file of no
   // pages is one of no bytes, which a stat can tell (xAccess).
@@ -493,6 +497,7 @@ Status ByteFile::refresh_size() {
     if (!length) return length.status();
     size_ = *length;
   }
+  size_stale_ = false;
   return Status::ok();
 }
 
@@ -505,6 +510,19 @@ Status ByteFile::reload() {
   if (pending()) return Status::ok();
   drop_cache();
   return refresh_size();
+}
+
+void ByteFile::reload_lazily() {
+  if (pending()) return;
+  drop_cache();
+  size_stale_ = true;
+}
+
+Result<int64_t> ByteFile::current_size() {
+  if (size_stale_) {
+    if (Status s = refresh_size(); !s) return s;
+  }
+  return size_;
 }
 
 Status ByteFile::set_concurrency(uint32_t concurrency) {

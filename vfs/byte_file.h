@@ -114,6 +114,7 @@ class ByteFile {
   Result<size_t> read(std::span<std::byte> out, int64_t offset);
   Status write(std::span<const std::byte> data, int64_t offset);
   Status truncate(int64_t size);
+  // As last known: after reload_lazily(), current_size() says what it is.
   int64_t size() const { return size_; }
   uint32_t page_size() const { return page_size_; }
   uint32_t replicas() const { return replicas_; }  // copies of each page (FileStatus::replicas)
@@ -142,6 +143,15 @@ class ByteFile {
   // refresh_size(), unless this descriptor holds writes the store has not
   // had yet (then it is the writer, and what it holds is the newest).
   Status reload();
+  // reload(), but the size is read from the store only when next needed:
+  // by current_size(), a write, a truncate, or a read past the end as last
+  // known (which reads it before answering with zeros). What SQLite reads
+  // in WAL mode lies within sizes it knows from the wal-index (a page
+  // below the database's page count, a frame below the WAL's last), so
+  // most transactions need no stat of either file.
+  void reload_lazily();
+  // The size, read from the store first where reload_lazily() left it.
+  Result<int64_t> current_size();
 
   // A database opened with no page size of the user's (page_size=): at
   // SQLite's first write of a smaller page 1 the file takes its size.
@@ -220,6 +230,7 @@ class ByteFile {
   bool follows_sqlite_ = false;  // follow_sqlite_page_size()
 
   int64_t size_ = 0;
+  bool size_stale_ = false;  // reload_lazily() left size_ to be read again
   uint32_t replicas_ = 1;
   bool length_dirty_ = false;  // kBytes: the length page is behind size_
   bool unsynced_ = false;

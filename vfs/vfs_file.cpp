@@ -51,11 +51,19 @@ void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
 // database for as long as it is open, and begins each transaction with a
 // lock of the wal-index instead (x_shm_lock counts those as fresh locks
 // too): then the database file is read afresh as well, since a checkpoint
-// in another process may have written it.
+// in another process may have written it. The database's and the WAL's
+// sizes are read again only when needed (ByteFile::reload_lazily): SQLite
+// knows both from the wal-index, and a stat at every read transaction
+// would cost more than the rest of the VFS's work in it.
 Status catch_up(StoreFile& st) REQUIRES(st.mu) {
   if (st.main_db && !st.shm) return Status::ok();
   uint64_t now = st.config->fresh_locks->load();
   if (now == st.fresh_locks_seen) return Status::ok();
+  if (st.main_db || st.wal) {
+    st.file->reload_lazily();
+    st.fresh_locks_seen = now;
+    return Status::ok();
+  }
   Status s = st.file->reload();
   if (s) st.fresh_locks_seen = now;
   return s;
@@ -236,7 +244,9 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
   return guarded(SQLITE_IOERR_FSTAT, [&] {
     MutexLock lock(st.mu);
     if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_FSTAT);
-    *size = st.file->size();
+    auto known = st.file->current_size();
+    if (!known) return sqlite_error(known.status(), SQLITE_IOERR_FSTAT);
+    *size = *known;
     return SQLITE_OK;
   });
 }

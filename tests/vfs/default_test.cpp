@@ -389,6 +389,32 @@ TEST_CASE("WAL with synchronous=NORMAL: commits another process has not synced a
   }
 }
 
+TEST_CASE("WAL: a connection that appends to the WAL after another process grew it, having read none of its frames, keeps them") {
+  // This connection's transactions learn of the WAL's length only when
+  // they need it (ByteFile::reload_lazily): its next frame goes after the
+  // other process's, into a WAL page this connection never read, which
+  // must be read before it is written in part, not taken for zeros.
+  register_without_bus();
+  TempDir dir;
+  std::string db_uri = uri(dir / "append.db", "pagefile");
+  create_counter(db_uri, "wal");
+  SqliteDb a(db_uri, nullptr);
+  // Two rows, each on a leaf page of its own: a transaction on one reads
+  // nothing of the other's.
+  a.run("INSERT INTO t(id, tag, pad) VALUES (1, '1:0', randomblob(3000)), (2, '2:0', randomblob(3000))");
+  a.run("UPDATE t SET tag = '1:1' WHERE id = 1");
+  for (int round = 1; round <= 3; ++round) {
+    CAPTURE(round);
+    Outcome other = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "update-row", "2", "8"});
+    REQUIRE(other.exit_status == 0);
+    a.run(fmt::format("UPDATE t SET tag = '1:{}' WHERE id = 1", round + 1));
+    SqliteDb fresh(db_uri, nullptr);
+    CHECK(fresh.query("PRAGMA integrity_check") == "ok");
+    CHECK(fresh.query("SELECT group_concat(tag, ' ') FROM t ORDER BY id") == fmt::format("1:{} 2:8", round + 1));
+  }
+  CHECK(a.query("PRAGMA integrity_check") == "ok");
+}
+
 TEST_CASE("WAL: four processes write, checkpoint and read a growing database; every read sees every page") {
   // Each process's checkpoints grow the database file; every other process
   // must read the new pages from it, not the size it saw before (a stale

@@ -23,6 +23,9 @@
 //                                 "rc=RC" (SQLite's extended code)
 //   vfs_worker URI hold-write MS  BEGIN IMMEDIATE, adds one to c.n, prints
 //                                 "holding", waits MS ms, COMMIT, "committed"
+//   vfs_worker URI update-row ID N
+//                                 N transactions, the i-th setting t.tag of
+//                                 row ID to "ID:i" and its pad to a new blob
 //   vfs_worker URI commit-hold N MS
 //                                 with PRAGMA synchronous=NORMAL (in WAL
 //                                 mode a COMMIT then syncs nothing), N
@@ -239,6 +242,12 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[3])));
     if (!exec(db, "COMMIT")) return fail(db, "hold-write commit");
     std::printf("committed\n");
+  } else if (mode == "update-row" && argc == 5) {
+    const std::string id = argv[3];
+    for (int i = 1, n = std::atoi(argv[4]); i <= n; ++i) {
+      std::string sql = "UPDATE t SET tag = '" + id + ":" + std::to_string(i) + "', pad = randomblob(3000) WHERE id = " + id;
+      if (!exec(db, sql.c_str())) return fail(db, "update-row");
+    }
   } else if (mode == "commit-hold" && argc == 5) {
     if (!exec(db, "PRAGMA synchronous=NORMAL")) return fail(db, "synchronous=NORMAL");
     for (int i = std::atoi(argv[3]); i > 0; --i) {
