@@ -41,6 +41,14 @@ void create_counter(const std::string& db_uri, const std::string& journal_mode) 
          "CREATE TABLE t(id INTEGER PRIMARY KEY, tag TEXT, i INTEGER, pad BLOB)");
 }
 
+// A new database at `path` under `vfs` holding the tables of
+// create_counter, in `journal_mode`: its URI.
+std::string new_counter_db(const fs::path& path, const std::string& journal_mode, const std::string& vfs = "pagefile") {
+  std::string db_uri = uri(path, vfs);
+  create_counter(db_uri, journal_mode);
+  return db_uri;
+}
+
 std::string counter(const std::string& db_uri) {
   SqliteDb db(db_uri, nullptr);
   REQUIRE(db.open_rc() == SQLITE_OK);
@@ -239,8 +247,7 @@ TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, suc
       CAPTURE(mode);
       CAPTURE(vfs);
       TempDir dir;
-      std::string db_uri = uri(dir / "shared.db", vfs);
-      create_counter(db_uri, mode);
+      std::string db_uri = new_counter_db(dir / "shared.db", mode, vfs);
       pid_t holder = start_worker(dir / "holder.txt", {db_uri, "hold-write", "1500"});
       REQUIRE(wait_for_text(dir / "holder.txt", "holding"));
       // Another process, then this one, without a busy timeout: busy.
@@ -266,8 +273,7 @@ TEST_CASE("four processes add 1000 to a default database's counter: no update is
   for (std::string mode : {"delete", "wal", "persist", "truncate"}) {
     CAPTURE(mode);
     TempDir dir;
-    std::string db_uri = uri(dir / "count.db", "pagefile");
-    create_counter(db_uri, mode);
+    std::string db_uri = new_counter_db(dir / "count.db", mode);
     run_together(dir, 4, {db_uri, "increment", "250", mode});
     CHECK(counter(db_uri) == "1000");
   }
@@ -322,8 +328,7 @@ TEST_CASE("under the database's write lock its journal reads nothing before its 
 TEST_CASE("WAL: reader processes are never blocked by the writer; a reader checkpoints") {
   register_without_bus();
   TempDir dir;
-  std::string db_uri = uri(dir / "wal.db", "pagefile");
-  create_counter(db_uri, "wal");
+  std::string db_uri = new_counter_db(dir / "wal.db", "wal");
   {
     SqliteDb db(db_uri, nullptr);
     db.run("UPDATE c SET n = 5");
@@ -373,8 +378,7 @@ TEST_CASE("WAL with synchronous=NORMAL: commits another process has not synced a
   // process follows the wal-index to frames the file would not have yet.
   register_without_bus();
   TempDir dir;
-  std::string db_uri = uri(dir / "normal.db", "pagefile");
-  create_counter(db_uri, "wal");
+  std::string db_uri = new_counter_db(dir / "normal.db", "wal");
   SqliteDb keeper(db_uri, nullptr);  // (keeps the wal-index: no checkpoint at the worker's close)
   REQUIRE(keeper.query("SELECT n FROM c") == "0");
   for (int round = 1; round <= 3; ++round) {
@@ -396,8 +400,7 @@ TEST_CASE("WAL: a connection that appends to the WAL after another process grew 
   // must be read before it is written in part, not taken for zeros.
   register_without_bus();
   TempDir dir;
-  std::string db_uri = uri(dir / "append.db", "pagefile");
-  create_counter(db_uri, "wal");
+  std::string db_uri = new_counter_db(dir / "append.db", "wal");
   SqliteDb a(db_uri, nullptr);
   // Two rows, each on a leaf page of its own: a transaction on one reads
   // nothing of the other's.
@@ -421,8 +424,7 @@ TEST_CASE("WAL: four processes write, checkpoint and read a growing database; ev
   // size reads them as zeros: "database disk image is malformed").
   register_without_bus();
   TempDir dir;
-  std::string db_uri = uri(dir / "grow.db", "pagefile");
-  create_counter(db_uri, "wal");
+  std::string db_uri = new_counter_db(dir / "grow.db", "wal");
   {
     SqliteDb db(db_uri, nullptr);
     db.run("INSERT INTO t(tag, i, pad) SELECT 'first', value, randomblob(500) FROM "
