@@ -104,6 +104,7 @@ Status Client::lock(Fd fd, LockMode mode, LockWait wait) { return impl_->lock(fd
 Status Client::unlock(Fd fd) { return impl_->unlock(fd); }
 
 Result<std::shared_ptr<PageIo>> ClientAccess::page_io(Client& client, Fd fd) { return client.impl_->io_of(fd); }
+bool ClientAccess::stopped(const Client& client) { return client.impl_->stopping(); }
 
 // Lock calls never wait (kBusy at once), but may ask the catalog: outside mu_.
 Status Client::set_lock_level(Fd fd, LockLevel level) {

@@ -6,8 +6,9 @@
 // the reserved check involve none of the client's request bookkeeping
 // (windows, page queues, the pool), and SQLite asks for them at every
 // transaction: a caller that holds the PageIo asks it directly. The caller
-// keeps it no longer than the descriptor is open: calls on it after a close
-// reach a closed file.
+// keeps it no longer than the descriptor is open, and asks stopped() before
+// each call: Client::stop closes every descriptor, and a call on a PageIo
+// after that would reach a file the client has let go.
 #pragma once
 
 #include <memory>
@@ -20,6 +21,9 @@ namespace pagefile {
 struct ClientAccess {
   // kInvalidArgument for a descriptor that is closed or was never opened.
   static Result<std::shared_ptr<PageIo>> page_io(Client& client, Fd fd);
+  // Whether the client is stopping or stopped (its descriptors closed or
+  // being closed): one atomic load.
+  static bool stopped(const Client& client);
 };
 
 }  // namespace pagefile

@@ -199,6 +199,8 @@ class Client::Impl {
   Status unlock(Fd fd);
   // The file's PageIo, kept alive for a call made outside mu_.
   Result<std::shared_ptr<PageIo>> io_of(Fd fd);
+  // stop() has begun (ClientAccess::stopped).
+  bool stopping() const { return stopping_.load(); }
   Status pin(Fd fd, int64_t page);
   Status unpin(Fd fd, int64_t page);
   Status drop_cached(Fd fd);
@@ -276,6 +278,9 @@ class Client::Impl {
   mutable Mutex mu_;
   CondVar done_cv_;
   bool stopped_ GUARDED_BY(mu_) = false;
+  // Set as stop() begins, before it closes the descriptors: read without
+  // mu_ by callers that hold a descriptor's PageIo (client/client_access.h).
+  std::atomic<bool> stopping_{false};
   uint64_t next_fd_ GUARDED_BY(mu_) = 1;
   uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, OpenFilePtr> files_ GUARDED_BY(mu_);

@@ -147,6 +147,7 @@ WorkPool& Client::Impl::local_pool() {
 }
 
 Status Client::Impl::stop() {
+  stopping_ = true;
   std::vector<Fd> open_fds;
   {
     MutexLock lock(mu_);

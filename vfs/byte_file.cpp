@@ -479,16 +479,23 @@ void ByteFile::adopt_page_size(uint32_t page_size) {
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.resized(f); });
 }
 
+Result<PageIo*> ByteFile::io() const {
+  if (!io_ || ClientAccess::stopped(client_)) return Status::invalid_argument("client", "is stopped");
+  return io_.get();
+}
+
 Status ByteFile::refresh_size() {
   // Of the PageIo, as Client::size asks it (client/client_access.h): the
   // count first, then the page size, which a local file that held no page
   // may have taken with it.
-  auto pages = io_->size_pages();
+  auto io = this->io();
+  if (!io) return io.status();
+  auto pages = (*io)->size_pages();
   if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
     // Another descriptor may have given the file SQLite's page size at its
     // first write (the store counts the pages at the size they have).
-    adopt_page_size(io_->page_size());
+    adopt_page_size((*io)->page_size());
     size_ = *pages * page_size_;
   } else if (*pages == 0) {
     size_ = 0;

@@ -165,9 +165,10 @@ class ByteFile {
   Fd fd() const { return fd_; }
   // The descriptor's PageIo, for the calls SQLite makes at every
   // transaction that involve none of the client's request bookkeeping
-  // (lock levels, the reserved check): client/client_access.h. Open files
-  // only.
-  PageIo& io() const { return *io_; }
+  // (lock levels, the size, the reserved check): client/client_access.h.
+  // kInvalidArgument, as a call by descriptor says, once the file is closed
+  // or the client stopping (Client::stop closes every descriptor).
+  Result<PageIo*> io() const;
 
  private:
   struct KeptPage {

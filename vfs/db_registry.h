@@ -101,11 +101,14 @@ struct DbConfig {
     // files.size(), read with no lock (a database descriptor's read, which
     // holds its own file's mutex: x_read's runs).
     std::atomic<size_t> count{0};
-    // Set before any of the files takes a write or a truncate, cleared by
-    // the drain that then sends what they hold (drain_wals): while it is
-    // clear there is nothing to send, and xShmBarrier, which SQLite calls
-    // at every read transaction, takes no lock.
-    std::atomic<bool> unsent{false};
+    // Writes and truncates begun on the files (counted before each), and
+    // how many of those a drain that finished had sent (drain_wals, under
+    // mu). While the two are equal there is nothing to send, and
+    // xShmBarrier, which SQLite calls at every read transaction, takes no
+    // lock. (Not a flag cleared as a drain begins: a barrier that found it
+    // clear would return while another thread's drain was still sending.)
+    std::atomic<uint64_t> written{0};
+    std::atomic<uint64_t> sent{0};
   };
   std::shared_ptr<OpenWals> wals = std::make_shared<OpenWals>();  // shared like changes
 

@@ -73,18 +73,20 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
 // the store, so that another process reading the WAL finds what the
 // wal-index in shared memory says is there.
 Status drain_wals(DbConfig& config) {
-  // (Cleared first: a write that sets it meanwhile is sent here or by the
-  // next drain.)
-  if (!config.wals->unsent.exchange(false)) return Status::ok();
-  MutexLock wals(config.wals->mu);
+  DbConfig::OpenWals& open_wals = *config.wals;
+  if (open_wals.sent.load() == open_wals.written.load()) return Status::ok();
+  MutexLock wals(open_wals.mu);
+  // (Every write counted by now is sent below or was sent by a drain
+  // that finished; one counted later is the next drain's.)
+  const uint64_t written = open_wals.written.load();
   Status first;
-  for (auto& [wal, open] : config.wals->files) {
+  for (auto& [wal, open] : open_wals.files) {
     MutexLock lock(wal->mu);
     if (!wal->file->pending()) continue;
     Status s = wal->file->drain();
     if (first.is_ok()) first = s;
   }
-  if (!first) config.wals->unsent = true;  // what failed is still held: the next drain tries again
+  if (first && written > open_wals.sent.load()) open_wals.sent = written;  // (a failure leaves it for the next)
   return first;
 }
 
@@ -112,7 +114,7 @@ Status drain_journals(DbConfig& config, bool all) {
 // another bus's.
 void tell_journal(StoreFile& journal, bool excluded) {
   MutexLock lock(journal.mu);
-  journal.file->io().exclude_other_writers(excluded);
+  if (auto io = journal.file->io()) (*io)->exclude_other_writers(excluded);  // (a stopped client's journal: nothing to tell)
 }
 
 // Counts a write lock of a database descriptor taken (`taken`) or let go,
@@ -200,7 +202,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
       if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
     }
     apply_concurrency(st);
-    if (st.wal) st.config->wals->unsent = true;  // (before: see OpenWals::unsent)
+    if (st.wal) st.config->wals->written.fetch_add(1);  // (before: see OpenWals::written)
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
@@ -215,7 +217,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
     if (st.main_db) {
       if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
     }
-    if (st.wal) st.config->wals->unsent = true;
+    if (st.wal) st.config->wals->written.fetch_add(1);
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });
@@ -256,7 +258,9 @@ int x_lock(sqlite3_file* f, int level) {
   return guarded(SQLITE_IOERR_LOCK, [&] {
     MutexLock lock(st.mu);
     if (!st.main_db || level <= st.lock) return SQLITE_OK;
-    PageIo& io = st.file->io();
+    auto direct = st.file->io();
+    if (!direct) return sqlite_error(direct.status(), SQLITE_IOERR_LOCK);
+    PageIo& io = **direct;
     Status s = io.set_lock_level(static_cast<LockLevel>(level));
     if (!s) {
       // Refused EXCLUSIVE may have left us at PENDING (as unixLock does);
@@ -306,7 +310,8 @@ int x_unlock(sqlite3_file* f, int level) {
     // The journals are told first: once the lock is gone another may write
     // them. (Should the unlock fail, they only read what they need not.)
     if (level < SQLITE_LOCK_RESERVED) count_write_lock(st, false);
-    Status s = st.file->io().set_lock_level(static_cast<LockLevel>(level));
+    auto io = st.file->io();
+    Status s = io ? (*io)->set_lock_level(static_cast<LockLevel>(level)) : io.status();
     if (s) st.lock = level;
     if (first.is_ok()) first = s;
     return first ? SQLITE_OK : sqlite_error(first, SQLITE_IOERR_UNLOCK);
@@ -319,7 +324,9 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
     MutexLock lock(st.mu);
     *result = 0;
     if (!st.main_db) return SQLITE_OK;
-    auto reserved = st.file->io().reserved_elsewhere();
+    auto io = st.file->io();
+    if (!io) return sqlite_error(io.status(), SQLITE_IOERR_CHECKRESERVEDLOCK);
+    auto reserved = (*io)->reserved_elsewhere();
     if (!reserved) return sqlite_error(reserved.status(), SQLITE_IOERR_CHECKRESERVEDLOCK);
     *result = *reserved ? 1 : 0;
     return SQLITE_OK;

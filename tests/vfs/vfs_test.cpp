@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "core/page_io.h"
+#include "vfs/byte_file.h"
 #include "vfs/db_options.h"
 
 #include "tests/support/temp_dir.h"
@@ -838,6 +840,33 @@ TEST_CASE("xAccess of a journal follows its database: the remote store's answer 
   CHECK(access(journal) == 1);
   std::filesystem::remove(journal);
   CHECK(access(journal) == 0);
+}
+
+TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops, as its calls by descriptor do") {
+  // The VFS asks a descriptor's PageIo itself at every transaction
+  // (client/client_access.h); Client::stop closes every descriptor, and
+  // nothing may reach a file the client has let go.
+  TempDir dir;
+  auto client = pagefile::Client::start();
+  REQUIRE(client);
+  pagefile::OpenOptions open;
+  open.create = true;
+  open.location = pagefile::Location::kLocal;
+  auto file = pagefile::vfs::ByteFile::open(**client, (dir / "direct.db").string(), open,
+                                            pagefile::vfs::ByteFile::Layout::kPages, nullptr);
+  REQUIRE(file);
+  auto io = (*file)->io();
+  REQUIRE(io);
+  CHECK((*io)->set_lock_level(pagefile::LockLevel::kShared));
+  CHECK((*file)->refresh_size());
+  const pagefile::Fd fd = (*file)->fd();
+  REQUIRE((*client)->stop());
+  CHECK((*client)->set_lock_level(fd, pagefile::LockLevel::kNone).is(pagefile::Code::kInvalidArgument));
+  auto after = (*file)->io();
+  REQUIRE_FALSE(after);
+  CHECK(after.status().is(pagefile::Code::kInvalidArgument));
+  CHECK(after.status().to_string().find("is stopped") != std::string::npos);
+  CHECK((*file)->refresh_size().is(pagefile::Code::kInvalidArgument));
 }
 
 TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
