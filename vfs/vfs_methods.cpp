@@ -55,6 +55,7 @@ const NameMemo* memo_of(const char* name, NameMemo& scratch) {
   m.full = std::move(*full);
   return &m;
 }
+
 // Why the database this thread's sqlite3_open is opening failed, for its
 // auto-extension to say (x_open, add_functions): the database's name and
 // the message.
@@ -349,10 +350,11 @@ Result<std::unique_ptr<ByteFile>> open_stored(const std::string& path, OpenOptio
 }
 
 Result<int64_t> local_pages(const std::string& path) {
-  auto name = store_name(path);
-  if (!name) return int64_t{-1};
-  int64_t pages = local_pages_of(*name, DbRegistry::instance().find(*name).get());
-  if (pages == kLocalAbsent) return Status::not_found(*name);
+  NameMemo scratch;
+  const NameMemo* known = memo_of(path.c_str(), scratch);
+  if (!known) return int64_t{-1};
+  int64_t pages = local_pages_of(known->full, known->config.get());
+  if (pages == kLocalAbsent) return Status::not_found(known->full);
   return pages;
 }
 
