@@ -254,27 +254,39 @@ class InitByteLock {
 // file before SQLite opens it, as the unix VFS allows) gets the header of a
 // new file in place when `spec` creates, under a write lock of kInitByte
 // that an opener finding the header short waits for, so no opener reads
-// half a header.
+// half a header. Every new file is made so (LocalPagefile::open creates it
+// empty): an opener that does not create and finds it empty may have come
+// between its creation and its creator's lock, and looks again a few times
+// before it takes the file for one that has no header. `made_here` is the
+// path of a file this open created: one whose header cannot be written (a
+// full disk) is removed, so that a failed create leaves nothing.
 Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalPagefile::OpenSpec& spec,
-                                   std::span<std::byte, kHeaderSize> bytes, bool& made) {
+                                   std::span<std::byte, kHeaderSize> bytes, bool& made,
+                                   const std::filesystem::path* made_here) {
   Result<size_t> got = pread_full(fd, bytes, 0, name);
   if (!got || *got == kHeaderSize) return got;
-  bool make = *got == 0 && spec.create && !spec.read_only;
-  InitByteLock lock(fd, make);
-  if (Status s = lock.status(name); !s) return s;
-  got = pread_full(fd, bytes, 0, name);
-  if (got && *got == 0 && make) {
-    auto header = encode_header(new_header(spec));
-    Status s = pwrite_full(fd, header, 0, name);
-    if (!s) {
-      (void)::ftruncate(fd, 0);  // empty as it was, not half a header
-      got = s;
-    } else {
-      made = true;  // durable at the first sync, as a new file
+  const bool make = *got == 0 && spec.create && !spec.read_only;
+  constexpr int kTries = 50;  // (50 ms: a creator descheduled in between)
+  for (int attempt = 1;; ++attempt) {
+    {
+      InitByteLock lock(fd, make);
+      if (Status s = lock.status(name); !s) return s;
       got = pread_full(fd, bytes, 0, name);
+      if (got && *got == 0 && make) {
+        auto header = encode_header(new_header(spec));
+        Status s = pwrite_full(fd, header, 0, name);
+        if (!s) {
+          (void)::ftruncate(fd, 0);  // empty as it was, not half a header
+          if (made_here) (void)::unlink(made_here->c_str());
+          return s;
+        }
+        made = true;  // durable at the first sync, as a new file
+        return pread_full(fd, bytes, 0, name);
+      }
     }
+    if (!got || *got != 0 || make || attempt == kTries) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return got;
 }
 
 // Decodes the whole header in `bytes` (of `got` bytes). A header being
@@ -308,27 +320,6 @@ Result<FileHeader> read_header_settled(int fd, const std::string& name, std::spa
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-}
-
-Status create_file(const std::filesystem::path& path, const FileHeader& header, mode_t mode) {
-  static std::atomic<uint64_t> counter{0};
-  std::filesystem::path tmp = path;
-  tmp.replace_filename(fmt::format(".{}.creating.{}.{}", path.filename().string(), ::getpid(),
-                                   counter.fetch_add(1)));
-  std::string name = path.string();
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode != 0 ? mode : 0644);
-  if (fd < 0) return errno_status(errno, name, "create");
-  auto bytes = encode_header(header);
-  Status s = pwrite_full(fd, bytes, 0, name);
-  // Exactly `mode`, whatever the umask (as robust_open sets a journal's).
-  if (s && mode != 0 && ::fchmod(fd, mode) != 0) s = errno_status(errno, name, "chmod");
-  ::close(fd);
-  if (s && ::link(tmp.c_str(), path.c_str()) != 0) s = errno_status(errno, name, "create");
-  ::unlink(tmp.c_str());
-  // Durable at the file's first sync (LocalPagefile::sync), which flushes
-  // the header with the pages and then the directory, as os_unix.c makes a
-  // new journal durable at its first sync rather than at its creation.
-  return s;
 }
 
 }  // namespace
@@ -548,13 +539,23 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
         return s;
       }
     }
-    Status s = create_file(path, new_header(spec), static_cast<mode_t>(spec.mode));
-    if (s.is(Code::kAlreadyExists) && !spec.exclusive) continue;
-    if (s.is(Code::kAlreadyExists)) return Status::already_exists(name, "exists (create is exclusive)");
-    if (!s) return s;
+    // Made in place, empty: its header is written below (read_or_make_header)
+    // under kInitByte, which an opener that finds the file short waits for.
+    // (Made elsewhere and linked into place, the header would never be seen
+    // short; but a link and an unlink more to a journal made at every
+    // transaction cost its commit's directory sync a tenth of its time.)
+    fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, spec.mode != 0 ? static_cast<mode_t>(spec.mode) : 0644);
+    if (fd < 0 && errno == EEXIST && !spec.exclusive) continue;
+    if (fd < 0 && errno == EEXIST) return Status::already_exists(name, "exists (create is exclusive)");
+    if (fd < 0) return errno_status(errno, name, "create");
     created = true;
-    fd = ::open(path.c_str(), flags);
-    if (fd < 0) return errno_status(errno, name, "open");
+    // Exactly `mode`, whatever the umask (as robust_open sets a journal's).
+    if (spec.mode != 0 && ::fchmod(fd, static_cast<mode_t>(spec.mode)) != 0) {
+      Status s = errno_status(errno, name, "chmod");
+      ::close(fd);
+      (void)::unlink(path.c_str());
+      return s;
+    }
   }
   if (fd < 0) return Status::io_error(name, "open: file kept appearing and vanishing");
 
@@ -569,10 +570,17 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
     return Status::invalid_argument(name, "is not a regular file");
   }
   std::array<std::byte, kHeaderSize> bytes{};
-  Result<size_t> got = read_or_make_header(fd, name, spec, bytes, created);
+  Result<size_t> got = read_or_make_header(fd, name, spec, bytes, created, created ? &path : nullptr);
   if (!got) {
     ::close(fd);
     return got.status();
+  }
+  if (*got == 0) {
+    // Empty, and not to be made here: no Pagefile yet. (A process killed
+    // between the file's creation and its header's leaves such a file; an
+    // opener that creates makes it whole.)
+    ::close(fd);
+    return Status::not_found(name, "is empty: no Pagefile header (create it to make one)");
   }
   bool torn = false;
   Result<FileHeader> header = read_header_settled(fd, name, bytes, *got, /*read_first=*/false, &torn);

@@ -87,12 +87,14 @@ class LocalPagefile {
   // Pages per group, after a block of their checksums (doc/page_format.md).
   static constexpr int64_t kGroupPages = 256;
 
-  // Opens or creates the Pagefile at `path`. Creation is atomic: the header
-  // is written in a temporary file that is then linked into place, so no
-  // reader ever sees a file without a whole header. A file created (or an
-  // empty one given its header) is durable, name and header, at this
-  // object's first sync(), as os_unix.c makes a new journal durable.
-  // Errors as Client::open.
+  // Opens or creates the Pagefile at `path`. A file is created empty and
+  // given its header in place, under a lock that openers finding it short
+  // wait for, so none reads half a header; an empty file (a creator killed
+  // in between) is kNotFound to an opener that does not create, and one
+  // that creates gives it its header. A file created (or an empty one
+  // given its header) is durable, name and header, at this object's first
+  // sync(), as os_unix.c makes a new journal durable. Errors as
+  // Client::open.
   static Result<std::unique_ptr<LocalPagefile>> open(const std::filesystem::path& path,
                                                      const OpenSpec& spec);
 

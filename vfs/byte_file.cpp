@@ -60,6 +60,8 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
     // An existing journal keeps its page size; a new one gets ours.
     OpenOptions existing = options;
     existing.create = false;
+    // (An empty file at the path, left by a process that died as it made
+    // the journal, is none either: LocalPagefile::open.)
     fd = client.open(name, existing);
     if (!fd && fd.status().is(Code::kNotFound) && options.create) {
       options.page_size = new_page_size;

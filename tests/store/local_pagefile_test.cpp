@@ -327,7 +327,60 @@ TEST_CASE("open without create, exclusive create, unlink") {
   CHECK(std::filesystem::is_empty(dir.path()));
 }
 
-TEST_CASE("a damaged or foreign file is refused and left as it was; an empty one is refused unless created") {
+TEST_CASE("a file being created is never seen without its header: openers that do not create wait for it") {
+  // A new file is made empty at its path and its header written after
+  // (under kInitByte): an opener coming between the two must not take it
+  // for a file with no header. Two threads, each with its own descriptors
+  // (open-file-description locks are per descriptor, as between
+  // processes): one creates and removes the file, the other opens it
+  // without create and must find it absent or whole.
+  TempDir dir;
+  const auto path = dir / "f";
+  std::atomic<bool> done{false};
+  int opened = 0, absent = 0;
+  std::vector<std::string> errors;
+  std::thread opener([&] {
+    while (!done.load()) {
+      auto f = LocalPagefile::open(path, {.read_only = true});
+      if (f) {
+        ++opened;
+        if ((*f)->page_size() != 1024) errors.push_back(fmt::format("page size {}", (*f)->page_size()));
+      } else if (f.status().is(Code::kNotFound)) {
+        ++absent;
+      } else {
+        errors.push_back(f.status().to_string());
+      }
+    }
+  });
+  for (int round = 0; round < 300; ++round) {
+    auto spec = create_spec(1024);
+    spec.exclusive = true;
+    auto f = LocalPagefile::open(path, spec);
+    REQUIRE_OK(f);
+    f->reset();
+    REQUIRE_OK(LocalPagefile::unlink(path));
+  }
+  done = true;
+  opener.join();
+  CHECK(errors.empty());
+  if (!errors.empty()) MESSAGE(errors.front());
+  CHECK(opened + absent > 0);
+}
+
+TEST_CASE("a new file has exactly the mode asked for, whatever the umask") {
+  TempDir dir;
+  mode_t old = ::umask(077);
+  auto spec = create_spec(4096);
+  spec.mode = 0664;
+  auto f = LocalPagefile::open(dir / "f", spec);
+  ::umask(old);
+  REQUIRE_OK(f);
+  struct stat st {};
+  REQUIRE(::stat((dir / "f").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0664);
+}
+
+TEST_CASE("a damaged or foreign file is refused and left as it was; an empty one is not found unless created") {
   TempDir dir;
   auto path = dir / "f";
   auto f = must_open(path, create_spec(4096));
@@ -346,8 +399,10 @@ TEST_CASE("a damaged or foreign file is refused and left as it was; an empty one
   CHECK(std::filesystem::file_size(path) == size_before);
   CHECK_CODE(LocalPagefile::open(path, create_spec(4096)), Code::kCorruption);
 
+  // An empty file is no Pagefile yet (what a process killed as it made one
+  // leaves): not found, unless created.
   std::ofstream(dir / "empty").close();
-  CHECK_CODE(LocalPagefile::open(dir / "empty", {}), Code::kCorruption);
+  CHECK_CODE(LocalPagefile::open(dir / "empty", {}), Code::kNotFound);
   CHECK(std::filesystem::file_size(dir / "empty") == 0);
   std::ofstream(dir / "text") << "hello, not a pagefile\n";
   CHECK_CODE(LocalPagefile::open(dir / "text", {}), Code::kCorruption);
