@@ -93,9 +93,9 @@ Result<FileHeader> decode(std::span<const std::byte> bytes, std::string_view wha
   if (Status s = check_page_size(header.page_size); !s) {
     return Status::corruption(what, fmt::format("recorded {}", s.message()));
   }
-  if (version == kFormatVersion && header.page_size <= kChecksumSectorSize) {
+  if (has_sector_checksums(version) && header.page_size <= kChecksumSectorSize) {
     // (Sector checksums of a page no larger than a sector are its page
-    // checksum: such a file is made as version 2.)
+    // checksum: such a file is made as version 4.)
     return Status::corruption(what, fmt::format("format version {} with page size {}", version, header.page_size));
   }
   uint8_t access = kAccess.get(bytes);

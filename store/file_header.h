@@ -22,18 +22,32 @@ inline constexpr size_t kHeaderSize = 4096;
 // Version 2 keeps a checksum beside every page; version 3 beside every
 // 4 KiB sector of a page, for files created with sector checksums whose
 // pages are larger; version 1 files (no checksums) are still read and
-// written, unchecked (doc/page_format.md). A new file is version 2 unless
-// it has sector checksums, so that a build reading version 2 reads it.
-inline constexpr uint32_t kFormatVersion = 3;
-inline constexpr uint32_t kPageChecksumFormatVersion = 2;
+// written, unchecked (doc/page_format.md). Versions 4 and 5 are 2 and 3
+// with SQLite's lock levels on other bytes of the header, which let a
+// reader take SHARED in one call fewer (LocalPagefile::set_lock_level): a
+// build that locks the old way reads at most version 3, so no two
+// processes that lock differently ever share a file. A new file is version
+// 4, or 5 with sector checksums.
 inline constexpr uint32_t kUncheckedFormatVersion = 1;
-// The unit a version 3 file checks: a sector of the disk, which a write
+inline constexpr uint32_t kPageChecksumFormatVersion = 2;
+inline constexpr uint32_t kSectorChecksumFormatVersion = 3;
+inline constexpr uint32_t kAdjacentLocksFormatVersion = 4;
+inline constexpr uint32_t kAdjacentLocksSectorFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = kAdjacentLocksSectorFormatVersion;  // the highest this build reads
+
+// What a format version holds.
+constexpr bool has_checksum_blocks(uint32_t version) { return version >= kPageChecksumFormatVersion; }
+constexpr bool has_sector_checksums(uint32_t version) {
+  return version == kSectorChecksumFormatVersion || version == kAdjacentLocksSectorFormatVersion;
+}
+constexpr bool has_adjacent_locks(uint32_t version) { return version >= kAdjacentLocksFormatVersion; }
+// The unit a version 3 or 5 file checks: a sector of the disk, which a write
 // changes whole or not at all.
 inline constexpr uint32_t kChecksumSectorSize = 4096;
 inline constexpr std::string_view kHeaderMagic = "PAGEFILE";
 
 struct FileHeader {
-  uint32_t version = kPageChecksumFormatVersion;
+  uint32_t version = kAdjacentLocksFormatVersion;
   uint32_t page_size = kDefaultPageSize;
   BufferPolicy policy;
   int64_t created_unix_ns = 0;

@@ -37,12 +37,15 @@ namespace {
 // locking it never conflicts with page I/O.
 constexpr off_t kLockByte = 1024;
 
-// The bytes of the header that set_lock_level locks, after os_unix.c's
-// PENDING_BYTE, RESERVED_BYTE and SHARED range (one byte is enough for
-// open-file-description locks).
-constexpr off_t kPendingByte = 2048;
-constexpr off_t kReservedByte = 2049;
-constexpr off_t kSharedByte = 2050;
+// The bytes of the header that set_lock_level locks (LevelBytes, in
+// local_pagefile.h), after os_unix.c's PENDING_BYTE, RESERVED_BYTE and
+// SHARED range (one byte is enough for open-file-description locks).
+// Format versions up to 3 have them in os_unix.c's order; from 4, SHARED
+// comes first and PENDING beside it, so that a reader read-locks both in
+// one call (the writer's PENDING keeps it out) and unlocks PENDING: two
+// calls where three were (file_header.h).
+constexpr LocalPagefile::LevelBytes kSplitLevelBytes{.pending = 2048, .reserved = 2049, .shared = 2050};
+constexpr LocalPagefile::LevelBytes kAdjacentLevelBytes{.pending = 2049, .reserved = 2050, .shared = 2048};
 // Write-locked while an empty file gets its header in place (open), and
 // read-locked by an opener that finds the header short, to wait for it.
 constexpr off_t kInitByte = 3072;
@@ -203,7 +206,9 @@ Status fsync_dir(const std::filesystem::path& dir) {
 FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
   FileHeader header;
   header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
-  if (spec.sector_checksums && header.page_size > kChecksumSectorSize) header.version = kFormatVersion;
+  if (spec.sector_checksums && header.page_size > kChecksumSectorSize) {
+    header.version = kAdjacentLocksSectorFormatVersion;
+  }
   header.policy = spec.policy;
   header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
@@ -336,9 +341,10 @@ LocalPagefile::LocalPagefile(int fd, std::string name, const FileHeader& header,
       header_may_change_(header_may_change),
       page_size_final_(page_size_final),
       read_only_(read_only),
-      grouped_(header.version >= kPageChecksumFormatVersion),
+      grouped_(has_checksum_blocks(header.version)),
       checked_(grouped_ && checksums),
-      units_(header.version == kFormatVersion ? header.page_size / kChecksumSectorSize : 1),
+      units_(has_sector_checksums(header.version) ? header.page_size / kChecksumSectorSize : 1),
+      level_bytes_(has_adjacent_locks(header.version) ? kAdjacentLevelBytes : kSplitLevelBytes),
       sum_block_bytes_(static_cast<off_t>(kGroupPages * kEntryBytes * units_)),
       sums_(/*bounded=*/!sole_writer),
       map_entries_(map_entries && checked_ && !read_only),
@@ -1278,17 +1284,21 @@ Status LocalPagefile::change_lock_level(LockLevel level) {
   };
   auto busy = [&](std::string_view why) { return Status::busy(name_, why); };
   auto set = [&](short type, off_t start, off_t len) { return try_range_lock(fd_, type, start, len, name_); };
+  const LevelBytes& at = level_bytes_;
+  // (PENDING and RESERVED are side by side in both layouts, all three too.)
+  const off_t pending_and_reserved = std::min(at.pending, at.reserved);
+  const off_t all = std::min({at.pending, at.reserved, at.shared});
 
   if (level < held) {
     if (level == LockLevel::kShared) {
       // Turning the write lock on SHARED into a read lock is atomic.
-      auto got = set(F_RDLCK, kSharedByte, 1);
+      auto got = set(F_RDLCK, at.shared, 1);
       if (!got) return got.status();
       if (!*got) return Status::io_error(name_, "lock: downgrade to SHARED refused");
-      auto freed = set(F_UNLCK, kPendingByte, 2);
+      auto freed = set(F_UNLCK, pending_and_reserved, 2);
       if (!freed) return freed.status();
     } else if (level == LockLevel::kNone) {
-      auto freed = set(F_UNLCK, kPendingByte, 3);
+      auto freed = set(F_UNLCK, all, 3);
       if (!freed) return freed.status();
     } else {
       return invalid("lowering goes to SHARED or NONE only");
@@ -1304,11 +1314,22 @@ Status LocalPagefile::change_lock_level(LockLevel level) {
 
   if (level == LockLevel::kShared) {
     // A writer at PENDING holds its byte: no new readers until it is done.
-    auto pending = set(F_RDLCK, kPendingByte, 1);
+    // Side by side, PENDING and SHARED are read-locked in one call, which
+    // takes both or neither.
+    if (at.shared + 1 == at.pending) {
+      auto both = set(F_RDLCK, at.shared, 2);
+      if (!both) return both.status();
+      if (!*both) return busy("SHARED: a writer holds EXCLUSIVE or waits for readers to leave (PENDING)");
+      auto freed = set(F_UNLCK, at.pending, 1);
+      if (!freed) return freed.status();
+      level_ = LockLevel::kShared;
+      return Status::ok();
+    }
+    auto pending = set(F_RDLCK, at.pending, 1);
     if (!pending) return pending.status();
     if (!*pending) return busy("SHARED: a writer is waiting for readers to leave (PENDING)");
-    auto shared = set(F_RDLCK, kSharedByte, 1);
-    auto freed = set(F_UNLCK, kPendingByte, 1);
+    auto shared = set(F_RDLCK, at.shared, 1);
+    auto freed = set(F_UNLCK, at.pending, 1);
     if (!shared) return shared.status();
     if (!freed) return freed.status();
     if (!*shared) return busy("SHARED: another descriptor holds EXCLUSIVE");
@@ -1319,7 +1340,7 @@ Status LocalPagefile::change_lock_level(LockLevel level) {
   // RESERVED, or EXCLUSIVE (which takes RESERVED on its way).
   bool took_reserved = false;
   if (held < LockLevel::kReserved) {
-    auto reserved = set(F_WRLCK, kReservedByte, 1);
+    auto reserved = set(F_WRLCK, at.reserved, 1);
     if (!reserved) return reserved.status();
     if (!*reserved) return busy("another descriptor holds RESERVED or above");
     took_reserved = true;
@@ -1329,15 +1350,15 @@ Status LocalPagefile::change_lock_level(LockLevel level) {
     return Status::ok();
   }
   if (held < LockLevel::kPending) {
-    auto pending = set(F_WRLCK, kPendingByte, 1);
+    auto pending = set(F_WRLCK, at.pending, 1);
     if (!pending || !*pending) {
-      if (took_reserved) (void)set(F_UNLCK, kReservedByte, 1);
+      if (took_reserved) (void)set(F_UNLCK, at.reserved, 1);
       if (!pending) return pending.status();
       return busy("EXCLUSIVE: a reader is taking SHARED");
     }
     level_ = LockLevel::kPending;
   }
-  auto exclusive = set(F_WRLCK, kSharedByte, 1);
+  auto exclusive = set(F_WRLCK, at.shared, 1);
   if (!exclusive) return exclusive.status();
   if (!*exclusive) return busy("EXCLUSIVE: other descriptors hold SHARED; left at PENDING");
   level_ = LockLevel::kExclusive;
@@ -1345,7 +1366,7 @@ Status LocalPagefile::change_lock_level(LockLevel level) {
 }
 
 Result<bool> LocalPagefile::reserved_elsewhere() const {
-  auto held = range_lock_conflict(fd_, F_WRLCK, kReservedByte, 1, name_);
+  auto held = range_lock_conflict(fd_, F_WRLCK, level_bytes_.reserved, 1, name_);
   if (!held) return held.status();
   return *held != F_UNLCK;
 }

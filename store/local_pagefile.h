@@ -13,7 +13,7 @@
 // keeps the previous one beside it, so a write cut short by a crash (or
 // failing on a full disk) leaves a page that matches one of the two. A
 // file created with sector checksums and pages larger than a sector keeps
-// one such pair per 4 KiB sector instead (format version 3): a write torn
+// one such pair per 4 KiB sector instead (format version 3 or 5): a write torn
 // between sectors then leaves each sector old or new, and the page reads
 // back so, as a disk's would.
 //
@@ -87,6 +87,14 @@ class LocalPagefile {
   // Pages per group, after a block of their checksums (doc/page_format.md).
   static constexpr int64_t kGroupPages = 256;
 
+  // The header bytes set_lock_level locks for each of SQLite's lock levels
+  // (their order depends on the format version: local_pagefile.cpp).
+  struct LevelBytes {
+    off_t pending;
+    off_t reserved;
+    off_t shared;
+  };
+
   // Opens or creates the Pagefile at `path`. A file is created empty and
   // given its header in place, under a lock that openers finding it short
   // wait for, so none reads half a header; an empty file (a creator killed
@@ -119,9 +127,9 @@ class LocalPagefile {
   // Opened O_DSYNC (OpenSpec::dsync): every write waits for the disk.
   bool dsync() const { return dsync_; }
 
-  // Whether pages are checked (format version 2 or 3, checksums on).
+  // Whether pages are checked (format version 2 or more, checksums on).
   bool checked() const { return checked_; }
-  // Bytes covered by one checksum: the page, or a sector (version 3).
+  // Bytes covered by one checksum: the page, or a sector (version 3 or 5).
   uint32_t checksum_unit() const { return units_ == 1 ? page_size() : kChecksumSectorSize; }
   // Where page `page` lies in the file: for tools and tests that look at
   // the bytes themselves.
@@ -173,7 +181,7 @@ class LocalPagefile {
   // a new database's page size (PRAGMA page_size) only at its first write,
   // after the file was made. Records `page_size` in the header of a file
   // that holds no page; kInvalidArgument when it holds one, or checks its
-  // pages by sectors (version 3), or is a sole writer's, and nothing
+  // pages by sectors (version 3 or 5), or is a sole writer's, and nothing
   // changes. REQUIRES: no page operation of this object in flight, and the
   // caller holds the lock that keeps other descriptors from reading or
   // writing pages meanwhile (SQLite's EXCLUSIVE). A file that ever held a
@@ -329,9 +337,10 @@ class LocalPagefile {
   // size_pages() reads the header again.
   mutable std::atomic<bool> unsettled_{false};
   const bool read_only_;
-  const bool grouped_;  // format version 2 or 3: checksum blocks between groups of pages
+  const bool grouped_;  // format version 2 or more: checksum blocks between groups of pages
   const bool checked_;  // grouped_, and checksums are on
-  const uint32_t units_;  // checksums per page: 1, or its sectors (version 3; checksum_unit() bytes each)
+  const uint32_t units_;  // checksums per page: 1, or its sectors (version 3 or 5; checksum_unit() bytes each)
+  const LevelBytes level_bytes_;  // by format version
   const off_t sum_block_bytes_;  // a group's checksum block
   // (std::mutex held by scope, chosen by page: the analysis cannot follow
   // the choice, and they guard no field.)

@@ -1,6 +1,7 @@
 #include "store/file_header.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 using namespace pagefile;
 
@@ -38,4 +39,29 @@ TEST_CASE("a short or foreign header is refused") {
   auto r = decode_header(zeros, "f");
   CHECK(r.status().is(Code::kCorruption));
   CHECK(r.status().message() == "f: not a Pagefile (bad magic in header)");
+}
+
+TEST_CASE("format versions: 1 to 5 are read; 6 and 0 are refused naming the version; sector checksums need pages over 4 KiB") {
+  for (uint32_t version : {1u, 2u, 3u, 4u, 5u}) {
+    FileHeader h;
+    h.version = version;
+    h.page_size = 8192;
+    auto back = decode_header(encode_header(h), "f");
+    REQUIRE(back.is_ok());
+    CHECK(back->version == version);
+  }
+  for (uint32_t version : {0u, 6u}) {
+    FileHeader h;
+    h.version = version;
+    auto r = decode_header(encode_header(h), "f");
+    CHECK(r.status().is(Code::kCorruption));
+    CHECK(r.status().message() == fmt::format("f: header format version {} (this build reads 1 to 5)", version));
+  }
+  for (uint32_t version : {3u, 5u}) {
+    FileHeader h;
+    h.version = version;
+    h.page_size = 4096;
+    CHECK(decode_header(encode_header(h), "f").status().is(Code::kCorruption));
+  }
+  CHECK(FileHeader{}.version == kAdjacentLocksFormatVersion);
 }

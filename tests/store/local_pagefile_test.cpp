@@ -717,7 +717,7 @@ TEST_CASE("without sector checksums a torn page is kCorruption, never half old, 
   CHECK_CODE(f->read_page(0, buf), Code::kCorruption);
 }
 
-TEST_CASE("sector checksums are format version 3, only for pages larger than a sector") {
+TEST_CASE("sector checksums are format version 5, only for pages larger than a sector") {
   TempDir dir;
   for (uint32_t page_size : {1024u, 4096u, 8192u, 65536u}) {
     CAPTURE(page_size);
@@ -727,7 +727,7 @@ TEST_CASE("sector checksums are format version 3, only for pages larger than a s
     auto f = must_open(path, spec);
     auto header = decode_header(raw_read(path, 0, kHeaderSize), "f");
     REQUIRE_OK(header);
-    CHECK(header->version == (page_size > kChecksumSectorSize ? 3u : 2u));
+    CHECK(header->version == (page_size > kChecksumSectorSize ? 5u : 4u));
     CHECK(f->checksum_unit() == std::min(page_size, kChecksumSectorSize));
     // Pages across groups (256 pages each) are where the layout says.
     for (int64_t p : {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{600}}) {
@@ -908,6 +908,76 @@ TEST_CASE("a sole writer's truncates and writes at once (its blocks mapped): no 
     REQUIRE_OK(f->read_page(p, buf));
     CHECK(buf == page_pattern(4096, p));
   }
+}
+
+namespace {
+
+// The lock levels' bytes of `path` as another process sees them: each of
+// 2048 to 2050 as "-" (free), "r" (read-locked) or "w" (write-locked).
+std::string level_bytes(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::string seen;
+  for (off_t at = 2048; at <= 2050; ++at) {
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    REQUIRE(::fcntl(fd, F_OFD_GETLK, &fl) == 0);
+    seen += fl.l_type == F_UNLCK ? '-' : fl.l_type == F_RDLCK ? 'r' : 'w';
+  }
+  ::close(fd);
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("SQLite's lock levels: os_unix.c's byte order in files of version 2 and 3 (as builds before version 4 lock them), SHARED beside PENDING from 4") {
+  // A build that reads at most version 3 locks PENDING, RESERVED, SHARED at
+  // 2048, 2049, 2050; it refuses a file of version 4, whose levels this
+  // build locks at 2049, 2050, 2048. Each file is locked as every build
+  // that opens it does.
+  TempDir dir;
+  struct Case {
+    uint32_t version;
+    uint32_t page_size;
+    const char* shared;
+    const char* reserved;
+    const char* exclusive;
+  };
+  // (EXCLUSIVE holds all three.)
+  for (const Case& c : {Case{2, 4096, "--r", "-wr", "www"}, Case{3, 8192, "--r", "-wr", "www"},
+                        Case{4, 4096, "r--", "r-w", "www"}, Case{5, 8192, "r--", "r-w", "www"}}) {
+    CAPTURE(c.version);
+    auto path = dir / fmt::format("v{}", c.version);
+    FileHeader header;
+    header.version = c.version;
+    header.page_size = c.page_size;
+    auto bytes = encode_header(header);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    auto a = must_open(path, {});
+    auto b = must_open(path, {});
+    REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+    CHECK(level_bytes(path) == c.shared);
+    REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+    CHECK(level_bytes(path) == c.reserved);
+    REQUIRE_OK(b->set_lock_level(LockLevel::kShared));  // readers come during RESERVED
+    CHECK_CODE(a->set_lock_level(LockLevel::kExclusive), Code::kBusy);  // left at PENDING
+    CHECK_CODE(b->set_lock_level(LockLevel::kNone), Code::kOk);
+    CHECK_CODE(b->set_lock_level(LockLevel::kShared), Code::kBusy);  // PENDING keeps new readers out
+    REQUIRE_OK(a->set_lock_level(LockLevel::kExclusive));
+    CHECK(level_bytes(path) == c.exclusive);
+    REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+    CHECK(level_bytes(path) == c.shared);
+    REQUIRE_OK(b->set_lock_level(LockLevel::kShared));
+    REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+    REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
+    CHECK(level_bytes(path) == "---");
+  }
+  // A file this build makes is version 4 (5 with sector checksums).
+  must_open(dir / "new", create_spec(4096));
+  CHECK(decode_header(raw_read(dir / "new", 0, kHeaderSize), "new")->version == kAdjacentLocksFormatVersion);
 }
 
 TEST_CASE("a file of format version 1 (no checksums) is read and written unchecked") {
