@@ -59,6 +59,16 @@ class PageIo {
     (void)out;
     return std::nullopt;
   }
+  // Reads out.size() bytes at `offset` in `page` on the calling thread,
+  // unchecked, for a caller that compares them with the page as it last
+  // read it whole (checked): how many it read (fewer at the end of the
+  // file); nothing where pages are not read so (a remote file's).
+  virtual std::optional<Result<size_t>> read_part_here(int64_t page, size_t offset, std::span<std::byte> out) {
+    (void)page;
+    (void)offset;
+    (void)out;
+    return std::nullopt;
+  }
   // Likewise a write done on the calling thread when that is cheap (a
   // local file not opened O_DSYNC, a server in this process that emulates
   // no disk): its outcome when done; nothing when not, and the caller then

@@ -27,7 +27,8 @@ inline constexpr size_t kHeaderSize = 4096;
 // reader take SHARED in one call fewer (LocalPagefile::set_lock_level): a
 // build that locks the old way reads at most version 3, so no two
 // processes that lock differently ever share a file. A new file is version
-// 4, or 5 with sector checksums.
+// 4, or 5 with sector checksums; one that never takes lock levels (a
+// journal, a WAL, a server's share) 2 or 3, which older builds read.
 inline constexpr uint32_t kUncheckedFormatVersion = 1;
 inline constexpr uint32_t kPageChecksumFormatVersion = 2;
 inline constexpr uint32_t kSectorChecksumFormatVersion = 3;

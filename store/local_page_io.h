@@ -37,6 +37,9 @@ class LocalPageIo final : public PageIo {
   std::optional<Result<int64_t>> read_pages_here(int64_t first, int64_t count, std::span<std::byte> out) override {
     return file_->read_pages(first, count, out);
   }
+  std::optional<Result<size_t>> read_part_here(int64_t page, size_t offset, std::span<std::byte> out) override {
+    return file_->read_part(page, offset, out);
+  }
   std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) override {
     if (file_->dsync()) return std::nullopt;
     return file_->write_page(page, data);

@@ -200,14 +200,19 @@ Status fsync_dir(const std::filesystem::path& dir) {
   return Status::ok();
 }
 
-// Writes a new header into a temporary file beside `path` and links it into
-// place. kAlreadyExists when `path` appeared meanwhile.
-// The header a new file gets from `spec`.
+// The header a new file gets from `spec`. SQLite takes lock levels on its
+// databases only: a journal or WAL (whose page size is final) and a
+// server's share stay at the versions before 4, which lock levels the old
+// way, so that a build before version 4 still reads them (a hot journal a
+// newer process left beside a database of version 2, say).
 FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
   FileHeader header;
   header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
-  if (spec.sector_checksums && header.page_size > kChecksumSectorSize) {
-    header.version = kAdjacentLocksSectorFormatVersion;
+  const bool sectors = spec.sector_checksums && header.page_size > kChecksumSectorSize;
+  if (spec.page_size_final || spec.sole_writer) {
+    header.version = sectors ? kSectorChecksumFormatVersion : kPageChecksumFormatVersion;
+  } else {
+    header.version = sectors ? kAdjacentLocksSectorFormatVersion : kAdjacentLocksFormatVersion;
   }
   header.policy = spec.policy;
   header.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -271,13 +276,23 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
   Result<size_t> got = pread_full(fd, bytes, 0, name);
   if (!got || *got == kHeaderSize) return got;
   const bool make = *got == 0 && spec.create && !spec.read_only;
-  constexpr int kTries = 50;  // (50 ms: a creator descheduled in between)
+  // (50 ms: a creator descheduled in between. A sole writer has no other
+  // creator to wait for: a server's share left empty by a crash.)
+  const int tries = spec.sole_writer ? 1 : 50;
   for (int attempt = 1;; ++attempt) {
     {
       InitByteLock lock(fd, make);
       if (Status s = lock.status(name); !s) return s;
       got = pread_full(fd, bytes, 0, name);
       if (got && *got == 0 && make) {
+        // A creator whose header write failed removes the file (below): one
+        // found so is not made here, where no one else would see it.
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) return errno_status(errno, name, "stat");
+        if (st.st_nlink == 0) {
+          return Status::io_error(name, "was removed as it was being made (its creator could not write its header); "
+                                        "open it again");
+        }
         auto header = encode_header(new_header(spec));
         Status s = pwrite_full(fd, header, 0, name);
         if (!s) {
@@ -289,7 +304,7 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
         return pread_full(fd, bytes, 0, name);
       }
     }
-    if (!got || *got != 0 || make || attempt == kTries) return got;
+    if (!got || *got != 0 || make || attempt == tries) return got;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -1095,6 +1110,14 @@ Status LocalPagefile::truncate(int64_t pages) {
     suspect_count_ = suspects_.size();
   }
   return Status::ok();
+}
+
+Result<size_t> LocalPagefile::read_part(int64_t page, size_t offset, std::span<std::byte> out) const {
+  if (page < 0 || offset + out.size() > page_size()) {
+    return Status::invalid_argument(name_, fmt::format("part of page {}: {} bytes at {} cross its end", page,
+                                                       out.size(), offset));
+  }
+  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_);
 }
 
 Result<int64_t> LocalPagefile::size_pages() const {

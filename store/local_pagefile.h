@@ -151,6 +151,13 @@ class LocalPagefile {
   // than `count` pages.
   Result<int64_t> read_pages(int64_t first, int64_t count, std::span<std::byte> out) const;
 
+  // Reads out.size() bytes at `offset` in page `page`, unchecked (a part
+  // has no checksum of its own): for a caller that checks them against the
+  // whole page as it last read it checked (vfs/byte_file.h). Returns the
+  // bytes read: fewer at the end of the file. kInvalidArgument when they
+  // would cross the page's end.
+  Result<size_t> read_part(int64_t page, size_t offset, std::span<std::byte> out) const;
+
   // read_page, done only when the page's bytes are in the operating
   // system's page cache (RWF_NOWAIT); nothing when reading them would wait
   // for the disk. (Where the file system cannot tell, it reads.)

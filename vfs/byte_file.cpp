@@ -256,6 +256,31 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   return Status::ok();
 }
 
+Status ByteFile::read_part(int64_t page, size_t in_page, std::span<std::byte> out) {
+  if (page >= pages_for(size_)) {  // beyond the end: zeros (fetch's), nothing kept
+    std::memset(out.data(), 0, out.size());
+    return Status::ok();
+  }
+  if (page == checked_page_) {
+    auto io = this->io();
+    if (!io) return io.status();
+    auto got = (*io)->read_part_here(page, in_page, out);
+    if (got && *got && **got == out.size() && std::memcmp(out.data(), checked_.get() + in_page, out.size()) == 0) {
+      traced([&](TraceWriter& w, const TraceWriter::File& f) { w.read(f, page); });
+      stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
+      stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
+      return Status::ok();
+    }
+  }
+  if (!checked_) checked_ = std::make_unique_for_overwrite<std::byte[]>(page_size_);
+  std::span<std::byte> whole(checked_.get(), page_size_);
+  checked_page_ = -1;
+  if (Status s = fetch(page, whole); !s) return s;
+  checked_page_ = page;
+  std::memcpy(out.data(), whole.data() + in_page, out.size());
+  return Status::ok();
+}
+
 Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
   auto it = kept_.find(page);
   if (it != kept_.end()) return &it->second;
@@ -364,10 +389,7 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
       // cache), and one not kept is never stale: another connection's
       // checkpoint may write it with no lock of this VFS's in between (a
       // wal-index kept above the VFS).
-      if (!scratch_) scratch_ = std::make_unique_for_overwrite<std::byte[]>(page_size_);
-      std::span<std::byte> whole(scratch_.get(), page_size_);
-      if (Status s = fetch(page, whole); !s) return s;
-      std::memcpy(out.data() + done, whole.data() + in_page, n);
+      if (Status s = read_part(page, in_page, out.subspan(done, n)); !s) return s;
     } else {
       // Part of a page (a header, a journal record): keep it, the next read
       // is most likely the rest of it.
@@ -476,7 +498,8 @@ void ByteFile::adopt_page_size(uint32_t page_size) {
   if (page_size == page_size_) return;
   drop_all_ahead();
   kept_.clear();  // (nothing of a file that held nothing)
-  scratch_.reset();
+  checked_.reset();
+  checked_page_ = -1;
   page_size_ = page_size;
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.resized(f); });
 }

@@ -191,6 +191,8 @@ class ByteFile {
   int64_t pages_for(int64_t size) const;
   // Reads page `page` into `out` (ahead-read, kept or requested).
   Status fetch(int64_t page, std::span<std::byte> out);
+  // Reads part of a page of a local database (not kept): see checked_.
+  Status read_part(int64_t page, size_t in_page, std::span<std::byte> out);
   // Copies page `page` into `out` from the run held, or from a run read now
   // when the read is in order and runs are allowed: OK, or the page's
   // error (kCorruption); nothing when it is to be read alone.
@@ -252,10 +254,14 @@ class ByteFile {
   int64_t run_count_ = 0;
   int64_t run_length_ = 0;
   int64_t in_order_ = 0;  // reads in order, the last one included
-  // A page for reads of part of a page that is not kept (read): allocated
-  // at the first, never cleared (the page is read over it). SQLite reads
-  // 16 bytes of the header page at every transaction.
-  std::unique_ptr<std::byte[]> scratch_;
+  // A local page as read_part last read it whole, checked: page
+  // checked_page_ (-1: none). SQLite reads 16 bytes of the header page at
+  // every transaction; read_part reads only those, and takes them when
+  // they are the same bytes as this page's (those of a version of the
+  // page that passed its check), else reads and checks the page whole.
+  // Never stale: only ever compared with what the disk holds now.
+  std::unique_ptr<std::byte[]> checked_;
+  int64_t checked_page_ = -1;
 };
 
 }  // namespace pagefile::vfs

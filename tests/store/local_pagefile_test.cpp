@@ -367,6 +367,35 @@ TEST_CASE("a file being created is never seen without its header: openers that d
   CHECK(opened + absent > 0);
 }
 
+TEST_CASE("a file its creator removed as it failed to make it is not made by an opener waiting for it") {
+  // The creator's part played by hand: the file made empty, byte 3072 (the
+  // lock under which a header is written) held, then the file removed and
+  // the lock let go, as a creator whose header write fails does. An opener
+  // that came in between and waited must not give a header to a file no
+  // one else can see.
+  TempDir dir;
+  const auto path = dir / "f";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 3072;
+  fl.l_len = 1;
+  REQUIRE(::fcntl(fd, F_OFD_SETLK, &fl) == 0);
+  Status opened;
+  std::thread opener([&] { opened = LocalPagefile::open(path, create_spec(4096)).status(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (it waits for the lock)
+  REQUIRE(::unlink(path.c_str()) == 0);
+  fl.l_type = F_UNLCK;
+  REQUIRE(::fcntl(fd, F_OFD_SETLK, &fl) == 0);
+  opener.join();
+  ::close(fd);
+  CHECK_CODE(opened, Code::kIOError);
+  CHECK(opened.message().find("was removed as it was being made") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
 TEST_CASE("a new file has exactly the mode asked for, whatever the umask") {
   TempDir dir;
   mode_t old = ::umask(077);
@@ -975,9 +1004,23 @@ TEST_CASE("SQLite's lock levels: os_unix.c's byte order in files of version 2 an
     REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
     CHECK(level_bytes(path) == "---");
   }
-  // A file this build makes is version 4 (5 with sector checksums).
-  must_open(dir / "new", create_spec(4096));
-  CHECK(decode_header(raw_read(dir / "new", 0, kHeaderSize), "new")->version == kAdjacentLocksFormatVersion);
+  // A file this build makes is version 4 (5 with sector checksums), but
+  // for those that never take lock levels, which builds before 4 still
+  // read: a journal's or WAL's (a final page size) and a server's share.
+  auto version_made = [&](const char* name, auto&& adjust) {
+    auto spec = create_spec(8192);
+    adjust(spec);
+    must_open(dir / name, spec);
+    return decode_header(raw_read(dir / name, 0, kHeaderSize), name)->version;
+  };
+  CHECK(version_made("db", [](auto&) {}) == kAdjacentLocksFormatVersion);
+  CHECK(version_made("db-sectors", [](auto& s) { s.sector_checksums = true; }) == kAdjacentLocksSectorFormatVersion);
+  CHECK(version_made("journal", [](auto& s) {
+          s.page_size_final = true;
+          s.sector_checksums = true;
+        }) == kSectorChecksumFormatVersion);
+  CHECK(version_made("wal", [](auto& s) { s.page_size_final = true; }) == kPageChecksumFormatVersion);
+  CHECK(version_made("share", [](auto& s) { s.sole_writer = true; }) == kPageChecksumFormatVersion);
 }
 
 TEST_CASE("a file of format version 1 (no checksums) is read and written unchecked") {

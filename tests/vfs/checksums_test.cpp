@@ -119,6 +119,45 @@ TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") 
   }
 }
 
+TEST_CASE("the 16 header bytes SQLite reads at each transaction: read alone while they are those of the page as last checked, else the page is checked whole") {
+  // ByteFile reads only the bytes of part of a local page when they equal
+  // those of the page as it last read it whole and checked; bytes that
+  // differ (damaged here) send it to the whole page, which fails.
+  pagefile::test::register_without_bus();
+  TempDir dir;
+  std::string path = (dir / "local.db").string();
+  std::string uri = "file:" + path + "?vfs=pagefile&location=local";
+  fill(uri);
+  SqliteDb db(uri);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  CHECK(db.query("SELECT count(*) FROM t") == "2000");
+  sqlite3_file* file = nullptr;
+  REQUIRE(sqlite3_file_control(db.get(), "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK);
+  auto read = [&](int amount, int64_t offset, std::string& bytes) {
+    bytes.assign(static_cast<size_t>(amount), '\0');
+    return file->pMethods->xRead(file, bytes.data(), amount, offset);
+  };
+  std::string before;
+  REQUIRE(read(16, 24, before) == SQLITE_OK);
+  std::string again;
+  // A byte of page 1 outside the 16: they are still those of the page as
+  // checked, and read so; the whole page fails.
+  damage_page(path, 0, 200);
+  CHECK(read(16, 24, again) == SQLITE_OK);
+  CHECK(again == before);
+  CHECK((read(4096, 0, again) & 0xff) == SQLITE_CORRUPT);
+  damage_page(path, 0, 200);  // (flipped back)
+  CHECK(read(4096, 0, again) == SQLITE_OK);
+  // One of the 16: never returned; the page read whole fails its check.
+  damage_page(path, 0, 27);
+  CHECK((read(16, 24, again) & 0xff) == SQLITE_CORRUPT);
+  CHECK((read(16, 24, again) & 0xff) == SQLITE_CORRUPT);
+  damage_page(path, 0, 27);
+  CHECK(read(16, 24, again) == SQLITE_OK);
+  CHECK(again == before);
+  CHECK(db.query("SELECT count(*) FROM t") == "2000");
+}
+
 TEST_CASE("replicas=2: a damaged copy, then a killed server, and every row still reads; the journal keeps as many copies") {
   pagefile::test::register_without_bus();
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
