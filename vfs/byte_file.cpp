@@ -216,7 +216,7 @@ std::optional<Status> ByteFile::from_run(int64_t page, std::span<std::byte> out)
   return from_run(page, out);
 }
 
-Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
+Status ByteFile::fetch(int64_t page, std::span<std::byte> out, bool* beyond_end) {
   if (auto kept = kept_.find(page); kept != kept_.end()) {
     std::memcpy(out.data(), kept->second.data.data(), page_size_);
     return Status::ok();
@@ -234,6 +234,7 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
   }
   if (now) {
     if (!*now) return now->status();
+    if (beyond_end && **now == PageRead::kBeyondEnd) *beyond_end = true;
     stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
     stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
   } else if (ahead != ahead_.end()) {
@@ -250,6 +251,7 @@ Status ByteFile::fetch(int64_t page, std::span<std::byte> out) {
     stats_->read_requests.fetch_add(1, std::memory_order_relaxed);
     auto got = timed([&] { return client_.read_confirm(*ticket); });
     if (!got) return got.status();
+    if (beyond_end && *got == PageRead::kBeyondEnd) *beyond_end = true;
     stats_->pages_read.fetch_add(1, std::memory_order_relaxed);
   }
   read_ahead(page);
@@ -275,8 +277,11 @@ Status ByteFile::read_part(int64_t page, size_t in_page, std::span<std::byte> ou
   if (!checked_) checked_ = std::make_unique_for_overwrite<std::byte[]>(page_size_);
   std::span<std::byte> whole(checked_.get(), page_size_);
   checked_page_ = -1;
-  if (Status s = fetch(page, whole); !s) return s;
-  checked_page_ = page;
+  bool beyond_end = false;
+  if (Status s = fetch(page, whole, &beyond_end); !s) return s;
+  // (Zeros for a page past the end, as another descriptor's truncate
+  // leaves it, were never checked.)
+  if (!beyond_end) checked_page_ = page;
   std::memcpy(out.data(), whole.data() + in_page, out.size());
   return Status::ok();
 }
@@ -310,6 +315,9 @@ Status ByteFile::confirm_oldest_write() {
 
 Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
   drop_ahead(page);  // it would hold what the page held before
+  // The next read of part of it goes through the client, which refuses a
+  // page whose last write failed (and orders it after writes queued).
+  if (page == checked_page_) checked_page_ = -1;
   if (auto done = client_.write_at_once(fd_, page, data)) {
     // (A local page: written to the page cache already, with no ticket to
     // confirm. Failed, it is refused as a request refused at once is.)
@@ -462,6 +470,7 @@ Status ByteFile::truncate(int64_t size) {
   }
   size_ = size;
   length_dirty_ = size != 0;
+  checked_page_ = -1;
   if (Status s = drain(); !s) return s;
   unsynced_ = true;
   Status s = client_.truncate(fd_, keep_pages);

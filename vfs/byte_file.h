@@ -190,7 +190,9 @@ class ByteFile {
   // Pagefile pages that hold data when the size is `size`.
   int64_t pages_for(int64_t size) const;
   // Reads page `page` into `out` (ahead-read, kept or requested).
-  Status fetch(int64_t page, std::span<std::byte> out);
+  // With `beyond_end`, set when the store answered zeros for a page past
+  // the file's end (PageRead::kBeyondEnd).
+  Status fetch(int64_t page, std::span<std::byte> out, bool* beyond_end = nullptr);
   // Reads part of a page of a local database (not kept): see checked_.
   Status read_part(int64_t page, size_t in_page, std::span<std::byte> out);
   // Copies page `page` into `out` from the run held, or from a run read now

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "pagefile/pagefile_vfs.h"
+#include "store/disk_faults.h"
 #include "tests/support/cluster.h"
 #include "tests/support/page_file.h"
 #include "tests/support/temp_dir.h"
@@ -156,6 +157,19 @@ TEST_CASE("the 16 header bytes SQLite reads at each transaction: read alone whil
   CHECK(read(16, 24, again) == SQLITE_OK);
   CHECK(again == before);
   CHECK(db.query("SELECT count(*) FROM t") == "2000");
+  // A write of page 1 that fails (nothing reaches the disk): the client
+  // refuses the page until it is written again, and the 16 bytes, still
+  // those checked on disk, are refused too.
+  std::string page;
+  REQUIRE(read(4096, 0, page) == SQLITE_OK);
+  pagefile::DiskFaults::arm(pagefile::DiskOp::kWrite, 1, pagefile::DiskFault::kEio);
+  CHECK(file->pMethods->xWrite(file, page.data(), 4096, 0) != SQLITE_OK);
+  CHECK(pagefile::DiskFaults::fired());
+  pagefile::DiskFaults::disarm();
+  CHECK(read(16, 24, again) != SQLITE_OK);
+  CHECK(file->pMethods->xWrite(file, page.data(), 4096, 0) == SQLITE_OK);
+  CHECK(read(16, 24, again) == SQLITE_OK);
+  CHECK(again == before);
 }
 
 TEST_CASE("replicas=2: a damaged copy, then a killed server, and every row still reads; the journal keeps as many copies") {
