@@ -835,6 +835,22 @@ void LocalPagefile::note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const
   span_sums_[page] = sum;
 }
 
+Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
+  std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
+  // (Past the end of the file: zeros, entries never written.)
+  if (auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_); !got) return got.status();
+  const int64_t first = page - page % kGroupPages;
+  MutexLock lock(span_mu_);
+  if (gen != span_gen_.load()) return Status::ok();
+  Entries one;
+  for (int64_t p = 0; p < kGroupPages && span_sums_.size() < kMaxSpanSums; ++p) {
+    std::memcpy(one.bytes.data(), block.data() + static_cast<size_t>(p) * kEntryBytes, kEntryBytes);
+    if (one.current(0) == kNoChecksum && one.previous(0) != kNoChecksum) continue;  // retired: its bytes say
+    span_sums_.try_emplace(first + p, one.current(0));  // (not over one this descriptor noted)
+  }
+  return Status::ok();
+}
+
 bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
   if (units_ != 1 || !writes_excluded_.load()) return false;
   MutexLock lock(span_mu_);
@@ -941,7 +957,8 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   bool appended = appends(page);
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
-  } else if (!trusted_sums(page, before) && !appended && !on_disk_sum(page, before)) {
+  } else if (!trusted_sums(page, before) && !appended && !on_disk_sum(page, before) &&
+             !(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {
     if (Status s = read_entries(page, entries); !s) return page_context(s);
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {

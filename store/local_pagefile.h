@@ -407,6 +407,12 @@ class LocalPagefile {
   mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
   void note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const;
+  // Notes, for every page of `page`'s group but those a truncate retired,
+  // the current checksum its entry records: one read of the block for the
+  // old checksums of all the group's writes in the span (a transaction's
+  // pages, cached by SQLite since an earlier one, are written unread),
+  // where each would read its own entry, which says the same.
+  Status note_block_on_disk(int64_t page, uint64_t gen) const;
   bool on_disk_sum(int64_t page, UnitSums& sums) const;
   void forget_on_disk(int64_t from_page, int64_t to_page = INT64_MAX) const;
   void new_span();

@@ -1183,17 +1183,18 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
   REQUIRE_OK(a->read_page(2, buf));  // (read before RESERVED)
   REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  // A page read before the lock may have been written since (in WAL mode
+  // SHARED keeps no writer out): its old checksum is read (with its
+  // group's, the first write of the group under the lock).
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(2, page_pattern(4096, 222)).is_ok());
+  DiskFaults::disarm();
   // Page 3 is there: a counts the file, reads the page's old checksum and
   // keeps it beside the new one, so a crash between the entry and the
   // page (the old bytes put back) leaves b's page readable.
   CHECK_OK(write_entry_only(*a, path, 3, page_pattern(4096, 300)));
   auto c = must_open(path, LocalPagefile::OpenSpec{});
   CHECK(verified(*c, 3) == page_pattern(4096, 33));
-  // A page read before the lock may have been written since (in WAL mode
-  // SHARED keeps no writer out): its old checksum is read.
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(2, page_pattern(4096, 222)).is_ok());
-  DiskFaults::disarm();
   // A page read (and checked) under the lock: its bytes' checksum is known,
   // and kept beside the new one.
   REQUIRE_OK(a->read_page(1, buf));
@@ -1214,6 +1215,39 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   for (int64_t page : {4, 6}) CHECK(verified(*c, page) == page_pattern(4096, static_cast<int>(page) * 11));
   CHECK(verified(*c, 5) == std::vector<std::byte>(4096));  // (a hole)
+}
+
+TEST_CASE("holding RESERVED, the writes of one group's pages read its checksum block once; each keeps the old checksum its entry had") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  for (int64_t page = 2; page < 300; ++page) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  // The first write of group 0 reads the block (and counts the file's
+  // end); the others read nothing.
+  CHECK_OK(a->write_page(5, page_pattern(4096, 500)));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  for (int64_t page : {3, 4, 9, 200, 255}) {
+    CAPTURE(page);
+    CHECK_OK(write_entry_only(*a, path, page, page_pattern(4096, static_cast<int>(page) * 100)));
+  }
+  // Group 1 has a block of its own.
+  CHECK_FALSE(a->write_page(256, page_pattern(4096, 25600)).is_ok());
+  DiskFaults::disarm();
+  auto c = must_open(path, LocalPagefile::OpenSpec{});
+  // Cut between entry and page, each still matches the old checksum its
+  // entry keeps (the block's).
+  for (int64_t page : {3, 4, 9, 200, 255}) {
+    CAPTURE(page);
+    CHECK(verified(*c, page) == page_pattern(4096, static_cast<int>(page)));
+  }
+  CHECK(verified(*c, 5) == page_pattern(4096, 500));
+  // Below RESERVED another descriptor may write: each write reads its own.
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(6, page_pattern(4096, 600)).is_ok());
+  DiskFaults::disarm();
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
 TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mode=EXCLUSIVE) keeps no one out until granted") {
