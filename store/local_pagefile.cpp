@@ -836,12 +836,23 @@ void LocalPagefile::note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const
 }
 
 Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
+  {
+    // Half the bound at most, the rest left to the pages read and written
+    // (past it, each write reads its own entry, as without blocks).
+    MutexLock lock(span_mu_);
+    if (span_sums_.size() + kGroupPages > kMaxSpanSums / 2) return Status::ok();
+  }
+  // Entry writes of other pages (other threads on this descriptor) in
+  // flight, or begun before the block is noted: it may hold entries they
+  // replace, and their own notes may be refused (the bound, a new span).
+  const uint64_t begun = entry_writes_begun_.load();
+  if (begun != entry_writes_done_.load()) return Status::ok();
   std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
   // (Past the end of the file: zeros, entries never written.)
   if (auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_); !got) return got.status();
   const int64_t first = page - page % kGroupPages;
   MutexLock lock(span_mu_);
-  if (gen != span_gen_.load()) return Status::ok();
+  if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
   Entries one;
   for (int64_t p = 0; p < kGroupPages && span_sums_.size() < kMaxSpanSums; ++p) {
     std::memcpy(one.bytes.data(), block.data() + static_cast<size_t>(p) * kEntryBytes, kEntryBytes);
@@ -974,7 +985,10 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
-  if (Status s = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_)); !s) {
+  entry_writes_begun_.fetch_add(1);
+  Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
+  entry_writes_done_.fetch_add(1);
+  if (Status s = entry_written; !s) {
     set_suspect(page, true);
     forget_on_disk(page, page + 1);
     return s.with_context(fmt::format("checksum of page {}", page));

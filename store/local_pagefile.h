@@ -413,6 +413,10 @@ class LocalPagefile {
   // pages, cached by SQLite since an earlier one, are written unread),
   // where each would read its own entry, which says the same.
   Status note_block_on_disk(int64_t page, uint64_t gen) const;
+  // Entry writes begun and done (write_page): a block is noted only if it
+  // was read while none was under way and none began since.
+  std::atomic<uint64_t> entry_writes_begun_{0};
+  std::atomic<uint64_t> entry_writes_done_{0};
   bool on_disk_sum(int64_t page, UnitSums& sums) const;
   void forget_on_disk(int64_t from_page, int64_t to_page = INT64_MAX) const;
   void new_span();
