@@ -390,18 +390,28 @@ void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous
   put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
 }
 
-Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
+Result<std::vector<std::byte>> LocalPagefile::read_group_block(int64_t page) const {
   std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
   // (Past the end of the file: zeros, no entries recorded.)
   auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_);
   if (!got) return got.status();
+  return block;
+}
+
+LocalPagefile::Entries LocalPagefile::entries_in(std::span<const std::byte> block, int64_t index) const {
   const size_t entry_bytes = kEntryBytes * units_;
-  size_t at = static_cast<size_t>(page % kGroupPages) * entry_bytes;
-  std::memcpy(entries.bytes.data(), block.data() + at, entry_bytes);
+  Entries entries;
+  std::memcpy(entries.bytes.data(), block.data() + static_cast<size_t>(index) * entry_bytes, entry_bytes);
+  return entries;
+}
+
+Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
+  auto block = read_group_block(page);
+  if (!block) return block.status();
+  entries = entries_in(*block, page % kGroupPages);
   const int64_t first = page - page % kGroupPages;
-  Entries one;
   for (int64_t p = 0; p < kGroupPages; ++p) {
-    std::memcpy(one.bytes.data(), block.data() + static_cast<size_t>(p) * entry_bytes, entry_bytes);
+    const Entries one = entries_in(*block, p);
     UnitSums current;
     for (uint32_t u = 0; u < units_; ++u) current[u] = one.current(u);
     keep_sums(first + p, &current);
@@ -847,15 +857,13 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   // replace, and their own notes may be refused (the bound, a new span).
   const uint64_t begun = entry_writes_begun_.load();
   if (begun != entry_writes_done_.load()) return Status::ok();
-  std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
-  // (Past the end of the file: zeros, entries never written.)
-  if (auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_); !got) return got.status();
+  auto block = read_group_block(page);
+  if (!block) return block.status();
   const int64_t first = page - page % kGroupPages;
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
-  Entries one;
   for (int64_t p = 0; p < kGroupPages && span_sums_.size() < kMaxSpanSums; ++p) {
-    std::memcpy(one.bytes.data(), block.data() + static_cast<size_t>(p) * kEntryBytes, kEntryBytes);
+    const Entries one = entries_in(*block, p);
     if (one.current(0) == kNoChecksum && one.previous(0) != kNoChecksum) continue;  // retired: its bytes say
     span_sums_.try_emplace(first + p, one.current(0));  // (not over one this descriptor noted)
   }
@@ -988,10 +996,10 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   entry_writes_begun_.fetch_add(1);
   Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
   entry_writes_done_.fetch_add(1);
-  if (Status s = entry_written; !s) {
+  if (!entry_written) {
     set_suspect(page, true);
     forget_on_disk(page, page + 1);
-    return s.with_context(fmt::format("checksum of page {}", page));
+    return entry_written.with_context(fmt::format("checksum of page {}", page));
   }
   Status s = page_context(pwrite_full(fd_, data, offset, name_));
   set_suspect(page, !s);

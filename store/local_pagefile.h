@@ -319,6 +319,10 @@ class LocalPagefile {
   // checksums of its pages (keep_sums: one read serves the group's 256
   // pages), and gives the page's entries.
   Status read_block(int64_t page, Entries& entries) const;
+  // The checksum block of `page`'s group as the disk holds it (zeros past
+  // the file's end), and the entries of the index-th page of such a block.
+  Result<std::vector<std::byte>> read_group_block(int64_t page) const;
+  Entries entries_in(std::span<const std::byte> block, int64_t index) const;
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
