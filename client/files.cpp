@@ -63,6 +63,7 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
     spec.sector_checksums = options.sector_checksums;
     spec.fixed_page_size = cache_ != nullptr;  // the pool keeps its pages at one size
     spec.page_size_final = options.page_size_final;
+    spec.map_reads = options.mapped_reads;
     spec.policy = options.policy.value_or(BufferPolicy{});
     auto local = LocalPagefile::open(local_path(name), spec);
     if (!local) return local.status();

@@ -87,11 +87,14 @@ int fault_errno(DiskFault fault) { return fault == DiskFault::kEnospc ? ENOSPC :
 // With `would_block`, the first call reads only what the page cache holds
 // (RWF_NOWAIT) and sets *would_block, reading nothing, when the rest would
 // wait for the disk.
+// With `map`, bytes it has are copied out of it (ReadMapping::copy), but
+// for a read that must not wait (a copy may wait on the disk).
 Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what,
-                          bool* would_block = nullptr) {
+                          bool* would_block = nullptr, const ReadMapping* map = nullptr) {
   if (auto fault = DiskFaults::next(DiskOp::kRead)) {
     return errno_status(fault_errno(*fault), what, fmt::format("read at byte {}", offset));
   }
+  if (map != nullptr && would_block == nullptr && map->copy(out, offset)) return out.size();
   size_t done = 0;
   if (would_block) {
     iovec io{out.data(), out.size()};
@@ -650,6 +653,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
                         spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
                         spec.page_size_final));
+  if (spec.map_reads) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.
   file->unsettled_ = !spec.sole_writer && !spec.page_size_final && file->units_ == 1 && file->grouped_;
   auto pages = file->size_pages();
@@ -709,7 +713,8 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
     }
     return count;
   }
-  Result<size_t> got = pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_);
+  Result<size_t> got =
+      pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_, nullptr, read_map_.get());
   if (!got) return got.status();
   const auto whole = static_cast<int64_t>(*got / size);  // (a tail cut short is no page)
   for (int64_t i = 0; i < whole; ++i) {
@@ -786,7 +791,7 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
   a.read = PageRead::kData;
   a.mismatch = false;
   const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
-  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block);
+  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block, read_map_.get());
   if (!got) return got.status();
   if (would_block && *would_block) return Status::ok();
   if (*got < out.size()) {
@@ -1136,6 +1141,7 @@ Status LocalPagefile::truncate(int64_t pages) {
       return s.with_context(fmt::format("truncate to {} pages", pages));
     }
   }
+  if (read_map_) read_map_->will_cut(end);
   auto fault = DiskFaults::next(DiskOp::kTruncate);
   if (fault || ::ftruncate(fd_, end) != 0) {
     return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
@@ -1156,7 +1162,7 @@ Result<size_t> LocalPagefile::read_part(int64_t page, size_t offset, std::span<s
     return Status::invalid_argument(name_, fmt::format("part of page {}: {} bytes at {} cross its end", page,
                                                        out.size(), offset));
   }
-  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_);
+  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_, nullptr, read_map_.get());
 }
 
 Result<int64_t> LocalPagefile::size_pages() const {
@@ -1197,6 +1203,7 @@ Result<int64_t> LocalPagefile::counted_pages(off_t* length) const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return errno_status(errno, name_, "stat");
   if (length) *length = st.st_size;
+  if (read_map_) read_map_->saw_length(st.st_size);
   if (st.st_size <= static_cast<off_t>(kHeaderSize)) return int64_t{0};
   off_t body = st.st_size - static_cast<off_t>(kHeaderSize);
   if (!grouped_) return static_cast<int64_t>(body / page_size());

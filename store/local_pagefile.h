@@ -47,6 +47,7 @@
 #include "core/mutex.h"
 #include "store/file_header.h"
 #include "store/kept_sums.h"
+#include "store/read_mapping.h"
 #include "pagefile/options.h"
 #include "pagefile/pagefile.h"
 #include "pagefile/status.h"
@@ -82,6 +83,10 @@ class LocalPagefile {
     // No descriptor gives the file another page size (OpenOptions::
     // page_size_final).
     bool page_size_final = false;
+    // Pages are copied out of a shared mapping of the file where they lie
+    // within its length as last counted, rather than read with pread
+    // (store/read_mapping.h; OpenOptions::mapped_reads).
+    bool map_reads = false;
   };
 
   // Pages per group, after a block of their checksums (doc/page_format.md).
@@ -371,6 +376,9 @@ class LocalPagefile {
   // where another descriptor may truncate the file (a store past its end
   // would fault). The entries are read with pread (the same page cache),
   // so a disk error reading them is an error, not a fault.
+  // OpenSpec::map_reads: what reads copy from; null without.
+  std::unique_ptr<ReadMapping> read_map_;
+
   const bool map_entries_;
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group

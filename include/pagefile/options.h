@@ -154,6 +154,14 @@ struct OpenOptions {
   // to no page leaves nothing of its pages behind. Every descriptor of the
   // file says so or none does; the VFS opens journals and WAL files so.
   bool page_size_final = false;
+  // A local file's pages are copied out of a shared mapping of it rather
+  // than read with pread, one system call less a page: bytes the same as a
+  // pread's, and checked the same. A fault of the mapping (a disk error,
+  // the file cut by another descriptor) is caught and the bytes read with
+  // pread, which reports it; it installs a SIGBUS handler for that, which
+  // passes other faults on to the one before it. The VFS reads its
+  // databases so. Remote files: ignored.
+  bool mapped_reads = false;
 
   // Remote files: the fencing token their writes, truncates and syncs
   // carry (doc/architecture.md, "Fencing"). A write lock (kReserved or

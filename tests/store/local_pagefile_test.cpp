@@ -516,24 +516,31 @@ void raw_write(const std::filesystem::path& path, off_t offset, const std::vecto
 
 TEST_CASE("a page damaged on disk is kCorruption naming it, never data; its neighbours still read") {
   TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(4096));
-  for (int64_t p = 0; p < 4; ++p) CHECK_OK(f->write_page(p, page_pattern(4096, p)));
-  auto byte = raw_read(path, f->page_offset(2) + 17, 1);
-  byte[0] ^= std::byte{0x01};  // one bit
-  raw_write(path, f->page_offset(2) + 17, byte);
-  std::vector<std::byte> buf(4096);
-  auto bad = f->read_page(2, buf);
-  CHECK_CODE(bad, Code::kCorruption);
-  CHECK(bad.status().to_string().find("page 2 fails its checksum on disk") != std::string::npos);
-  for (int64_t p : {0, 1, 3}) {
-    REQUIRE_OK(f->read_page(p, buf));
-    CHECK(buf == page_pattern(4096, p));
+  // Read with pread, and copied from a mapping (OpenSpec::map_reads).
+  for (bool mapped : {false, true}) {
+    INFO("mapped reads: " << mapped);
+    auto path = dir / (mapped ? "mapped" : "f");
+    auto spec = create_spec(4096);
+    spec.map_reads = mapped;
+    auto f = must_open(path, spec);
+    for (int64_t p = 0; p < 4; ++p) CHECK_OK(f->write_page(p, page_pattern(4096, p)));
+    CHECK_OK(f->size_pages());  // (the length a mapping's copies may reach)
+    auto byte = raw_read(path, f->page_offset(2) + 17, 1);
+    byte[0] ^= std::byte{0x01};  // one bit
+    raw_write(path, f->page_offset(2) + 17, byte);
+    std::vector<std::byte> buf(4096);
+    auto bad = f->read_page(2, buf);
+    CHECK_CODE(bad, Code::kCorruption);
+    CHECK(bad.status().to_string().find("page 2 fails its checksum on disk") != std::string::npos);
+    for (int64_t p : {0, 1, 3}) {
+      REQUIRE_OK(f->read_page(p, buf));
+      CHECK(buf == page_pattern(4096, p));
+    }
+    // Written again, it is whole again.
+    CHECK_OK(f->write_page(2, page_pattern(4096, 22)));
+    REQUIRE_OK(f->read_page(2, buf));
+    CHECK(buf == page_pattern(4096, 22));
   }
-  // Written again, it is whole again.
-  CHECK_OK(f->write_page(2, page_pattern(4096, 22)));
-  REQUIRE_OK(f->read_page(2, buf));
-  CHECK(buf == page_pattern(4096, 22));
 }
 
 TEST_CASE("read_pages: pages read together with one read, each checked; a run ends at its group, the end, or a damaged page") {
