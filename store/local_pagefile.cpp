@@ -89,6 +89,26 @@ int fault_errno(DiskFault fault) { return fault == DiskFault::kEnospc ? ENOSPC :
 // wait for the disk.
 // With `map`, bytes it has are copied out of it (ReadMapping::copy), but
 // for a read that must not wait (a copy may wait on the disk).
+// Entries stored into a mapped checksum block (LocalPagefile::write_entries).
+struct EntryStore {
+  std::byte* at;
+  std::span<const std::byte> entries;
+};
+
+void store_entries(void* arg) {
+  auto* store = static_cast<EntryStore*>(arg);
+  // Each entry's old checksum before its new one, each in one aligned
+  // store: a crash between them leaves (old, old), which the page on disk
+  // still matches, never (new, older).
+  for (size_t e = 0; e < store->entries.size(); e += 16) {  // (LocalPagefile::kEntryBytes)
+    auto word = [&](size_t offset) {
+      return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(store->at + e + offset));
+    };
+    word(8).store(get_le<uint64_t>(store->entries, e + 8), std::memory_order_release);
+    word(0).store(get_le<uint64_t>(store->entries, e), std::memory_order_release);
+  }
+}
+
 Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what,
                           bool* would_block = nullptr, const ReadMapping* map = nullptr) {
   if (auto fault = DiskFaults::next(DiskOp::kRead)) {
@@ -429,6 +449,11 @@ Status LocalPagefile::read_entries(int64_t page, Entries& entries) const {
   return read.status();
 }
 
+const ReadMapping* LocalPagefile::read_map() const {
+  static const auto system_page = static_cast<uint32_t>(::getpagesize());
+  return read_map_ && page_size() >= system_page ? read_map_.get() : nullptr;
+}
+
 void LocalPagefile::unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
   // A sector's checksum is seeded with its number in the file, as a page's
   // is with the page's: one per page makes it the page's checksum.
@@ -466,6 +491,11 @@ bool LocalPagefile::may_map(int fd) {
 Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
   if (auto it = maps_.find(group); it != maps_.end()) return it->second;
   if (cannot_map_ || maps_.size() >= kMaxMappedGroups) return nullptr;
+  if (!sole_writer_) {
+    if (unmapped_writes_.size() >= kMaxMappedGroups) unmapped_writes_.clear();  // (a bound: counting starts again)
+    if (++unmapped_writes_[group] < kMapAfterWrites) return nullptr;
+    unmapped_writes_.erase(group);
+  }
   // Every block is a mapping of its own, and a process may have some 65 000.
   if (g_mapped_blocks.fetch_add(1) >= kMaxMappedBlocksPerProcess) {
     g_mapped_blocks.fetch_sub(1);
@@ -521,28 +551,21 @@ void LocalPagefile::unmap_from(off_t end) {
 
 Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
   if (map_entries_) {
-    // The seam first, as for a pwrite: an entry is smaller than a sector,
-    // so a torn write of it leaves nothing, and a short one all of it.
-    if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
-      return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
-    }
     // Held across the store: a truncate unmaps under it.
     MutexLock lock(maps_mu_);
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
     if (*block != nullptr) {
-      auto* at = *block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_;
-      // Each entry's old checksum before its new one, each in one aligned
-      // store: a crash between them leaves (old, old), which the page on
-      // disk still matches, never (new, older).
-      for (size_t e = 0; e < entries.size(); e += kEntryBytes) {
-        auto word = [&](size_t offset) {
-          return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(at + e + offset));
-        };
-        word(8).store(get_le<uint64_t>(entries, e + 8), std::memory_order_release);
-        word(0).store(get_le<uint64_t>(entries, e), std::memory_order_release);
+      // The seam, as for a pwrite (counted once: here or in pwrite_full):
+      // an entry is smaller than a sector, so a torn write of it leaves
+      // nothing, and a short one all of it.
+      if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
+        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
       }
-      return Status::ok();
+      EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_, entries};
+      // A fault (the block cut by another descriptor's truncate, or read
+      // back from a failing disk): written instead, which says what it is.
+      if (run_guarded(store_entries, &store)) return Status::ok();
     }
   }
   return pwrite_full(fd_, entries, entry_offset(page), name_);
@@ -651,9 +674,9 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
+                        !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
                         spec.page_size_final));
-  if (spec.map_reads) file->read_map_ = std::make_unique<ReadMapping>(fd);
+  if (spec.map_reads && may_map(fd)) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.
   file->unsettled_ = !spec.sole_writer && !spec.page_size_final && file->units_ == 1 && file->grouped_;
   auto pages = file->size_pages();
@@ -714,7 +737,7 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
     return count;
   }
   Result<size_t> got =
-      pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_, nullptr, read_map_.get());
+      pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_, nullptr, read_map());
   if (!got) return got.status();
   const auto whole = static_cast<int64_t>(*got / size);  // (a tail cut short is no page)
   for (int64_t i = 0; i < whole; ++i) {
@@ -791,7 +814,7 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
   a.read = PageRead::kData;
   a.mismatch = false;
   const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
-  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block, read_map_.get());
+  Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block, use_cache ? read_map() : nullptr);
   if (!got) return got.status();
   if (would_block && *would_block) return Status::ok();
   if (*got < out.size()) {
@@ -824,7 +847,7 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
   // against the block read again, then against its entries on disk
   // (read_checked's next attempt), so a stale checksum costs a read, never
   // a false error, and a page is accepted only in a version once written.
-  Status s = use_cache && !sole_writer_ && !map_entries_ ? read_block(page, a.entries) : read_entries(page, a.entries);
+  Status s = use_cache && !sole_writer_ ? read_block(page, a.entries) : read_entries(page, a.entries);
   if (!s) return s;
   bool all_current = true;
   const size_t unit = checksum_unit();
@@ -1162,7 +1185,7 @@ Result<size_t> LocalPagefile::read_part(int64_t page, size_t offset, std::span<s
     return Status::invalid_argument(name_, fmt::format("part of page {}: {} bytes at {} cross its end", page,
                                                        out.size(), offset));
   }
-  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_, nullptr, read_map_.get());
+  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_, nullptr, read_map());
 }
 
 Result<int64_t> LocalPagefile::size_pages() const {

@@ -6,39 +6,72 @@
 #include <bit>
 #include <csetjmp>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+
+#include <pthread.h>
 
 namespace pagefile {
 
 namespace {
 
-// The copy running in this thread, to return to at a SIGBUS (its jump
-// buffer), or none.
-thread_local sigjmp_buf* volatile t_copying = nullptr;
+// The guarded work running in this thread (run_guarded), to return to at
+// a SIGBUS (its jump buffer), or none.
+// (initial-exec: the handler reads it in threads that never ran one, where
+// a dynamically loaded library's thread-local block would be allocated, by
+// malloc, at that first touch.)
+[[gnu::tls_model("initial-exec")]] thread_local sigjmp_buf* volatile t_guard = nullptr;
 
 // The SIGBUS action before ours: where a signal outside a copy goes.
 struct sigaction g_previous {};
 
-void on_sigbus(int signal, siginfo_t* info, void* context) {
-  if (sigjmp_buf* copying = t_copying) {
-    t_copying = nullptr;
-    siglongjmp(*copying, 1);
+// Whether SIGBUS is blocked in this thread, as last asked (0: not yet),
+// and the guarded runs before it is asked again. A fault's SIGBUS that is
+// blocked is not delivered to a handler: the kernel ends the process.
+thread_local int t_blocked = 0;
+thread_local unsigned t_runs_until_asked = 0;
+constexpr unsigned kRunsBetweenAsks = 1024;
+
+bool sigbus_blocked() {
+  if (t_runs_until_asked-- == 0) {
+    sigset_t mask;
+    t_blocked = ::pthread_sigmask(SIG_SETMASK, nullptr, &mask) != 0 || sigismember(&mask, SIGBUS) != 0 ? 2 : 1;
+    t_runs_until_asked = kRunsBetweenAsks;
   }
-  if ((g_previous.sa_flags & SA_SIGINFO) != 0) {
-    if (g_previous.sa_sigaction != nullptr) g_previous.sa_sigaction(signal, info, context);
-    return;
-  }
-  if (g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
-    // The load that faulted runs again on return and faults again, now
-    // with the default action: the process ends as it would have without
-    // this handler. (A fault's SIGBUS cannot be ignored.)
-    ::signal(SIGBUS, SIG_DFL);
-    return;
-  }
-  g_previous.sa_handler(signal);
+  return t_blocked == 2;
 }
 
-void install_handler() {
+void on_sigbus(int signal, siginfo_t* info, void* context) {
+  // (A SIGBUS sent by a process, si_code <= 0, is no fault of a copy.)
+  const bool fault = info != nullptr && info->si_code > 0;
+  if (sigjmp_buf* guard = t_guard; guard != nullptr && fault) {
+    t_guard = nullptr;
+    siglongjmp(*guard, 1);
+  }
+  // Not ours: as the action before ours would have it. (sa_handler and
+  // sa_sigaction share their storage: SIG_DFL and SIG_IGN are tested
+  // first, whatever the flags.)
+  if (g_previous.sa_handler == SIG_IGN) {
+    if (fault) ::signal(SIGBUS, SIG_DFL);  // (a fault's SIGBUS cannot be ignored: the load faults again)
+    return;
+  }
+  if (g_previous.sa_handler == SIG_DFL) {
+    // A fault: the load runs again on return and faults again, now with
+    // the default action. A signal sent: sent again, to end the process.
+    ::signal(SIGBUS, SIG_DFL);
+    if (!fault) ::raise(SIGBUS);
+    return;
+  }
+  // (SA_RESETHAND: the handler before ours runs once, then the default.)
+  if ((g_previous.sa_flags & SA_RESETHAND) != 0) ::signal(SIGBUS, SIG_DFL);
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0) {
+    g_previous.sa_sigaction(signal, info, context);
+  } else {
+    g_previous.sa_handler(signal);
+  }
+}
+
+bool install_handler() {
   static const bool installed = [] {
     struct sigaction action {};
     action.sa_sigaction = on_sigbus;
@@ -46,23 +79,36 @@ void install_handler() {
     action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     return ::sigaction(SIGBUS, &action, &g_previous) == 0;
   }();
-  (void)installed;
+  return installed;
 }
 
-// Copies, or returns false at a SIGBUS. (Apart, and not inlined: nothing
-// of the caller's lives in registers across the jump.)
-[[gnu::noinline]] bool guarded_copy(std::byte* to, const std::byte* from, size_t bytes) {
-  sigjmp_buf copying;
-  if (sigsetjmp(copying, /*savesigs=*/0) != 0) return false;
-  t_copying = &copying;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(to, from, bytes);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_copying = nullptr;
-  return true;
+struct Copy {
+  std::byte* to;
+  const std::byte* from;
+  size_t bytes;
+};
+
+void copy_bytes(void* arg) {
+  auto* copy = static_cast<Copy*>(arg);
+  std::memcpy(copy->to, copy->from, copy->bytes);
 }
 
 }  // namespace
+
+// (Not inlined: nothing of the caller's lives in registers across the jump.)
+[[gnu::noinline]] bool run_guarded(void (*work)(void* arg), void* arg) {
+  // (Without the handler, or with the signal blocked, a fault would end
+  // the process: the caller's pread or pwrite instead.)
+  if (!install_handler() || sigbus_blocked()) return false;
+  sigjmp_buf guard;
+  if (sigsetjmp(guard, /*savesigs=*/0) != 0) return false;
+  t_guard = &guard;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  work(arg);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_guard = nullptr;
+  return true;
+}
 
 ReadMapping::~ReadMapping() {
   MutexLock lock(mu_);
@@ -71,19 +117,18 @@ ReadMapping::~ReadMapping() {
 
 void ReadMapping::saw_length(off_t length) {
   const std::byte* base = base_.load(std::memory_order_acquire);
-  if (base == nullptr || length > end_.load(std::memory_order_relaxed)) {
+  if (base == nullptr || length > end_.load(std::memory_order_acquire)) {
     MutexLock lock(mu_);
     size_t mapped = maps_.empty() ? 0 : maps_.back().second;
     if (static_cast<size_t>(length) > mapped) {
       if (cannot_map_ || length <= 0) return;
       // Twice the file, so that growing it maps again only now and then.
-      const size_t reserve = std::bit_ceil(static_cast<size_t>(std::max<off_t>(kMinReserve, 2 * length)));
+      const uint64_t reserve = std::bit_ceil(static_cast<uint64_t>(std::max<off_t>(kMinReserve, 2 * length)));
       void* at = ::mmap(nullptr, reserve, PROT_READ, MAP_SHARED, fd_, 0);
       if (at == MAP_FAILED) {
         cannot_map_ = true;
         return;
       }
-      install_handler();
       maps_.emplace_back(at, reserve);
       base_.store(static_cast<const std::byte*>(at), std::memory_order_release);
     }
@@ -100,7 +145,8 @@ void ReadMapping::will_cut(off_t length) {
 bool ReadMapping::copy(std::span<std::byte> out, off_t offset) const {
   const off_t end = end_.load(std::memory_order_acquire);
   if (offset < 0 || offset + static_cast<off_t>(out.size()) > end) return false;
-  return guarded_copy(out.data(), base_.load(std::memory_order_acquire) + offset, out.size());
+  Copy copy{out.data(), base_.load(std::memory_order_acquire) + offset, out.size()};
+  return run_guarded(copy_bytes, &copy);
 }
 
 }  // namespace pagefile

@@ -12,13 +12,16 @@
 // the end) as it did before there was a mapping. So a fault never ends the
 // process, and nothing but speed depends on the mapping.
 //
-// The signal: the first mapping installs a SIGBUS handler (SA_NODEFER, so
-// that no signal mask is saved and restored around each copy). A SIGBUS
-// outside a copy goes on to the handler installed before this one, or to
-// the default action (the process ends, as it would have without this
-// one). An application that installs its own handler after ours takes the
-// fault itself: such a copy then ends the process, as SQLite's own mmap
-// does at a disk error.
+// The signal: the first copy (run_guarded) installs a SIGBUS handler
+// (SA_NODEFER, so that no signal mask is saved and restored around each
+// copy). A SIGBUS outside a copy, or sent by a process rather than raised
+// by a fault, goes on as the action before ours would take it: that
+// handler (once, if it asked SA_RESETHAND), or the default action (the
+// process ends, as it would have without ours). A thread that blocks
+// SIGBUS makes no copies (a fault's signal blocked ends the process): its
+// reads are preads. An application that installs its own handler after
+// ours takes the faults itself: such a copy then ends the process, as
+// SQLite's own mmap does at a disk error.
 //
 // Only bytes up to the length last seen (saw_length, from the caller's
 // fstat) are copied: the rest are read with pread, which sees the file's
@@ -26,6 +29,12 @@
 // address space, never touched past the end) and a new one made when the
 // file outgrows it; the old ones stay mapped until this object ends, since
 // a copy in another thread may be reading one.
+//
+// A length seen late (a count begun before another thread's cut, stored
+// after it) only costs a fault and a pread, and a cut inside the last
+// system page of the file leaves zeros there rather than a fault: the
+// caller checks what it copies, and reads what fails its check again with
+// pread (LocalPagefile maps only pages of at least the system's page).
 //
 // A mapping that cannot be made (no address space left, a file system
 // that cannot map) leaves every read to pread.
@@ -44,6 +53,13 @@
 #include "core/mutex.h"
 
 namespace pagefile {
+
+// Runs work(arg), which loads from or stores into a shared mapping of a
+// file: false when it faulted (SIGBUS: a disk error, or the file cut under
+// the mapping), where the caller does the same with pread or pwrite, which
+// report it. `work` may have done part of its loads and stores. The first
+// call installs the handler described above.
+bool run_guarded(void (*work)(void* arg), void* arg);
 
 class ReadMapping {
  public:

@@ -922,6 +922,32 @@ TEST_CASE("a sole writer's checksums (its blocks mapped) are on disk for every o
   }
 }
 
+TEST_CASE("a block mapped by one descriptor, cut by another: the entry is written instead, and the page reads") {
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  TempDir dir;
+  auto path = dir / "f";
+  auto f = must_open(path, create_spec(4096));  // (not a sole writer: others may cut the file)
+  for (int64_t p : {int64_t{0}, g, g + 1}) REQUIRE_OK(f->write_page(p, page_pattern(4096, p)));
+  // Another descriptor cuts the file before group 1's block, as another
+  // process's truncate would: this one's mapping of the block is not told.
+  LocalPagefile::OpenSpec plain;
+  auto other = must_open(path, plain);
+  REQUIRE_OK(other->truncate(10));
+  // A store into the block would fault: written with pwrite instead.
+  REQUIRE_OK(f->write_page(g + 2, page_pattern(4096, 7)));
+  std::vector<std::byte> buf(4096);
+  for (auto* reader : {f.get(), other.get()}) {
+    REQUIRE_OK(reader->verify_page(g + 2, buf));
+    CHECK(buf == page_pattern(4096, 7));
+    for (int64_t p : {g, g + 1}) {  // (cut: holes now)
+      REQUIRE_OK(reader->verify_page(p, buf));
+      CHECK(buf == std::vector<std::byte>(4096));
+    }
+    REQUIRE_OK(reader->verify_page(0, buf));
+    CHECK(buf == page_pattern(4096, 0));
+  }
+}
+
 TEST_CASE("a sole writer's truncates and writes at once (its blocks mapped): no fault") {
   constexpr int64_t g = LocalPagefile::kGroupPages;
   TempDir dir;

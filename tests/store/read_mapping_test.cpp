@@ -6,11 +6,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -47,6 +49,10 @@ int make_file(const std::filesystem::path& path, int pages) {
 }
 
 void exit_42(int) { ::_exit(42); }
+
+// A crash logger's way: note it, return, and let SA_RESETHAND's default
+// action end the process at the fault's second time.
+void log_and_return(int, siginfo_t*, void*) {}
 
 }  // namespace
 
@@ -117,16 +123,44 @@ TEST_CASE("a Pagefile read through a mapping, cut by another descriptor: the pag
   REQUIRE(got.is_ok());
   CHECK(*got == PageRead::kData);
   CHECK(out == page_pattern(4096, 5));
-  // Cut to its first two pages by a plain truncate, as a buggy or foreign
-  // process might: no lock, nothing told.
-  REQUIRE(::truncate(path.c_str(), (*f)->page_offset(2)) == 0);
-  got = (*f)->read_page(5, out);
+  // Cut inside its page 4 by a plain truncate, as a buggy or foreign
+  // process might: no lock, nothing told. Page 4's system page is there,
+  // zeros past the cut (no fault), page 5's is not (a fault).
+  REQUIRE(::truncate(path.c_str(), (*f)->page_offset(4) + 100) == 0);
+  for (int64_t p : {4, 5}) {
+    CAPTURE(p);
+    got = (*f)->read_page(p, out);
+    REQUIRE(got.is_ok());
+    CHECK(*got == PageRead::kBeyondEnd);
+    CHECK(out == std::vector<std::byte>(4096));
+  }
+  got = (*f)->read_page(3, out);
   REQUIRE(got.is_ok());
-  CHECK(*got == PageRead::kBeyondEnd);
-  CHECK(out == std::vector<std::byte>(4096));
-  got = (*f)->read_page(1, out);
-  REQUIRE(got.is_ok());
-  CHECK(out == page_pattern(4096, 1));
+  CHECK(*got == PageRead::kData);
+  CHECK(out == page_pattern(4096, 3));
+}
+
+TEST_CASE("a copy in a thread that blocks SIGBUS is not made (the fault would end the process)") {
+  TempDir dir;
+  int fd = make_file(dir / "f", 4);
+  ReadMapping map(fd);
+  map.saw_length(4 * kPage);
+  REQUIRE(::ftruncate(fd, kPage) == 0);  // (not told: a copy of page 3 would fault)
+  bool copied_past = true;
+  bool copied_first = false;
+  std::thread blocking([&] {
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    ::pthread_sigmask(SIG_BLOCK, &bus, nullptr);
+    std::vector<std::byte> out(kPage);
+    copied_past = map.copy(out, 3 * kPage);
+    copied_first = map.copy(out, 0);  // (nor this one: pread's)
+  });
+  blocking.join();
+  CHECK_FALSE(copied_past);
+  CHECK_FALSE(copied_first);
+  ::close(fd);
 }
 
 // Runs the case "sigbus child" in a fresh process (this test program again:
@@ -156,18 +190,40 @@ TEST_CASE("a fault outside a copy goes to the handler installed before, or ends 
   status = run_child(dir / "b", "handler");
   CHECK(WIFEXITED(status));
   if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 42);
+
+  // A handler that returns, with SA_RESETHAND: once, then the default.
+  status = run_child(dir / "c", "resethand");
+  CHECK(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
+
+  // A SIGBUS sent (kill), not a fault, with the default action: the end.
+  status = run_child(dir / "d", "sent");
+  CHECK(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
 }
 
 TEST_CASE("sigbus child: a fault outside a copy, in a process that mapped a file (run by the case above)") {
   const char* where = ::getenv("PAGEFILE_SIGBUS_CHILD");
   const char* previous = ::getenv("PAGEFILE_SIGBUS_PREVIOUS");
   if (where == nullptr || previous == nullptr) return;  // only as the child of the case above
+  const std::string_view mode = previous;
   // (SIG_DFL set here too: a sanitizer's runtime installs its own.)
-  ::signal(SIGBUS, std::string_view(previous) == "handler" ? exit_42 : SIG_DFL);
+  ::signal(SIGBUS, mode == "handler" ? exit_42 : SIG_DFL);
+  if (mode == "resethand") {
+    struct sigaction logger {};
+    logger.sa_sigaction = log_and_return;
+    sigemptyset(&logger.sa_mask);
+    logger.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    ::sigaction(SIGBUS, &logger, nullptr);
+  }
   int fd = make_file(std::string(where) + ".map", 1);
   ReadMapping map(fd);
-  map.saw_length(kPage);  // installs ours, over the one before
+  map.saw_length(kPage);
   std::vector<std::byte> out(kPage);
-  REQUIRE(map.copy(out, 0));
+  REQUIRE(map.copy(out, 0));  // installs ours, over the one before
+  if (mode == "sent") {
+    ::kill(::getpid(), SIGBUS);
+    ::_exit(6);
+  }
   fault_outside_copy(where);  // ends by SIGBUS, or exits 42 from exit_42, through ours
 }
