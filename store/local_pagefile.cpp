@@ -491,11 +491,6 @@ bool LocalPagefile::may_map(int fd) {
 Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
   if (auto it = maps_.find(group); it != maps_.end()) return it->second;
   if (cannot_map_ || maps_.size() >= kMaxMappedGroups) return nullptr;
-  if (!sole_writer_) {
-    if (unmapped_writes_.size() >= kMaxMappedGroups) unmapped_writes_.clear();  // (a bound: counting starts again)
-    if (++unmapped_writes_[group] < kMapAfterWrites) return nullptr;
-    unmapped_writes_.erase(group);
-  }
   // Every block is a mapping of its own, and a process may have some 65 000.
   if (g_mapped_blocks.fetch_add(1) >= kMaxMappedBlocksPerProcess) {
     g_mapped_blocks.fetch_sub(1);
@@ -518,6 +513,8 @@ Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
   }
   void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, at);
   if (map == MAP_FAILED) {
+    // (EINVAL, as where the system's page is larger than a block: never.)
+    if (errno == EINVAL) cannot_map_ = true;
     give_back();
     return nullptr;
   }
@@ -555,17 +552,21 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
     MutexLock lock(maps_mu_);
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
-    if (*block != nullptr) {
-      // The seam, as for a pwrite (counted once: here or in pwrite_full):
-      // an entry is smaller than a sector, so a torn write of it leaves
-      // nothing, and a short one all of it.
+    if (*block != nullptr && can_guard()) {
+      // The seam, as for a pwrite (pwrite_full's own, where no block is
+      // mapped): an entry is smaller than a sector, so a torn write of it
+      // leaves nothing, and a short one all of it.
       if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
         return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
       }
       EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_, entries};
-      // A fault (the block cut by another descriptor's truncate, or read
-      // back from a failing disk): written instead, which says what it is.
       if (run_guarded(store_entries, &store)) return Status::ok();
+      // A fault (the block evicted and read back from a failing disk, or
+      // cut behind this sole writer's back): the block is let go, and the
+      // entries written, which says what is wrong.
+      ::munmap(*block, static_cast<size_t>(sum_block_bytes_));
+      g_mapped_blocks.fetch_sub(1);
+      maps_.erase(page / kGroupPages);
     }
   }
   return pwrite_full(fd_, entries, entry_offset(page), name_);
@@ -674,7 +675,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
+                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
                         spec.page_size_final));
   if (spec.map_reads && may_map(fd)) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.

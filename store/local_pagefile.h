@@ -270,7 +270,7 @@ class LocalPagefile {
   // Records the page's entries (before its write): a store into the mapped
   // checksum block where map_entries_, else a pwrite.
   Status write_entries(int64_t page, std::span<const std::byte> entries);
-  // Whether the file system of `fd` lets a descriptor map its blocks.
+  // Whether the file system of `fd` lets a sole writer map its blocks.
   static bool may_map(int fd);
   // The group's checksum block, mapped (allocated and read in first, so
   // that a store meets neither a full disk nor a read); nullptr where it
@@ -378,31 +378,23 @@ class LocalPagefile {
   std::set<int64_t> suspects_ GUARDED_BY(suspects_mu_);
   std::atomic<size_t> suspect_count_{0};
 
-  // A sole writer's checksum blocks, mapped: an entry's write is then a
-  // store to memory where it would be a system call, as many as pages
-  // written. Not with O_DSYNC (such a store is not durable at once), nor
-  // where another descriptor may truncate the file (a store past its end
-  // would fault). The entries are read with pread (the same page cache),
-  // so a disk error reading them is an error, not a fault.
   // OpenSpec::map_reads: what reads copy from; null without.
   std::unique_ptr<ReadMapping> read_map_;
   // read_map_, while pages are at least the system's page (the page size
   // of a file that holds none may change); else null.
   const ReadMapping* read_map() const;
 
+  // A sole writer's checksum blocks, mapped: an entry's write is then a
+  // store to memory where it would be a system call, as many as pages
+  // written. Not with O_DSYNC (such a store is not durable at once), nor
+  // where another descriptor may truncate the file: a store into a block
+  // cut under it faults, which is caught (run_guarded), but one into the
+  // system page where the file now ends does not, and is lost when the
+  // file grows again. The entries are read with pread (the same page
+  // cache), so a disk error reading them is an error, not a fault.
   const bool map_entries_;
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
-  // Entries written with pwrite into each group not mapped yet, by this
-  // descriptor but a sole writer's (which maps at the first): a block is
-  // mapped at its kMapAfterWrites-th. Mapping one costs four system calls
-  // (with its unmapping), a journal of a small transaction writes a
-  // couple of entries in all, and the first store into a block after each
-  // sync takes a fault: mapped at once, four processes committing small
-  // transactions in rollback mode took 1.23x unix's time where they took
-  // 1.04x with pwrite.
-  static constexpr uint32_t kMapAfterWrites = 16;
-  std::map<int64_t, uint32_t> unmapped_writes_ GUARDED_BY(maps_mu_);
   bool cannot_map_ GUARDED_BY(maps_mu_) = false;
 
   Mutex level_mu_;

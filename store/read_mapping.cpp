@@ -95,11 +95,13 @@ void copy_bytes(void* arg) {
 
 }  // namespace
 
+// (Without the handler, or with the signal blocked, a fault would end the
+// process: the caller's pread or pwrite instead.)
+bool can_guard() { return install_handler() && !sigbus_blocked(); }
+
 // (Not inlined: nothing of the caller's lives in registers across the jump.)
 [[gnu::noinline]] bool run_guarded(void (*work)(void* arg), void* arg) {
-  // (Without the handler, or with the signal blocked, a fault would end
-  // the process: the caller's pread or pwrite instead.)
-  if (!install_handler() || sigbus_blocked()) return false;
+  if (!can_guard()) return false;
   sigjmp_buf guard;
   if (sigsetjmp(guard, /*savesigs=*/0) != 0) return false;
   t_guard = &guard;

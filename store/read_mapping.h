@@ -60,6 +60,10 @@ namespace pagefile {
 // report it. `work` may have done part of its loads and stores. The first
 // call installs the handler described above.
 bool run_guarded(void (*work)(void* arg), void* arg);
+// Whether run_guarded runs its work in this thread now (its handler is
+// installed and SIGBUS not blocked here): false from run_guarded is then
+// a fault.
+bool can_guard();
 
 class ReadMapping {
  public:
