@@ -12,9 +12,8 @@
 // method the median nanoseconds per call of each and their difference. The methods are those a SQLite transaction in
 // rollback-journal mode calls on a warm database: the lock taken and
 // dropped, the journal's xAccess, xFileSize, the header read (16 bytes at
-// offset 24), a page read (cycling over the pages, all in the page cache; and in a
-// scattered order),
-// xCheckReservedLock. Then whole read transactions, a prepared query of
+// offset 24), a page read (cycling over the pages, all in the page cache,
+// and in a scattered order), xCheckReservedLock. Then whole read transactions, a prepared query of
 // one row whose page SQLite has cached, in rollback-journal and in WAL mode
 // (two more databases): what a transaction costs with no page read but its
 // header's. Calls in a loop are warmer than calls between a query's other
@@ -145,6 +144,9 @@ int main(int argc, char** argv) {
   std::vector<std::byte> buffer(4096);
   auto lock = [](Database& d, int level) { return d.file->pMethods->xLock(d.file, level) == SQLITE_OK; };
   auto unlock = [](Database& d, int level) { return d.file->pMethods->xUnlock(d.file, level) == SQLITE_OK; };
+  auto read_page = [&](Database& d, int64_t page) {
+    return d.file->pMethods->xRead(d.file, buffer.data(), 4096, page * 4096) == SQLITE_OK;
+  };
   const std::vector<Row> rows_shown = {
       {"xLock SHARED + xUnlock NONE",
        [&](Database& d, int64_t) { return lock(d, SQLITE_LOCK_SHARED) && unlock(d, SQLITE_LOCK_NONE); }, false},
@@ -159,14 +161,10 @@ int main(int argc, char** argv) {
       {"xRead 16 bytes at 24", [&](Database& d, int64_t) {
          return d.file->pMethods->xRead(d.file, buffer.data(), 16, 24) == SQLITE_OK;
        }},
-      {"xRead a page", [&](Database& d, int64_t call) {
-         int64_t page = 1 + call % (rows - 1);
-         return d.file->pMethods->xRead(d.file, buffer.data(), 4096, page * 4096) == SQLITE_OK;
-       }},
+      {"xRead a page", [&](Database& d, int64_t call) { return read_page(d, 1 + call % (rows - 1)); }},
       {"xRead a page at random", [&](Database& d, int64_t call) {
          // (A fixed scatter, the same for both: no run of pages a read-ahead could use.)
-         int64_t page = 1 + static_cast<int64_t>((static_cast<uint64_t>(call) * 0x9E3779B97F4A7C15u) >> 40) % (rows - 1);
-         return d.file->pMethods->xRead(d.file, buffer.data(), 4096, page * 4096) == SQLITE_OK;
+         return read_page(d, 1 + static_cast<int64_t>((static_cast<uint64_t>(call) * 0x9E3779B97F4A7C15u) >> 40) % (rows - 1));
        }},
       {"xCheckReservedLock", [&](Database& d, int64_t) {
          int out = 0;

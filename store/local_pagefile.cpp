@@ -83,12 +83,6 @@ std::optional<uint64_t> matched_sum(uint64_t current, uint64_t previous, uint64_
 // The errno a fault stands for (store/disk_faults.h).
 int fault_errno(DiskFault fault) { return fault == DiskFault::kEnospc ? ENOSPC : EIO; }
 
-// pread until `out` is full or the file ends; returns the bytes read.
-// With `would_block`, the first call reads only what the page cache holds
-// (RWF_NOWAIT) and sets *would_block, reading nothing, when the rest would
-// wait for the disk.
-// With `map`, bytes it has are copied out of it (ReadMapping::copy), but
-// for a read that must not wait (a copy may wait on the disk).
 // Entries stored into a mapped checksum block (LocalPagefile::write_entries).
 struct EntryStore {
   std::byte* at;
@@ -100,7 +94,8 @@ void store_entries(void* arg) {
   // Each entry's old checksum before its new one, each in one aligned
   // store: a crash between them leaves (old, old), which the page on disk
   // still matches, never (new, older).
-  for (size_t e = 0; e < store->entries.size(); e += 16) {  // (LocalPagefile::kEntryBytes)
+  // (An entry: the two values, LocalPagefile::kEntryBytes.)
+  for (size_t e = 0; e < store->entries.size(); e += 2 * sizeof(uint64_t)) {
     auto word = [&](size_t offset) {
       return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(store->at + e + offset));
     };
@@ -109,6 +104,12 @@ void store_entries(void* arg) {
   }
 }
 
+// pread until `out` is full or the file ends; returns the bytes read.
+// With `would_block`, the first call reads only what the page cache holds
+// (RWF_NOWAIT) and sets *would_block, reading nothing, when the rest would
+// wait for the disk.
+// With `map`, bytes it has are copied out of it (ReadMapping::copy), but
+// for a read that must not wait (a copy may wait on the disk).
 Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::string_view what,
                           bool* would_block = nullptr, const ReadMapping* map = nullptr) {
   if (auto fault = DiskFaults::next(DiskOp::kRead)) {

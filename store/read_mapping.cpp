@@ -25,20 +25,21 @@ namespace {
 // The SIGBUS action before ours: where a signal outside a copy goes.
 struct sigaction g_previous {};
 
-// Whether SIGBUS is blocked in this thread, as last asked (0: not yet),
-// and the guarded runs before it is asked again. A fault's SIGBUS that is
-// blocked is not delivered to a handler: the kernel ends the process.
-thread_local int t_blocked = 0;
+// Whether SIGBUS is blocked in this thread, as last asked, and the guarded
+// runs before it is asked again (none at a thread's first). A fault's
+// SIGBUS that is blocked is not delivered to a handler: the kernel ends
+// the process.
+thread_local bool t_blocked = false;
 thread_local unsigned t_runs_until_asked = 0;
 constexpr unsigned kRunsBetweenAsks = 1024;
 
 bool sigbus_blocked() {
   if (t_runs_until_asked-- == 0) {
     sigset_t mask;
-    t_blocked = ::pthread_sigmask(SIG_SETMASK, nullptr, &mask) != 0 || sigismember(&mask, SIGBUS) != 0 ? 2 : 1;
+    t_blocked = ::pthread_sigmask(SIG_SETMASK, nullptr, &mask) != 0 || sigismember(&mask, SIGBUS) != 0;
     t_runs_until_asked = kRunsBetweenAsks;
   }
-  return t_blocked == 2;
+  return t_blocked;
 }
 
 void on_sigbus(int signal, siginfo_t* info, void* context) {
