@@ -307,10 +307,13 @@ int sqlite_code(const Status& status, int io_code) {
 int sqlite_error(const Status& status, int io_code, int code) {
   t_last_error = status.to_string();
   if (code == 0) code = sqlite_code(status, io_code);
-  // Into SQLite's error log as os_unix.c reports its failures, so the
-  // store's words (which page, which server) reach whoever reads the log;
-  // a busy lock is routine and SQLite retries it.
-  if (code != SQLITE_BUSY) sqlite3_log(code, "pagefile: %s", t_last_error.c_str());
+  // Into SQLite's error log as os_unix.c reports its failures, and into
+  // PAGEFILE_LOG, so the store's words (which page, which server) reach
+  // whoever reads either; a busy lock is routine and SQLite retries it.
+  if (code != SQLITE_BUSY) {
+    sqlite3_log(code, "pagefile: %s", t_last_error.c_str());
+    logger().warn("sqlite code {}: {}", code, t_last_error);
+  }
   return code;
 }
 

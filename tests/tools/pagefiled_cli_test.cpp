@@ -343,6 +343,17 @@ TEST_CASE("logs: the VFS logs nothing unless PAGEFILE_LOG names a file") {
   CHECK(logged.exit_status == 0);
   CHECK(logged.err.empty());
   CHECK(read_file(dir / "vfs.log").find(" info vfs registered pid=") != std::string::npos);
+  // An error the VFS returns to SQLite is logged with the store's words.
+  const std::string missing = (dir / "no-such-dir" / "app.db").string();
+  Outcome refused = run_program("/usr/bin/sqlite3", dir.path(),
+                                {"-cmd", fmt::format(".load {}", so), "-cmd",
+                                 fmt::format(".open file:{}?vfs=pagefile", missing), "CREATE TABLE t(x)"},
+                                {{"PAGEFILE_LOG", (dir / "vfs.log").string()}});
+  CHECK(refused.err.find("unable to open database") != std::string::npos);
+  const std::string log = read_file(dir / "vfs.log");
+  CAPTURE(log);
+  CHECK(log.find(" warning sqlite code 14: ") != std::string::npos);
+  CHECK(log.find(missing) != std::string::npos);
 }
 
 TEST_CASE("SIGHUP reloads the log level from --config, and says so") {
