@@ -90,6 +90,19 @@ std::optional<std::string> local_name(const char* name) {
   return *full;
 }
 
+// Whether a read-only open failed because a local database's path holds an
+// empty file: it is then opened through the unix VFS, where it reads as an
+// empty database and refuses writes (SQLITE_READONLY), as on unix; a
+// Pagefile needs its header written, which a read-only open cannot do.
+bool opens_empty(const char* name, int role, int flags, const Status& status) {
+  if (role != SQLITE_OPEN_MAIN_DB || (flags & SQLITE_OPEN_READWRITE) != 0 || !status.is(Code::kNotFound)) {
+    return false;
+  }
+  auto full = local_name(name);
+  struct stat st {};
+  return full && ::stat(full->c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
+}
+
 // Whether the open failed because a local database's path holds a file
 // that is not a Pagefile: it is then opened read-only through the unix VFS
 // (x_open), so an ordinary SQLite database reads as it is and anything else
@@ -137,6 +150,10 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
       // SQLITE_READONLY.
       flags = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_READONLY;
       st = open_store_file(name, role, flags);
+    }
+    if (!st && opens_empty(name, role, flags, st.status())) {
+      sqlite3_vfs* os = unix_vfs();
+      return os->xOpen(os, name, file, flags, out_flags);
     }
     if (!st && opens_foreign(name, role, st.status())) {
       sqlite3_vfs* os = unix_vfs();

@@ -10,6 +10,8 @@ transaction is there in part, and PRAGMA integrity_check is ok.
   local-kill      SIGKILL a writer of a local database (the default, no
                   bus) with PRAGMA synchronous=OFF, whose promise is that a
                   crash of the process loses nothing committed
+  local-wal-kill  the same in WAL mode: the kill may strike mid-commit or
+                  mid-checkpoint, and the -wal and -shm stay behind
   server-kill     SIGKILL a page server (not the catalog), start it again
   catalog-kill    SIGKILL the catalog's server, start it again
   writer-stop     SIGSTOP the writer past its lease while a second writer
@@ -37,7 +39,7 @@ import tempfile
 import time
 
 LEASE_MS = 600
-FAULTS = ["writer-kill", "local-kill", "server-kill", "catalog-kill", "writer-stop", "server-freeze"]
+FAULTS = ["writer-kill", "local-kill", "local-wal-kill", "server-kill", "catalog-kill", "writer-stop", "server-freeze"]
 
 
 def free_port():
@@ -174,7 +176,7 @@ def check(extension, uri):
 def trial(args, fault, n, rng, work):
     directory = os.path.join(work, f"{fault}-{n}")
     os.makedirs(directory)
-    local = fault == "local-kill"
+    local = fault in ("local-kill", "local-wal-kill")
     servers = [] if local else [Server(args.pagefiled, os.path.join(directory, f"s{i}"), free_port()) for i in range(3)]
     writers = []
     try:
@@ -185,10 +187,11 @@ def trial(args, fault, n, rng, work):
                else f"file:matrix.db?vfs=pagefile&bus={bus}&timeout_ms=2000")
         # In processes of their own, as a fresh client sees the database.
         in_own_process(args, "create", uri)
-        writer = Writer(args.worker, uri, "w", 100000, directory, "log-unsynced" if local else "log")
+        mode = {"local-kill": "log-unsynced", "local-wal-kill": "log-wal-unsynced"}.get(fault, "log")
+        writer = Writer(args.worker, uri, "w", 100000, directory, mode)
         writers.append(writer)
         time.sleep(rng.uniform(0.05, 0.5))
-        if fault in ("writer-kill", "local-kill"):
+        if fault in ("writer-kill", "local-kill", "local-wal-kill"):
             writer.end()
         elif fault == "server-kill":
             servers[1].kill()

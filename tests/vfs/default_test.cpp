@@ -157,6 +157,10 @@ TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=
   // database (and is left as it was).
   auto empty_file = [](const fs::path& base) { std::ofstream(base / "empty.db").close(); };
   CHECK(both("empty.db", "", rwc, empty_file) == "open=0 write=0 read=0");
+  // Opened read-only it is an empty database too, which refuses writes.
+  auto empty_ro_file = [](const fs::path& base) { std::ofstream(base / "empty-ro.db").close(); };
+  CHECK(both("empty-ro.db", "&mode=ro", SQLITE_OPEN_READONLY, empty_ro_file) == "open=0 write=8 read=0");
+  CHECK(fs::file_size(dir / "pagefile" / "empty-ro.db") == 0);
   const std::string text = "This file is not a valid SQLite database\n";
   auto text_file = [&](const fs::path& base) { std::ofstream(base / "text.db") << text; };
   CHECK(both("text.db", "", rwc, text_file).find("=26") != std::string::npos);  // SQLITE_NOTADB

@@ -9,6 +9,9 @@
 //                                 transaction also rewriting up to 100 rows
 //                                 before (a journal of many pages, then as
 //                                 many database writes)
+//   vfs_worker URI log-wal-unsynced TAG N
+//                                 the same in WAL mode (checkpoints every
+//                                 few transactions, SQLite's default)
 //   vfs_worker URI hold           a big transaction that spills to the
 //                                 database, then "spilled" and wait to be killed
 //   vfs_worker URI stop-commit N  a transaction of 'late' rows whose COMMIT
@@ -174,9 +177,10 @@ int main(int argc, char** argv) {
         return fail(db, "insert");
       }
     }
-  } else if ((mode == "log" || mode == "log-unsynced") && argc == 5) {
+  } else if ((mode == "log" || mode == "log-unsynced" || mode == "log-wal-unsynced") && argc == 5) {
     int n = std::atoi(argv[4]);
-    const bool unsynced = mode == "log-unsynced";
+    const bool unsynced = mode != "log";
+    if (mode == "log-wal-unsynced" && !exec(db, "PRAGMA journal_mode=WAL")) return fail(db, "journal_mode=WAL");
     if (unsynced && !exec(db, "PRAGMA synchronous=OFF")) return fail(db, "synchronous=OFF");
     const std::string rewrite =
         unsynced ? "UPDATE t SET pad = randomblob(900) WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 100); " : "";
