@@ -839,7 +839,7 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
   if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
   UnitSums kept;
   if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
-    if (gen) note_on_disk(page, a.hash[0], *gen);
+    if (gen) note_on_disk(page, a.hash, *gen);
     return Status::ok();
   }
   // A reader that is not the sole writer keeps the checksums of each block
@@ -863,16 +863,21 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
     all_current = all_current && a.hash[u] == a.entries.current(u);
   }
   if (all_current) keep_sums(page, &a.hash);
-  if (gen) note_on_disk(page, a.hash[0], *gen);
+  if (gen) note_on_disk(page, a.hash, *gen);
   return Status::ok();
 }
 
-void LocalPagefile::note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const {
-  if (units_ != 1 || !writes_excluded_.load()) return;
+int64_t LocalPagefile::span_key(int64_t page, uint32_t unit) const {
+  // (Pages past the last one any file can hold key nothing: forget_on_disk's end.)
+  return page > kMaxPageNumber ? INT64_MAX : page * units_ + unit;
+}
+
+void LocalPagefile::note_on_disk(int64_t page, const UnitSums& sums, uint64_t gen) const {
+  if (!writes_excluded_.load()) return;
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load()) return;
-  if (span_sums_.size() >= kMaxSpanSums && !span_sums_.contains(page)) return;
-  span_sums_[page] = sum;
+  if (span_sums_.size() + units_ > kMaxSpanSums && !span_sums_.contains(span_key(page, 0))) return;
+  for (uint32_t u = 0; u < units_; ++u) span_sums_[span_key(page, u)] = sums[u];
 }
 
 Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
@@ -895,24 +900,28 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   for (int64_t p = 0; p < kGroupPages && span_sums_.size() < kMaxSpanSums; ++p) {
     const Entries one = entries_in(*block, p);
     if (one.current(0) == kNoChecksum && one.previous(0) != kNoChecksum) continue;  // retired: its bytes say
-    span_sums_.try_emplace(first + p, one.current(0));  // (not over one this descriptor noted)
+    span_sums_.try_emplace(span_key(first + p, 0), one.current(0));  // (not over one this descriptor noted)
   }
   return Status::ok();
 }
 
 bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
-  if (units_ != 1 || !writes_excluded_.load()) return false;
+  if (!writes_excluded_.load()) return false;
   MutexLock lock(span_mu_);
-  auto found = span_sums_.find(page);
-  if (found == span_sums_.end()) return false;
-  sums[0] = found->second;
+  for (uint32_t u = 0; u < units_; ++u) {
+    auto found = span_sums_.find(span_key(page, u));
+    if (found == span_sums_.end()) return false;
+    sums[u] = found->second;
+  }
   return true;
 }
 
 void LocalPagefile::forget_on_disk(int64_t from_page, int64_t to_page) const {
   MutexLock lock(span_mu_);
   if (span_sums_.empty()) return;
-  std::erase_if(span_sums_, [&](const auto& kv) { return kv.first >= from_page && kv.first < to_page; });
+  const int64_t from = span_key(from_page, 0);
+  const int64_t to = span_key(to_page, 0);
+  std::erase_if(span_sums_, [&](const auto& kv) { return kv.first >= from && kv.first < to; });
 }
 
 void LocalPagefile::new_span() {
@@ -1038,7 +1047,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     return s;
   }
   keep_sums(page, &sums);
-  note_on_disk(page, sums[0], gen);
+  note_on_disk(page, sums, gen);
   raise_end(page + 1);
   return s;
 }

@@ -420,18 +420,22 @@ class LocalPagefile {
   // made it, or as counted while writes_excluded_.
   bool appends(int64_t page);
   // While writes_excluded_, the checksum of each page's bytes on disk as
-  // this descriptor last read (and checked) or wrote them, pages of one
-  // checksum only: a write's old checksum then needs no read (a cold
-  // transaction's pages are read under RESERVED, then written). Exact, as
-  // the disk's bytes, since no one else writes and this descriptor's
-  // reads and writes of a page hold its stripe. Forgotten at each change
-  // of writes_excluded_ (span_gen_ counts them: a read begun before one is
-  // not noted after it), and bounded.
+  // this descriptor last read (and checked) or wrote them, one per unit
+  // (span_key): a write's old checksums then need no read (a cold
+  // transaction's pages are read under RESERVED, then written; a WAL's
+  // last page and its length page are read under the WAL's write lock,
+  // then written). Exact, as the disk's bytes, since no one else writes
+  // and this descriptor's reads and writes of a page hold its stripe.
+  // Forgotten at each change of writes_excluded_ (span_gen_ counts them: a
+  // read begun before one is not noted after it), and bounded (in units).
   static constexpr size_t kMaxSpanSums = size_t{1} << 14;
   mutable Mutex span_mu_;
   mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
-  void note_on_disk(int64_t page, uint64_t sum, uint64_t gen) const;
+  // span_sums_'s key of unit `unit` of `page`: the units of a page follow
+  // each other, pages in order (a range of pages is a range of keys).
+  int64_t span_key(int64_t page, uint32_t unit) const;
+  void note_on_disk(int64_t page, const UnitSums& sums, uint64_t gen) const;
   // Notes, for every page of `page`'s group but those a truncate retired,
   // the current checksum its entry records: one read of the block for the
   // old checksums of all the group's writes in the span (a transaction's

@@ -90,6 +90,20 @@ Status drain_wals(DbConfig& config) {
   return first;
 }
 
+// Tells the database's WAL files open in this process whether no one else
+// writes them (Client::exclude_other_writers), so that a page's write reads
+// no old checksum that this descriptor read or wrote in that time: only the
+// holder of the WAL's write lock (SQLite's WAL_WRITE_LOCK, the first of its
+// shared-memory locks) writes, truncates or restarts a WAL, recovery
+// included, and in this process only the connection holding it.
+void tell_wals(DbConfig& config, bool excluded) {
+  MutexLock wals(config.wals->mu);
+  for (auto& [wal, open] : config.wals->files) {
+    MutexLock lock(wal->mu);
+    if (auto io = wal->file->io()) (*io)->exclude_other_writers(excluded);
+  }
+}
+
 // Sends what the database's journals open in this process hold back to the
 // store (DbConfig::journals). Only the holder of the database's RESERVED
 // lock writes a journal, so each holds back only that writer's records.
@@ -578,6 +592,9 @@ int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile**
   });
 }
 
+// SQLite's WAL_WRITE_LOCK (wal.c): the first of the wal-index's locks.
+constexpr int kWalWriteLock = 0;
+
 int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_SHMLOCK, [&] {
@@ -591,10 +608,13 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       // it wrote goes to the files before another connection may look.
       Status s = drain_wals(*st.config);
       if (Status d = st.file->drain(); s.is_ok()) s = d;
+      // (Before the lock goes: a writer in another process may follow.)
+      if (offset == kWalWriteLock) tell_wals(*st.config, false);
       if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
     }
     Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
     if (!s) return s.is(Code::kBusy) ? SQLITE_BUSY : sqlite_error(s, SQLITE_IOERR_SHMLOCK);
+    if (!unlock && exclusive && offset == kWalWriteLock) tell_wals(*st.config, true);
     // A transaction, a checkpoint or a recovery begins: another process may
     // have written the WAL and the database since (catch_up).
     if (!unlock) st.config->fresh_locks->fetch_add(1);

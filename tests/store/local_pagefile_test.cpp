@@ -1309,6 +1309,41 @@ TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mod
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
+TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page read or written under the word is written reading no entry, its old sectors' checksums exact") {
+  TempDir dir;
+  const auto path = dir / "wal";
+  LocalPagefile::OpenSpec sectors = create_spec(16384);
+  sectors.sector_checksums = true;
+  auto a = must_open(path, sectors);
+  auto b = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK_OK(a->write_page(0, page_pattern(16384, 0)));
+  CHECK_OK(a->write_page(1, page_pattern(16384, 1)));
+  CHECK_OK(b->write_page(2, page_pattern(16384, 2)));
+  a->exclude_other_writers(true);
+  std::vector<std::byte> buf(16384);
+  REQUIRE_OK(a->read_page(1, buf));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  // Read under the word, then written: its entries are written, the page
+  // is not (a crash between them): each sector still matches its old checksum.
+  CHECK_OK(write_entry_only(*a, path, 1, page_pattern(16384, 11)));
+  // Written under the word, then written again, and past the end.
+  CHECK_OK(a->write_page(3, page_pattern(16384, 3)));
+  CHECK_OK(write_entry_only(*a, path, 3, page_pattern(16384, 33)));
+  DiskFaults::disarm();
+  // b's page 2, neither read nor written here under the word: its entries are read.
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(2, page_pattern(16384, 22)).is_ok());
+  DiskFaults::disarm();
+  a->exclude_other_writers(false);
+  CHECK(verified(*b, 1) == page_pattern(16384, 1));
+  CHECK(verified(*b, 3) == page_pattern(16384, 3));
+  // The word taken back: what a read or wrote is no longer taken as the disk's.
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(1, page_pattern(16384, 111)).is_ok());
+  DiskFaults::disarm();
+  CHECK(verified(*b, 1) == page_pattern(16384, 1));
+}
+
 TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
