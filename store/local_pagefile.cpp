@@ -1356,6 +1356,12 @@ Status LocalPagefile::set_lock_level(LockLevel level) {
 
 void LocalPagefile::exclude_other_writers(bool excluded) {
   MutexLock guard(level_mu_);
+  if (excluded && writes_excluded_.load()) {
+    // Said again with no word between (one missed): what was noted, and
+    // the end counted, before it may be another's since.
+    end_counted_ = false;
+    new_span();
+  }
   excluded_by_caller_ = excluded;
   update_exclusion();
 }

@@ -104,6 +104,13 @@ void tell_wals(DbConfig& config, bool excluded) {
   }
 }
 
+// The database descriptor `db` lets its WAL's write lock go, or loses it
+// with its wal-index (closed while holding it): the WAL's files are told.
+void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
+  if (!std::exchange(db.wal_write_locked, false)) return;
+  tell_wals(*db.config, false);
+}
+
 // Sends what the database's journals open in this process hold back to the
 // store (DbConfig::journals). Only the holder of the database's RESERVED
 // lock writes a journal, so each holds back only that writer's records.
@@ -166,6 +173,7 @@ int x_close(sqlite3_file* f) {
   std::unique_ptr<StoreFile> st(shared);
   return guarded(SQLITE_IOERR_CLOSE, [&] {
     MutexLock lock(st->mu);
+    end_wal_write_lock(*st);
     if (st->shm) (void)st->shm->close(false);
     // (Before the lock goes with the descriptor: once it is gone another
     // may write the journals.)
@@ -609,12 +617,15 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       Status s = drain_wals(*st.config);
       if (Status d = st.file->drain(); s.is_ok()) s = d;
       // (Before the lock goes: a writer in another process may follow.)
-      if (offset == kWalWriteLock) tell_wals(*st.config, false);
+      if (offset == kWalWriteLock) end_wal_write_lock(st);
       if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
     }
     Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
     if (!s) return s.is(Code::kBusy) ? SQLITE_BUSY : sqlite_error(s, SQLITE_IOERR_SHMLOCK);
-    if (!unlock && exclusive && offset == kWalWriteLock) tell_wals(*st.config, true);
+    if (!unlock && exclusive && offset == kWalWriteLock) {
+      st.wal_write_locked = true;
+      tell_wals(*st.config, true);
+    }
     // A transaction, a checkpoint or a recovery begins: another process may
     // have written the WAL and the database since (catch_up).
     if (!unlock) st.config->fresh_locks->fetch_add(1);
@@ -638,6 +649,7 @@ int x_shm_unmap(sqlite3_file* f, int remove) {
   return guarded(SQLITE_IOERR_DELETE, [&] {
     MutexLock lock(st.mu);
     if (!st.shm) return SQLITE_OK;
+    end_wal_write_lock(st);
     Status s = st.shm->close(remove != 0);
     st.shm.reset();
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
@@ -880,6 +892,9 @@ Status settle_open_wals(const std::string& path, WalAccess access) {
     MutexLock lock(wal->mu);
     Status s = access == WalAccess::kWillRead ? wal->file->drain() : wal->file->reload();
     if (!s) return s;
+    // Written by another descriptor whatever lock this process holds: what
+    // this one read or wrote of it is not the disk's any more.
+    if (auto io = wal->file->io(); access == WalAccess::kWrote && io) (*io)->exclude_other_writers(false);
   }
   return Status::ok();
 }

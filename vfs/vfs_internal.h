@@ -39,6 +39,7 @@ struct StoreFile {
   uint64_t synced_in GUARDED_BY(mu) = 0;         // a journal: config->write_locks at its last sync
   // A local database's wal-index, from its first xShmMap to xShmUnmap.
   std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);
+  bool wal_write_locked GUARDED_BY(mu) = false;  // a database: its WAL's write lock held in shm (tell_wals)
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to

@@ -1342,6 +1342,20 @@ TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page r
   CHECK_FALSE(a->write_page(1, page_pattern(16384, 111)).is_ok());
   DiskFaults::disarm();
   CHECK(verified(*b, 1) == page_pattern(16384, 1));
+  // The word said twice with none taken back between (a caller that missed
+  // one): the second starts afresh, so b's write meanwhile is looked for.
+  a->exclude_other_writers(true);
+  REQUIRE_OK(a->read_page(1, buf));
+  CHECK_OK(b->write_page(1, page_pattern(16384, 12)));
+  CHECK_OK(b->write_page(4, page_pattern(16384, 4)));
+  a->exclude_other_writers(true);
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  CHECK_FALSE(a->write_page(1, page_pattern(16384, 13)).is_ok());
+  CHECK_FALSE(a->write_page(4, page_pattern(16384, 44)).is_ok());
+  DiskFaults::disarm();
+  a->exclude_other_writers(false);
+  CHECK(verified(*b, 1) == page_pattern(16384, 12));
+  CHECK(verified(*b, 4) == page_pattern(16384, 4));
 }
 
 TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {
