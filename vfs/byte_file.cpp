@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -108,6 +109,8 @@ Result<int64_t> ByteFile::read_length(const std::string& name) {
   auto got = client_.read(fd_, 0, page);
   if (!got) return got.status();
   if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) == 0) {
+    std::memcpy(length_bytes_.data(), page.data(), length_bytes_.size());
+    length_known_ = true;
     return static_cast<int64_t>(get_u64(page.data() + 8));
   }
   bool all_zero = std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
@@ -290,7 +293,13 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
   auto it = kept_.find(page);
   if (it != kept_.end()) return &it->second;
   KeptPage kept;
-  kept.data.resize(page_size_);
+  // (fetch fills it whole: a buffer let go by drop_cache serves as it is,
+  // with no allocation and no zeroing of a page about to be read over.)
+  if (spare_.size() == page_size_) {
+    kept.data = std::exchange(spare_, {});
+  } else {
+    kept.data.resize(page_size_);
+  }
   if (Status s = fetch(page, kept.data); !s) return s;
   it = kept_.emplace(page, std::move(kept)).first;
   while (kept_.size() > kMaxCachedPages) {
@@ -363,7 +372,12 @@ Status ByteFile::flush_kept() {
     std::vector<std::byte> length(page_size_);
     std::memcpy(length.data(), kLengthMagic, sizeof kLengthMagic);
     put_u64(length.data() + 8, static_cast<uint64_t>(size_));
+    length_known_ = false;
     if (Status s = issue_write(0, length); !s) return s;
+    // (Confirmed later when requested rather than written here: drain()
+    // forgets it if a confirm fails.)
+    std::memcpy(length_bytes_.data(), length.data(), length_bytes_.size());
+    length_known_ = true;
   }
   // (A kPages file's size is its pages: nothing to write. Left set, it
   // would read as pending for ever, and reload() would never read the
@@ -481,6 +495,7 @@ Status ByteFile::truncate(int64_t size) {
 Status ByteFile::drain() {
   Status first = flush_kept();
   Status s = confirm_writes();
+  if (!first || !s) length_known_ = false;
   return first.is_ok() ? s : first;
 }
 
@@ -496,7 +511,12 @@ Status ByteFile::sync() {
 void ByteFile::drop_cache() {
   drop_all_ahead();
   for (auto it = kept_.begin(); it != kept_.end();) {
-    it = it->second.dirty ? std::next(it) : kept_.erase(it);
+    if (it->second.dirty) {
+      ++it;
+      continue;
+    }
+    if (spare_.empty()) spare_ = std::move(it->second.data);
+    it = kept_.erase(it);
   }
   last_read_page_ = -2;
   // The client's pool keeps pages per descriptor: it would not see them change.
@@ -524,6 +544,23 @@ Status ByteFile::refresh_size() {
   // may have taken with it.
   auto io = this->io();
   if (!io) return io.status();
+  if (layout_ == Layout::kBytes && length_known_) {
+    // The length page's first bytes, read alone: the same as a version of
+    // it this descriptor read (checked) or wrote, they are that version's
+    // length. A WAL's length is asked at every write transaction; this is
+    // one read of 16 bytes where counting the pages (a stat) and reading
+    // the page whole (16 KiB, and their checksums) were two calls.
+    // Anything else (no page 0 any more, another length, a remote file)
+    // reads it as below.
+    std::array<std::byte, 16> now{};
+    auto got = (*io)->read_part_here(0, 0, now);
+    if (got && *got && **got == now.size() && now == length_bytes_) {
+      traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
+      size_ = static_cast<int64_t>(get_u64(now.data() + 8));
+      size_stale_ = false;
+      return Status::ok();
+    }
+  }
   auto pages = (*io)->size_pages();
   if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
@@ -533,6 +570,7 @@ Status ByteFile::refresh_size() {
     size_ = *pages * page_size_;
   } else if (*pages == 0) {
     size_ = 0;
+    length_known_ = false;
   } else {
     auto length = read_length(name_);
     if (!length) return length.status();

@@ -14,6 +14,10 @@
 // little-endian u64; byte b lives on page 1 + b / P. The length page is
 // written at sync, truncate and close, never on every append, so the length
 // another opener sees is the one of the last sync (what SQLite relies on).
+// Read again where another descriptor may have changed it (refresh_size),
+// the length page costs one read of its first 16 bytes when they are the
+// ones this descriptor last read (checked) or wrote; any others, it is
+// read whole and checked.
 //
 // Write-behind: a write of whole pages is requested at once and confirmed
 // later, at sync, at drain, or when more than `concurrency` writes are
@@ -41,6 +45,7 @@
 // Thread-safety: none; the VFS calls it under its file's mutex.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -238,6 +243,11 @@ class ByteFile {
   bool size_stale_ = false;  // reload_lazily() left size_ to be read again
   uint32_t replicas_ = 1;
   bool length_dirty_ = false;  // kBytes: the length page is behind size_
+  // kBytes: the first bytes of the length page (magic and length) as this
+  // descriptor last read them (checked) or wrote them, when length_known_
+  // (refresh_size compares them with the disk's).
+  std::array<std::byte, 16> length_bytes_{};
+  bool length_known_ = false;
   bool unsynced_ = false;
   int64_t last_read_page_ = -2;
   // False when the client does page requests before returning
@@ -246,6 +256,7 @@ class ByteFile {
 
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
+  std::vector<std::byte> spare_;  // a kept page's buffer, for the next (keep)
   std::map<int64_t, AheadRead> ahead_;
   // The run: run_count_ pages from run_first_ in run_ (kRunBytes, made at
   // the first run); run_length_ pages the last run asked for, 0 after a

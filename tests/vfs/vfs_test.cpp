@@ -842,6 +842,18 @@ TEST_CASE("xAccess of a journal follows its database: the remote store's answer 
   CHECK(access(journal) == 0);
 }
 
+namespace {
+
+// A local file made at its open, as the VFS's default opens one.
+pagefile::OpenOptions new_local_file() {
+  pagefile::OpenOptions open;
+  open.create = true;
+  open.location = pagefile::Location::kLocal;
+  return open;
+}
+
+}  // namespace
+
 TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops, as its calls by descriptor do") {
   // The VFS asks a descriptor's PageIo itself at every transaction
   // (client/client_access.h); Client::stop closes every descriptor, and
@@ -849,9 +861,7 @@ TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops,
   TempDir dir;
   auto client = pagefile::Client::start();
   REQUIRE(client);
-  pagefile::OpenOptions open;
-  open.create = true;
-  open.location = pagefile::Location::kLocal;
+  pagefile::OpenOptions open = new_local_file();
   auto file = pagefile::vfs::ByteFile::open(**client, (dir / "direct.db").string(), open,
                                             pagefile::vfs::ByteFile::Layout::kPages, nullptr);
   REQUIRE(file);
@@ -867,6 +877,67 @@ TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops,
   CHECK(after.status().is(pagefile::Code::kInvalidArgument));
   CHECK(after.status().to_string().find("is stopped") != std::string::npos);
   CHECK((*file)->refresh_size().is(pagefile::Code::kInvalidArgument));
+}
+
+TEST_CASE("a journal's length as another descriptor made it is read again, also where this one read or wrote it last") {
+  // ByteFile::refresh_size takes the length from the first 16 bytes of the
+  // length page when they are those this descriptor last read or wrote:
+  // another length, and a file that lost its length page, must still be
+  // seen.
+  TempDir dir;
+  auto client = pagefile::Client::start();
+  REQUIRE(client);
+  pagefile::OpenOptions open = new_local_file();
+  open.sector_checksums = true;  // as the VFS makes journals and WAL files
+  const std::string path = (dir / "log-wal").string();
+  using pagefile::vfs::ByteFile;
+  auto a = ByteFile::open(**client, path, open, ByteFile::Layout::kBytes, nullptr);
+  REQUIRE(a);
+  auto b = ByteFile::open(**client, path, open, ByteFile::Layout::kBytes, nullptr);
+  REQUIRE(b);
+  auto bytes = [](size_t n, char c) { return std::vector<std::byte>(n, static_cast<std::byte>(c)); };
+  auto reload = [](ByteFile& f) {
+    REQUIRE(f.reload());
+    return f.size();
+  };
+  REQUIRE((*a)->write(bytes(100, 'a'), 0));
+  REQUIRE((*a)->drain());
+  CHECK(reload(**b) == 100);
+  CHECK(reload(**a) == 100);
+  // Longer, by the other descriptor.
+  REQUIRE((*b)->write(bytes(30000, 'b'), 100));
+  REQUIRE((*b)->drain());
+  CHECK(reload(**a) == 30100);
+  std::vector<std::byte> got(30100);
+  auto n = (*a)->read(got, 0);
+  REQUIRE(n);
+  CHECK(*n == 30100);
+  CHECK(got[99] == std::byte{'a'});
+  CHECK(got[30099] == std::byte{'b'});
+  // Emptied (no length page left), then emptied and grown again.
+  REQUIRE((*b)->truncate(0));
+  CHECK(reload(**a) == 0);
+  CHECK(reload(**b) == 0);
+  REQUIRE((*a)->write(bytes(5000, 'c'), 0));
+  REQUIRE((*a)->drain());
+  CHECK(reload(**b) == 5000);
+  REQUIRE((*b)->truncate(200));
+  CHECK(reload(**a) == 200);
+  // Its length damaged on the disk: the bytes are not those either
+  // descriptor knows, so the page is read whole and fails its check
+  // (doc/page_format.md: page 0 follows the header, 4096 bytes, and its
+  // group's block of sector checksums, 16 bytes a sector).
+  const uint32_t page_size = (*a)->page_size();
+  {
+    std::fstream disk(path, std::ios::in | std::ios::out | std::ios::binary);
+    disk.seekp(4096 + page_size / 4096 * 4096 + 8);
+    disk.put('\x07');  // 200 is 0xc8
+  }
+  auto damaged = (*a)->reload();
+  CHECK(damaged.is(pagefile::Code::kCorruption));
+  CHECK((*a)->size() == 200);  // (as last known: nothing else was taken)
+  REQUIRE((*a)->close());
+  REQUIRE((*b)->close());
 }
 
 TEST_CASE("names on a bus: a path's directory must exist here, as for unix; a plain store name is the store's") {
