@@ -518,7 +518,7 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
   }
 }
 
-std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data) {
+std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const std::byte> data, ChangedBytes) {
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   for (uint32_t server : placement_.replicas_for(page)) {
     if (state_of(server) == CopyState::kStale) continue;

@@ -91,7 +91,8 @@ class RemotePageIo final : public PageIo {
   void read_async(int64_t page, std::span<std::byte> out, ReadDone done) override;
   std::optional<Result<PageRead>> read_direct(int64_t page, std::span<std::byte> out) override;
   void write_async(int64_t page, std::span<const std::byte> data, WriteDone done) override;
-  std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) override;
+  // (`changed` is not used: a server's share is written whole.)
+  std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data, ChangedBytes changed) override;
   bool may_be_direct() const override { return bus_->has_embedded(); }
   // Reads the answers of the page's server on this thread (BusClient::read_as_waiter).
   bool wait_for_progress(int64_t page, std::chrono::milliseconds timeout) override;

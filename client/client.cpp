@@ -67,8 +67,9 @@ std::optional<Result<int64_t>> Client::read_pages_at_once(Fd fd, int64_t first, 
   return impl_->read_pages_at_once(fd, first, count, buffer);
 }
 
-std::optional<Status> Client::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {
-  return impl_->write_at_once(fd, page, data);
+std::optional<Status> Client::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
+                                            ChangedBytes changed) {
+  return impl_->write_at_once(fd, page, data, changed);
 }
 
 Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {

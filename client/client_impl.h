@@ -185,7 +185,8 @@ class Client::Impl {
   std::optional<Result<int64_t>> read_pages_at_once(Fd fd, int64_t first, int64_t count,
                                                     std::span<std::byte> buffer) EXCLUDES(mu_);
   // Client::write_at_once.
-  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) EXCLUDES(mu_);
+  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data, ChangedBytes changed)
+      EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
   Status set_page_size(Fd fd, uint32_t page_size);

@@ -64,7 +64,7 @@ Result<Ticket> Client::Impl::request(Fd fd, int64_t page, std::span<std::byte> r
         request = begin_direct_write_locked(file, page, write_data);
         std::shared_ptr<PageIo> io = file->io;
         lock.unlock();
-        std::optional<Status> done = io->write_direct(page, write_data);
+        std::optional<Status> done = io->write_direct(page, write_data, ChangedBytes{});
         lock.lock();
         if (done) {
           RequestPtr next = start_locked(finish_locked(request, *done, PageRead::kData));
@@ -361,7 +361,8 @@ std::optional<Result<int64_t>> Client::Impl::read_pages_at_once(Fd fd, int64_t f
   return (**io)->read_pages_here(first, count, buffer);
 }
 
-std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data) {
+std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
+                                                  ChangedBytes changed) {
   OpenFilePtr file;
   std::shared_ptr<PageIo> io;
   {
@@ -380,7 +381,7 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span
     io = file->io;
     file->writing_at_once.push_back(page);
   }
-  std::optional<Status> done = io->write_direct(page, data);
+  std::optional<Status> done = io->write_direct(page, data, changed);
   {
     MutexLock lock(mu_);
     file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));

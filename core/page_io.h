@@ -73,10 +73,11 @@ class PageIo {
   // local file not opened O_DSYNC, a server in this process that emulates
   // no disk): its outcome when done; nothing when not, and the caller then
   // uses write_async. The caller keeps it from overtaking its own requests
-  // on the page.
-  virtual std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) {
+  // on the page. `changed`: Client::write_at_once's.
+  virtual std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data, ChangedBytes changed) {
     (void)page;
     (void)data;
+    (void)changed;
     return std::nullopt;
   }
   // Whether read_direct or write_direct can ever answer, so callers skip them

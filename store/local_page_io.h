@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "core/page_checksum.h"
 #include "core/page_io.h"
 #include "core/work_pool.h"
 #include "store/local_pagefile.h"
@@ -40,9 +41,9 @@ class LocalPageIo final : public PageIo {
   std::optional<Result<size_t>> read_part_here(int64_t page, size_t offset, std::span<std::byte> out) override {
     return file_->read_part(page, offset, out);
   }
-  std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data) override {
+  std::optional<Status> write_direct(int64_t page, std::span<const std::byte> data, ChangedBytes changed) override {
     if (file_->dsync()) return std::nullopt;
-    return file_->write_page(page, data);
+    return file_->write_page(page, data, kNoChecksum, changed);
   }
   bool may_be_direct() const override { return true; }
   // Not strictly (a read that would wait goes to the I/O threads), but

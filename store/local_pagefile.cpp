@@ -547,7 +547,8 @@ void LocalPagefile::unmap_from(off_t end) {
   }
 }
 
-Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
+Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries, uint32_t first_unit) {
+  const off_t at = entry_offset(page) + static_cast<off_t>(first_unit * kEntryBytes);
   if (map_entries_) {
     // Held across the store: a truncate unmaps under it.
     MutexLock lock(maps_mu_);
@@ -558,9 +559,10 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       // mapped): an entry is smaller than a sector, so a torn write of it
       // leaves nothing, and a short one all of it.
       if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
-        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
+        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", at));
       }
-      EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_, entries};
+      EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_ + first_unit * kEntryBytes,
+                       entries};
       if (run_guarded(store_entries, &store)) return Status::ok();
       // A fault (the block evicted and read back from a failing disk, or
       // cut behind this sole writer's back): the block is let go, and the
@@ -570,7 +572,7 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       maps_.erase(page / kGroupPages);
     }
   }
-  return pwrite_full(fd_, entries, entry_offset(page), name_);
+  return pwrite_full(fd_, entries, at, name_);
 }
 
 Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
@@ -983,7 +985,8 @@ void LocalPagefile::keep_sums(int64_t page, const UnitSums* sums) const {
   for (uint32_t u = 0; u < units_; ++u) sums_.set(first + u, sums ? (*sums)[u] : kNoChecksum);
 }
 
-Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum) {
+Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum,
+                                 ChangedBytes changed) {
   if (Status s = check_writable("write"); !s) return s;
   if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
   off_t offset = page_offset(page);
@@ -1010,13 +1013,18 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   const uint64_t gen = span_gen_.load();  // (before the write: see span_sums_)
   Entries entries;
   UnitSums before{};
+  // before[] are the checksums of the page's bytes on disk, exactly (read
+  // or written here while no one else writes: on_disk_sum).
+  bool exact_before = false;
   // A page past the end has no old content for a cut write to leave, so
   // no old checksum is worth reading.
   bool appended = appends(page);
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
-  } else if (!trusted_sums(page, before) && !appended && !on_disk_sum(page, before) &&
-             !(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {
+  } else if (trusted_sums(page, before) || appended) {
+  } else if (on_disk_sum(page, before)) {
+    exact_before = true;
+  } else if (!(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {
     if (Status s = read_entries(page, entries); !s) return page_context(s);
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {
@@ -1030,17 +1038,45 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
       if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
     }
   }
+  // The units written, [first, last): all, but where the caller says which
+  // bytes changed and the disk's checksums say that every other unit holds
+  // the bytes the caller passed (it read them, and no one else wrote since),
+  // only those that hold changed bytes, with their entries. A WAL commit
+  // changes one or two sectors of its last 16 KiB page: the others are not
+  // written again, and a sync has a quarter to a half of the blocks to
+  // write. (Only then: the disk keeps what it has in the others, so bytes
+  // that differ from it would be lost, and a unit cut short by a file's
+  // end would make the page not exist: the exact sums exist only for a
+  // page read or written whole under exclusion, which no one truncates.)
+  uint32_t first = 0;
+  uint32_t last = units_;
+  if (exact_before && units_ > 1 && changed.size > 0 && changed.offset + changed.size <= data.size()) {
+    const size_t unit_bytes = data.size() / units_;
+    const auto from = static_cast<uint32_t>(changed.offset / unit_bytes);
+    const auto to = static_cast<uint32_t>((changed.offset + changed.size + unit_bytes - 1) / unit_bytes);
+    bool others_as_on_disk = true;
+    for (uint32_t u = 0; u < units_; ++u) {
+      if ((u < from || u >= to) && sums[u] != before[u]) others_as_on_disk = false;
+    }
+    if (others_as_on_disk) {
+      first = from;
+      last = to;
+    }
+  }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
   entry_writes_begun_.fetch_add(1);
-  Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
+  Status entry_written = write_entries(
+      page, std::span(entries.bytes).subspan(kEntryBytes * first, kEntryBytes * (last - first)), first);
   entry_writes_done_.fetch_add(1);
   if (!entry_written) {
     set_suspect(page, true);
     forget_on_disk(page, page + 1);
     return entry_written.with_context(fmt::format("checksum of page {}", page));
   }
-  Status s = page_context(pwrite_full(fd_, data, offset, name_));
+  const size_t unit_bytes = data.size() / units_;
+  Status s = page_context(pwrite_full(fd_, data.subspan(first * unit_bytes, (last - first) * unit_bytes),
+                                      offset + static_cast<off_t>(first * unit_bytes), name_));
   set_suspect(page, !s);
   if (!s) {
     forget_on_disk(page, page + 1);

@@ -180,7 +180,12 @@ class LocalPagefile {
   // kNoChecksum. On failure (kNoSpace, kIOError...) the earlier content of
   // every page is kept. REQUIRES: a checksum given is page_checksum(data,
   // page) (the server checked it on arrival).
-  Status write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum = 0);
+  // `changed`: the bytes of `data` that differ from the page's as the
+  // caller read them from this object; only the sectors holding them are
+  // written where this object knows that each other sector on disk holds
+  // the caller's bytes (below, write_page).
+  Status write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum = 0,
+                    ChangedBytes changed = {});
 
   // Makes every write that returned before this call durable (fdatasync).
   Status sync();
@@ -269,7 +274,8 @@ class LocalPagefile {
   off_t block_offset(int64_t group) const;
   // Records the page's entries (before its write): a store into the mapped
   // checksum block where map_entries_, else a pwrite.
-  Status write_entries(int64_t page, std::span<const std::byte> entries);
+  // `entries` are those of the units from `first_unit` on.
+  Status write_entries(int64_t page, std::span<const std::byte> entries, uint32_t first_unit = 0);
   // Whether the file system of `fd` lets a sole writer map its blocks.
   static bool may_map(int fd);
   // The group's checksum block, mapped (allocated and read in first, so

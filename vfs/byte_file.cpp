@@ -307,7 +307,7 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
     auto lowest = kept_.begin();
     if (lowest == it) lowest = std::next(lowest);
     if (lowest->second.dirty) {
-      if (Status s = issue_write(lowest->first, lowest->second.data); !s) return s;
+      if (Status s = issue_write(lowest->first, lowest->second.data, lowest->second.changes()); !s) return s;
     }
     kept_.erase(lowest);
   }
@@ -322,12 +322,12 @@ Status ByteFile::confirm_oldest_write() {
   return s;
 }
 
-Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data) {
+Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data, ChangedBytes changed) {
   drop_ahead(page);  // it would hold what the page held before
   // The next read of part of it goes through the client, which refuses a
   // page whose last write failed (and orders it after writes queued).
   if (page == checked_page_) checked_page_ = -1;
-  if (auto done = client_.write_at_once(fd_, page, data)) {
+  if (auto done = client_.write_at_once(fd_, page, data, changed)) {
     // (A local page: written to the page cache already, with no ticket to
     // confirm. Failed, it is refused as a request refused at once is.)
     if (!done->is_ok()) return *done;
@@ -365,8 +365,8 @@ Status ByteFile::confirm_writes() {
 Status ByteFile::flush_kept() {
   for (auto& [page, kept] : kept_) {
     if (!kept.dirty) continue;
-    if (Status s = issue_write(page, kept.data); !s) return s;
-    kept.dirty = false;
+    if (Status s = issue_write(page, kept.data, kept.changes()); !s) return s;
+    kept.written();
   }
   if (layout_ == Layout::kBytes && length_dirty_) {
     std::vector<std::byte> length(page_size_);
@@ -452,7 +452,7 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
       auto got = keep(page);
       if (!got) return got.status();
       std::memcpy((*got)->data.data() + in_page, data.data() + done, n);
-      (*got)->dirty = true;
+      (*got)->changed(in_page, n);
       unsynced_ = true;
     }
     done += n;
@@ -480,7 +480,7 @@ Status ByteFile::truncate(int64_t size) {
     if (!tail) return tail.status();
     size_t from = static_cast<size_t>(size % page_size_);
     std::memset((*tail)->data.data() + from, 0, page_size_ - from);
-    (*tail)->dirty = true;
+    (*tail)->changed(from, page_size_ - from);
   }
   size_ = size;
   length_dirty_ = size != 0;

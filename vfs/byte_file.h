@@ -45,6 +45,7 @@
 // Thread-safety: none; the VFS calls it under its file's mutex.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -179,6 +180,22 @@ class ByteFile {
   struct KeptPage {
     std::vector<std::byte> data;
     bool dirty = false;
+    // The bytes changed since it was read or last requested, [from, to):
+    // the store may write only the sectors that hold them.
+    size_t from = SIZE_MAX;
+    size_t to = 0;
+    void changed(size_t offset, size_t size) {
+      dirty = true;
+      from = std::min(from, offset);
+      to = std::max(to, offset + size);
+    }
+    ChangedBytes changes() const { return from < to ? ChangedBytes{from, to - from} : ChangedBytes{}; }
+    // Requested: clean, nothing changed since.
+    void written() {
+      dirty = false;
+      from = SIZE_MAX;
+      to = 0;
+    }
   };
   struct AheadRead {
     Ticket ticket;
@@ -207,7 +224,7 @@ class ByteFile {
   // Whether the run held has page `page`.
   bool in_run(int64_t page) const;
   Result<KeptPage*> keep(int64_t page);
-  Status issue_write(int64_t page, std::span<const std::byte> data);
+  Status issue_write(int64_t page, std::span<const std::byte> data, ChangedBytes changed = {});
   Status confirm_oldest_write();
   Status confirm_writes();
   Status flush_kept();

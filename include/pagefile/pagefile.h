@@ -69,6 +69,14 @@ enum class PageRead : uint8_t {
                // filled with zeros
 };
 
+// The bytes of a page's write that differ from the page as the writer
+// read it (Client::write_at_once): `size` bytes from `offset`. Size 0: not
+// known, any byte of the page may differ.
+struct ChangedBytes {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
 enum class LockMode : uint8_t { kShared, kExclusive };
 // SQLite's five lock levels (os_unix.c), for engines that need more than
 // shared/exclusive. Between descriptors of one file (in one process or many,
@@ -222,8 +230,13 @@ class Client {
   // would give it (a failed write is reported by the next sync too, and
   // the page reads as that error until written again); nothing when it
   // cannot be done so (then write or write_request it). A sync waits for
-  // the writes at once under way on other threads.
-  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data);
+  // the writes at once under way on other threads. `changed` says which
+  // bytes of `data` differ from the page as this descriptor read it, while
+  // exclude_other_writers(true) held: a local file with sector checksums
+  // then writes only the sectors that hold them, where its checksums show
+  // that the others are unchanged on disk (fewer blocks for a sync).
+  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
+                                      ChangedBytes changed = {});
 
   // Returns once every write of `fd` requested before the call is durable.
   // Fails when the disk refuses to flush, and when a page's latest write

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/page_checksum.h"
 #include "store/disk_faults.h"
 #include "tests/support/temp_dir.h"
 
@@ -1356,6 +1357,71 @@ TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page r
   a->exclude_other_writers(false);
   CHECK(verified(*b, 1) == page_pattern(16384, 12));
   CHECK(verified(*b, 4) == page_pattern(16384, 4));
+}
+
+TEST_CASE("sector checksums under exclude_other_writers: a write whose changes lie in some sectors writes only those, where the disk's checksums show the others unchanged") {
+  constexpr uint32_t kPage = 16384;
+  constexpr size_t kSector = kChecksumSectorSize;
+  TempDir dir;
+  const auto path = dir / "wal";
+  LocalPagefile::OpenSpec sectors = create_spec(kPage);
+  sectors.sector_checksums = true;
+  auto a = must_open(path, sectors);
+  auto b = must_open(path, LocalPagefile::OpenSpec{});
+  const auto old_page = page_pattern(kPage, 1);
+  REQUIRE_OK(a->write_page(0, old_page));
+  REQUIRE_OK(a->write_page(1, old_page));
+  std::vector<std::byte> buf(kPage);
+  // Damages sector `s` of page `page` behind the descriptors' backs.
+  auto damage = [&](int64_t page, size_t s) {
+    auto byte = raw_read(path, a->page_offset(page) + static_cast<off_t>(s * kSector + 9), 1);
+    byte[0] ^= std::byte{0x20};
+    raw_write(path, a->page_offset(page) + static_cast<off_t>(s * kSector + 9), byte);
+  };
+
+  a->exclude_other_writers(true);
+  REQUIRE_OK(a->read_page(0, buf));
+  // Bytes changed in sector 1 only: sectors 0, 2 and 3 are not written, so
+  // sector 2, damaged since the read, stays damaged (and says so), where a
+  // write of the whole page would have covered it.
+  auto changed = old_page;
+  for (size_t i = kSector + 100; i < kSector + 200; ++i) changed[i] = std::byte{0x5a};
+  damage(0, 2);
+  REQUIRE_OK(a->write_page(0, changed, kNoChecksum, ChangedBytes{kSector + 100, 100}));
+  auto bad = b->read_page(0, buf);
+  CHECK_CODE(bad, Code::kCorruption);
+  CHECK(bad.status().to_string().find("sector 2 of 4") != std::string::npos);
+
+  // A caller whose other bytes are not the disk's (here sector 3) gets the
+  // whole page written: its bytes, all of them, are read back.
+  REQUIRE_OK(a->write_page(1, old_page));
+  auto wrong = changed;
+  wrong[3 * kSector + 7] = std::byte{0x77};
+  REQUIRE_OK(a->write_page(1, wrong, kNoChecksum, ChangedBytes{kSector + 100, 100}));
+  REQUIRE_OK(b->read_page(1, buf));
+  CHECK(buf == wrong);
+  // Changes that span sectors 1 and 2, and a page never read nor written
+  // under the word (its sums unknown: written whole).
+  auto two = wrong;
+  for (size_t i = 2 * kSector - 10; i < 2 * kSector + 10; ++i) two[i] = std::byte{0x11};
+  REQUIRE_OK(a->write_page(1, two, kNoChecksum, ChangedBytes{2 * kSector - 10, 20}));
+  REQUIRE_OK(b->read_page(1, buf));
+  CHECK(buf == two);
+  a->exclude_other_writers(false);
+  REQUIRE_OK(b->write_page(2, old_page));
+  a->exclude_other_writers(true);
+  damage(2, 0);
+  REQUIRE_OK(a->write_page(2, changed, kNoChecksum, ChangedBytes{kSector + 100, 100}));
+  REQUIRE_OK(b->read_page(2, buf));
+  CHECK(buf == changed);
+  a->exclude_other_writers(false);
+
+  // Without the word, the page is written whole whatever the caller says.
+  REQUIRE_OK(a->read_page(1, buf));
+  damage(1, 3);
+  REQUIRE_OK(a->write_page(1, two, kNoChecksum, ChangedBytes{kSector + 100, 100}));
+  REQUIRE_OK(b->read_page(1, buf));
+  CHECK(buf == two);
 }
 
 TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {
