@@ -547,8 +547,7 @@ void LocalPagefile::unmap_from(off_t end) {
   }
 }
 
-Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries, uint32_t first_unit) {
-  const off_t at = entry_offset(page) + static_cast<off_t>(first_unit * kEntryBytes);
+Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
   if (map_entries_) {
     // Held across the store: a truncate unmaps under it.
     MutexLock lock(maps_mu_);
@@ -559,10 +558,9 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       // mapped): an entry is smaller than a sector, so a torn write of it
       // leaves nothing, and a short one all of it.
       if (auto fault = DiskFaults::next(DiskOp::kWrite); fault && *fault != DiskFault::kShortWrite) {
-        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", at));
+        return errno_status(fault_errno(*fault), name_, fmt::format("write at byte {}", entry_offset(page)));
       }
-      EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_ + first_unit * kEntryBytes,
-                       entries};
+      EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_, entries};
       if (run_guarded(store_entries, &store)) return Status::ok();
       // A fault (the block evicted and read back from a failing disk, or
       // cut behind this sole writer's back): the block is let go, and the
@@ -572,7 +570,7 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       maps_.erase(page / kGroupPages);
     }
   }
-  return pwrite_full(fd_, entries, at, name_);
+  return pwrite_full(fd_, entries, entry_offset(page), name_);
 }
 
 Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem::path& path,
@@ -1038,16 +1036,20 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
       if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
     }
   }
-  // The units written, [first, last): all, but where the caller says which
-  // bytes changed and the disk's checksums say that every other unit holds
-  // the bytes the caller passed (it read them, and no one else wrote since),
-  // only those that hold changed bytes, with their entries. A WAL commit
+  // The units whose bytes are written, [first, last): all, but where the
+  // caller says which bytes changed and the disk's checksums say that every
+  // other unit holds the bytes the caller passed (it read them, and no one
+  // else wrote since), only those that hold changed bytes. A WAL commit
   // changes one or two sectors of its last 16 KiB page: the others are not
   // written again, and a sync has a quarter to a half of the blocks to
   // write. (Only then: the disk keeps what it has in the others, so bytes
   // that differ from it would be lost, and a unit cut short by a file's
   // end would make the page not exist: the exact sums exist only for a
   // page read or written whole under exclusion, which no one truncates.)
+  // Every unit's entry is written all the same (one write, in one block):
+  // a unit whose bytes match only its previous checksum (another's write
+  // cut after its entries) gets the pair (its checksum, its checksum), so
+  // that a later write of it, torn, still leaves bytes that match.
   uint32_t first = 0;
   uint32_t last = units_;
   if (exact_before && units_ > 1 && changed.size > 0 && changed.offset + changed.size <= data.size()) {
@@ -1066,8 +1068,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
   entry_writes_begun_.fetch_add(1);
-  Status entry_written = write_entries(
-      page, std::span(entries.bytes).subspan(kEntryBytes * first, kEntryBytes * (last - first)), first);
+  Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
   entry_writes_done_.fetch_add(1);
   if (!entry_written) {
     set_suspect(page, true);
@@ -1217,7 +1218,10 @@ Status LocalPagefile::truncate(int64_t pages) {
     return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
   }
   end_pages_ = pages;
-  forget_on_disk(pages);  // (again: a read meanwhile may have noted a page now cut)
+  // (Again: a read meanwhile may have noted a page now cut. One that has not
+  // noted yet reads another span_gen_ when it does, and notes nothing.)
+  span_gen_.fetch_add(1);
+  forget_on_disk(pages);
   {
     // Only now: a page kept by a failed truncate keeps its mark.
     MutexLock lock(suspects_mu_);

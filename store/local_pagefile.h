@@ -227,6 +227,8 @@ class LocalPagefile {
   // otherwise, no other descriptor writes the file (as RESERVED or above
   // held here says by itself).
   void exclude_other_writers(bool excluded);
+  // Whether the caller's word holds now.
+  bool others_excluded() const { return writes_excluded_.load(); }
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,
@@ -274,8 +276,7 @@ class LocalPagefile {
   off_t block_offset(int64_t group) const;
   // Records the page's entries (before its write): a store into the mapped
   // checksum block where map_entries_, else a pwrite.
-  // `entries` are those of the units from `first_unit` on.
-  Status write_entries(int64_t page, std::span<const std::byte> entries, uint32_t first_unit = 0);
+  Status write_entries(int64_t page, std::span<const std::byte> entries);
   // Whether the file system of `fd` lets a sole writer map its blocks.
   static bool may_map(int fd);
   // The group's checksum block, mapped (allocated and read in first, so

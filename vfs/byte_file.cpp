@@ -538,29 +538,32 @@ Result<PageIo*> ByteFile::io() const {
   return io_.get();
 }
 
+std::optional<int64_t> ByteFile::known_length(PageIo& io) {
+  // The length page's first bytes, read alone: the same as those of a
+  // version of it this descriptor read (checked) or wrote, they are that
+  // version's length. A WAL's length is asked at every write transaction;
+  // this reads 16 bytes where the page whole (16 KiB, and four checksums)
+  // was read. Only while no other descriptor may write the file (the
+  // caller's word: a WAL's write lock, a journal's RESERVED), so that no
+  // write is under way to mix its bytes with these; and only for a page 0
+  // that exists whole (counted first). Anything else (another length,
+  // damaged bytes among these, a remote file) reads it the long way.
+  // (Damage elsewhere in the page is not seen here, as for a database's
+  // header read in part: scrub and other openers find it.)
+  if (!length_known_ || !io.others_excluded()) return std::nullopt;
+  std::array<std::byte, 16> now{};
+  auto got = io.read_part_here(0, 0, now);
+  if (!got || !*got || **got != now.size() || now != length_bytes_) return std::nullopt;
+  traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
+  return static_cast<int64_t>(get_u64(now.data() + 8));
+}
+
 Status ByteFile::refresh_size() {
   // Of the PageIo, as Client::size asks it (client/client_access.h): the
   // count first, then the page size, which a local file that held no page
   // may have taken with it.
   auto io = this->io();
   if (!io) return io.status();
-  if (layout_ == Layout::kBytes && length_known_) {
-    // The length page's first bytes, read alone: the same as a version of
-    // it this descriptor read (checked) or wrote, they are that version's
-    // length. A WAL's length is asked at every write transaction; this is
-    // one read of 16 bytes where counting the pages (a stat) and reading
-    // the page whole (16 KiB, and their checksums) were two calls.
-    // Anything else (no page 0 any more, another length, a remote file)
-    // reads it as below.
-    std::array<std::byte, 16> now{};
-    auto got = (*io)->read_part_here(0, 0, now);
-    if (got && *got && **got == now.size() && now == length_bytes_) {
-      traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
-      size_ = static_cast<int64_t>(get_u64(now.data() + 8));
-      size_stale_ = false;
-      return Status::ok();
-    }
-  }
   auto pages = (*io)->size_pages();
   if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
@@ -571,6 +574,8 @@ Status ByteFile::refresh_size() {
   } else if (*pages == 0) {
     size_ = 0;
     length_known_ = false;
+  } else if (auto known = known_length(**io)) {
+    size_ = *known;
   } else {
     auto length = read_length(name_);
     if (!length) return length.status();

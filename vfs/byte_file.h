@@ -16,8 +16,9 @@
 // another opener sees is the one of the last sync (what SQLite relies on).
 // Read again where another descriptor may have changed it (refresh_size),
 // the length page costs one read of its first 16 bytes when they are the
-// ones this descriptor last read (checked) or wrote; any others, it is
-// read whole and checked.
+// ones this descriptor last read (checked) or wrote and no other descriptor
+// may write the file meanwhile (known_length); else it is read whole and
+// checked.
 //
 // Write-behind: a write of whole pages is requested at once and confirmed
 // later, at sync, at drain, or when more than `concurrency` writes are
@@ -234,6 +235,10 @@ class ByteFile {
   // kBytes: the byte length recorded in the length page (0 for a file with
   // no pages or an all-zero page 0); kCorruption when page 0 is neither.
   Result<int64_t> read_length(const std::string& name);
+  // The length from 16 bytes of the length page when they are length_bytes_
+  // and `io` says no other descriptor writes (refresh_size); nothing when it
+  // must be read whole.
+  std::optional<int64_t> known_length(PageIo& io);
   // A kPages file that held nothing now has pages of `page_size`: a new
   // database's page 1 of that size is about to be written here, or another
   // descriptor wrote it. Trace: the file is closed and opened again at its

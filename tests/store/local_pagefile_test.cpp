@@ -30,6 +30,14 @@ LocalPagefile::OpenSpec create_spec(uint32_t page_size) {
   return spec;
 }
 
+// A new file as the VFS makes a WAL: 16 KiB pages, a checksum per sector.
+constexpr uint32_t kWalPage = 16384;
+LocalPagefile::OpenSpec wal_spec() {
+  LocalPagefile::OpenSpec spec = create_spec(kWalPage);
+  spec.sector_checksums = true;
+  return spec;
+}
+
 std::unique_ptr<LocalPagefile> must_open(const std::filesystem::path& path,
                                          const LocalPagefile::OpenSpec& spec) {
   auto f = LocalPagefile::open(path, spec);
@@ -37,6 +45,14 @@ std::unique_ptr<LocalPagefile> must_open(const std::filesystem::path& path,
   REQUIRE(f.is_ok());
   return std::move(*f);
 }
+
+// A file made as a WAL (wal_spec) and another descriptor of it.
+struct WalFile {
+  TempDir dir;
+  std::filesystem::path path = dir / "wal";
+  std::unique_ptr<LocalPagefile> file = must_open(path, wal_spec());
+  std::unique_ptr<LocalPagefile> other = must_open(path, LocalPagefile::OpenSpec{});
+};
 
 }  // namespace
 
@@ -1360,18 +1376,15 @@ TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page r
 }
 
 TEST_CASE("sector checksums under exclude_other_writers: a write whose changes lie in some sectors writes only those, where the disk's checksums show the others unchanged") {
-  constexpr uint32_t kPage = 16384;
   constexpr size_t kSector = kChecksumSectorSize;
-  TempDir dir;
-  const auto path = dir / "wal";
-  LocalPagefile::OpenSpec sectors = create_spec(kPage);
-  sectors.sector_checksums = true;
-  auto a = must_open(path, sectors);
-  auto b = must_open(path, LocalPagefile::OpenSpec{});
-  const auto old_page = page_pattern(kPage, 1);
+  WalFile wal;
+  const auto& path = wal.path;
+  auto& a = wal.file;
+  auto& b = wal.other;
+  const auto old_page = page_pattern(kWalPage, 1);
   REQUIRE_OK(a->write_page(0, old_page));
   REQUIRE_OK(a->write_page(1, old_page));
-  std::vector<std::byte> buf(kPage);
+  std::vector<std::byte> buf(kWalPage);
   // Damages sector `s` of page `page` behind the descriptors' backs.
   auto damage = [&](int64_t page, size_t s) {
     auto byte = raw_read(path, a->page_offset(page) + static_cast<off_t>(s * kSector + 9), 1);
@@ -1422,6 +1435,47 @@ TEST_CASE("sector checksums under exclude_other_writers: a write whose changes l
   REQUIRE_OK(a->write_page(1, two, kNoChecksum, ChangedBytes{kSector + 100, 100}));
   REQUIRE_OK(b->read_page(1, buf));
   CHECK(buf == two);
+}
+
+TEST_CASE("a write in part under exclude_other_writers still mends every sector's entry: a sector matching only its previous checksum, torn later, still reads") {
+  // Another descriptor's write cut after its entries leaves sectors that
+  // match their previous checksum only. A write in part (its sector 1) must
+  // still write every entry, each sector's pair then naming the bytes it
+  // holds; else a later torn write of sector 2 leaves bytes that match
+  // neither of its pair, and the whole page fails its check.
+  WalFile wal;
+  auto c = must_open(wal.path, LocalPagefile::OpenSpec{});  // the writer that goes away
+  auto& a = wal.file;
+  auto& b = wal.other;
+  const auto& path = wal.path;
+  constexpr size_t kSector = kChecksumSectorSize;
+  const auto v0 = page_pattern(kWalPage, 1);
+  REQUIRE_OK(c->write_page(0, v0));
+  auto v1 = v0;  // sectors 2 and 3 changed; the write fails after its entries
+  for (size_t i = 2 * kSector; i < 4 * kSector; ++i) v1[i] ^= std::byte{0x11};
+  DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kEio);
+  CHECK_FALSE(c->write_page(0, v1).is_ok());
+  DiskFaults::disarm();
+  c.reset();  // (its memory of the failure goes with it, as in a crash)
+  a->exclude_other_writers(true);
+  std::vector<std::byte> buf(kWalPage);
+  REQUIRE_OK(a->read_page(0, buf));
+  CHECK(buf == v0);
+  auto v2 = v0;
+  for (size_t i = kSector + 100; i < kSector + 200; ++i) v2[i] = std::byte{0x5a};
+  REQUIRE_OK(a->write_page(0, v2, kNoChecksum, ChangedBytes{kSector + 100, 100}));
+  a->exclude_other_writers(false);
+  auto v3 = v2;  // sector 2 changed, by a write torn after its first half
+  for (size_t i = 2 * kSector; i < 2 * kSector + 50; ++i) v3[i] = std::byte{0x33};
+  DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kTornWrite);
+  CHECK_FALSE(b->write_page(0, v3).is_ok());
+  DiskFaults::disarm();
+  b.reset();
+  auto d = must_open(path, LocalPagefile::OpenSpec{});
+  auto got = d->read_page(0, buf);
+  INFO(got.status().to_string());
+  CHECK(got.is_ok());
+  CHECK(buf == v2);
 }
 
 TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {

@@ -879,11 +879,12 @@ TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops,
   CHECK((*file)->refresh_size().is(pagefile::Code::kInvalidArgument));
 }
 
-TEST_CASE("a journal's length as another descriptor made it is read again, also where this one read or wrote it last") {
+TEST_CASE("a journal's length: read as 16 bytes while others are kept out and they are the ones last known, else whole and checked") {
   // ByteFile::refresh_size takes the length from the first 16 bytes of the
-  // length page when they are those this descriptor last read or wrote:
-  // another length, and a file that lost its length page, must still be
-  // seen.
+  // length page when no other descriptor may write (the VFS's word: a WAL's
+  // write lock) and they are those this descriptor last read or wrote:
+  // another length, a file that lost its length page, damage in those
+  // bytes, and a refresh without the word must each read it whole.
   TempDir dir;
   auto client = pagefile::Client::start();
   REQUIRE(client);
@@ -900,14 +901,36 @@ TEST_CASE("a journal's length as another descriptor made it is read again, also 
     REQUIRE(f.reload());
     return f.size();
   };
+  // A refresh of `a` under the word (b writes only while it is not said).
+  auto reload_alone = [&](ByteFile& f) {
+    auto io = f.io();
+    REQUIRE(io);
+    (*io)->exclude_other_writers(true);
+    pagefile::Status s = f.reload();
+    (*io)->exclude_other_writers(false);
+    REQUIRE(s);
+    return f.size();
+  };
+  // Damages byte `at` of page 0 (doc/page_format.md: it follows the
+  // header, 4096 bytes, and its group's block of sector checksums, 16
+  // bytes a sector).
+  const uint32_t page_size = (*a)->page_size();
+  auto damage = [&](size_t at) {
+    std::fstream disk(path, std::ios::in | std::ios::out | std::ios::binary);
+    disk.seekg(static_cast<std::streamoff>(4096 + page_size / 4096 * 4096 + at));
+    char c = 0;
+    disk.get(c);
+    disk.seekp(static_cast<std::streamoff>(4096 + page_size / 4096 * 4096 + at));
+    disk.put(static_cast<char>(c ^ 0x04));
+  };
   REQUIRE((*a)->write(bytes(100, 'a'), 0));
   REQUIRE((*a)->drain());
   CHECK(reload(**b) == 100);
-  CHECK(reload(**a) == 100);
+  CHECK(reload_alone(**a) == 100);
   // Longer, by the other descriptor.
   REQUIRE((*b)->write(bytes(30000, 'b'), 100));
   REQUIRE((*b)->drain());
-  CHECK(reload(**a) == 30100);
+  CHECK(reload_alone(**a) == 30100);
   std::vector<std::byte> got(30100);
   auto n = (*a)->read(got, 0);
   REQUIRE(n);
@@ -916,24 +939,30 @@ TEST_CASE("a journal's length as another descriptor made it is read again, also 
   CHECK(got[30099] == std::byte{'b'});
   // Emptied (no length page left), then emptied and grown again.
   REQUIRE((*b)->truncate(0));
-  CHECK(reload(**a) == 0);
+  CHECK(reload_alone(**a) == 0);
   CHECK(reload(**b) == 0);
   REQUIRE((*a)->write(bytes(5000, 'c'), 0));
   REQUIRE((*a)->drain());
   CHECK(reload(**b) == 5000);
   REQUIRE((*b)->truncate(200));
+  CHECK(reload_alone(**a) == 200);
+  // A byte of the page past those 16 damaged: not looked at under the word
+  // (the 16 bytes are those of a version `a` read), but without it the page
+  // is read whole and fails its check, as it does for a new opener.
+  damage(100);
+  CHECK(reload_alone(**a) == 200);
+  CHECK((*a)->reload().is(pagefile::Code::kCorruption));
+  CHECK_FALSE(ByteFile::open(**client, path, open, ByteFile::Layout::kBytes, nullptr));
+  damage(100);  // (mended)
   CHECK(reload(**a) == 200);
-  // Its length damaged on the disk: the bytes are not those either
-  // descriptor knows, so the page is read whole and fails its check
-  // (doc/page_format.md: page 0 follows the header, 4096 bytes, and its
-  // group's block of sector checksums, 16 bytes a sector).
-  const uint32_t page_size = (*a)->page_size();
-  {
-    std::fstream disk(path, std::ios::in | std::ios::out | std::ios::binary);
-    disk.seekp(4096 + page_size / 4096 * 4096 + 8);
-    disk.put('\x07');  // 200 is 0xc8
-  }
+  // Its length damaged: not the bytes `a` knows, so read whole, and it
+  // fails its check.
+  damage(8);
+  auto io = (*a)->io();
+  REQUIRE(io);
+  (*io)->exclude_other_writers(true);
   auto damaged = (*a)->reload();
+  (*io)->exclude_other_writers(false);
   CHECK(damaged.is(pagefile::Code::kCorruption));
   CHECK((*a)->size() == 200);  // (as last known: nothing else was taken)
   REQUIRE((*a)->close());
