@@ -127,8 +127,6 @@ class PageIo {
   virtual bool unchanged_since_unlock() const { return false; }
   // Client::exclude_other_writers. Nothing where it buys nothing.
   virtual void exclude_other_writers(bool) {}
-  // Whether that word holds now (false where it buys nothing).
-  virtual bool others_excluded() const { return false; }
 
   // Called once by the client when the descriptor closes, after its
   // requests finished: record what must outlive it (a remote file's size)

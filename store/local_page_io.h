@@ -59,7 +59,6 @@ class LocalPageIo final : public PageIo {
   Status set_lock_level(LockLevel level) override { return file_->set_lock_level(level); }
   Result<bool> reserved_elsewhere() override { return file_->reserved_elsewhere(); }
   void exclude_other_writers(bool excluded) override { file_->exclude_other_writers(excluded); }
-  bool others_excluded() const override { return file_->others_excluded(); }
 
  private:
   std::unique_ptr<LocalPagefile> file_;

@@ -227,8 +227,6 @@ class LocalPagefile {
   // otherwise, no other descriptor writes the file (as RESERVED or above
   // held here says by itself).
   void exclude_other_writers(bool excluded);
-  // Whether the caller's word holds now.
-  bool others_excluded() const { return writes_excluded_.load(); }
 
  private:
   LocalPagefile(int fd, std::string name, const FileHeader& header, bool read_only, bool reserve_first,

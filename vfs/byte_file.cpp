@@ -14,6 +14,9 @@ namespace pagefile::vfs {
 namespace {
 
 constexpr char kLengthMagic[8] = {'P', 'F', 'V', 'F', 'S', 'L', 'E', 'N'};
+// The length page's bytes that say anything: the magic and the length (a
+// little-endian u64). The rest are zeros.
+constexpr size_t kLengthBytes = sizeof kLengthMagic + 8;
 
 void put_u64(std::byte* at, uint64_t v) {
   for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
@@ -109,8 +112,6 @@ Result<int64_t> ByteFile::read_length(const std::string& name) {
   auto got = client_.read(fd_, 0, page);
   if (!got) return got.status();
   if (std::memcmp(page.data(), kLengthMagic, sizeof kLengthMagic) == 0) {
-    std::memcpy(length_bytes_.data(), page.data(), length_bytes_.size());
-    length_known_ = true;
     return static_cast<int64_t>(get_u64(page.data() + 8));
   }
   bool all_zero = std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
@@ -372,12 +373,12 @@ Status ByteFile::flush_kept() {
     std::vector<std::byte> length(page_size_);
     std::memcpy(length.data(), kLengthMagic, sizeof kLengthMagic);
     put_u64(length.data() + 8, static_cast<uint64_t>(size_));
-    length_known_ = false;
-    if (Status s = issue_write(0, length); !s) return s;
-    // (Confirmed later when requested rather than written here: drain()
-    // forgets it if a confirm fails.)
-    std::memcpy(length_bytes_.data(), length.data(), length_bytes_.size());
-    length_known_ = true;
+    // Only its first bytes change: a local file with sector checksums
+    // writes their sector alone where it knows the others' bytes on disk
+    // (page 0 read whole under exclude_other_writers, as refresh_size reads
+    // it at a WAL's write transaction), 4 KiB of 16 for each sync of a
+    // growing WAL, and a block less to write back. Else the page whole.
+    if (Status s = issue_write(0, length, ChangedBytes{0, kLengthBytes}); !s) return s;
   }
   // (A kPages file's size is its pages: nothing to write. Left set, it
   // would read as pending for ever, and reload() would never read the
@@ -495,7 +496,6 @@ Status ByteFile::truncate(int64_t size) {
 Status ByteFile::drain() {
   Status first = flush_kept();
   Status s = confirm_writes();
-  if (!first || !s) length_known_ = false;
   return first.is_ok() ? s : first;
 }
 
@@ -538,26 +538,6 @@ Result<PageIo*> ByteFile::io() const {
   return io_.get();
 }
 
-std::optional<int64_t> ByteFile::known_length(PageIo& io) {
-  // The length page's first bytes, read alone: the same as those of a
-  // version of it this descriptor read (checked) or wrote, they are that
-  // version's length. A WAL's length is asked at every write transaction;
-  // this reads 16 bytes where the page whole (16 KiB, and four checksums)
-  // was read. Only while no other descriptor may write the file (the
-  // caller's word: a WAL's write lock, a journal's RESERVED), so that no
-  // write is under way to mix its bytes with these; and only for a page 0
-  // that exists whole (counted first). Anything else (another length,
-  // damaged bytes among these, a remote file) reads it the long way.
-  // (Damage elsewhere in the page is not seen here, as for a database's
-  // header read in part: scrub and other openers find it.)
-  if (!length_known_ || !io.others_excluded()) return std::nullopt;
-  std::array<std::byte, 16> now{};
-  auto got = io.read_part_here(0, 0, now);
-  if (!got || !*got || **got != now.size() || now != length_bytes_) return std::nullopt;
-  traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
-  return static_cast<int64_t>(get_u64(now.data() + 8));
-}
-
 Status ByteFile::refresh_size() {
   // Of the PageIo, as Client::size asks it (client/client_access.h): the
   // count first, then the page size, which a local file that held no page
@@ -573,10 +553,10 @@ Status ByteFile::refresh_size() {
     size_ = *pages * page_size_;
   } else if (*pages == 0) {
     size_ = 0;
-    length_known_ = false;
-  } else if (auto known = known_length(**io)) {
-    size_ = *known;
   } else {
+    // Read whole and checked (not its first 16 bytes alone): read under
+    // a WAL's write lock, its sectors' checksums are then known exactly,
+    // and the length written at the commit's sync costs one sector.
     auto length = read_length(name_);
     if (!length) return length.status();
     size_ = *length;

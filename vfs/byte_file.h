@@ -15,10 +15,8 @@
 // written at sync, truncate and close, never on every append, so the length
 // another opener sees is the one of the last sync (what SQLite relies on).
 // Read again where another descriptor may have changed it (refresh_size),
-// the length page costs one read of its first 16 bytes when they are the
-// ones this descriptor last read (checked) or wrote and no other descriptor
-// may write the file meanwhile (known_length); else it is read whole and
-// checked.
+// whole and checked; written, it says that its first 16 bytes changed, so
+// that a local file writes one sector of it (ChangedBytes).
 //
 // Write-behind: a write of whole pages is requested at once and confirmed
 // later, at sync, at drain, or when more than `concurrency` writes are
@@ -47,7 +45,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -235,10 +232,6 @@ class ByteFile {
   // kBytes: the byte length recorded in the length page (0 for a file with
   // no pages or an all-zero page 0); kCorruption when page 0 is neither.
   Result<int64_t> read_length(const std::string& name);
-  // The length from 16 bytes of the length page when they are length_bytes_
-  // and `io` says no other descriptor writes (refresh_size); nothing when it
-  // must be read whole.
-  std::optional<int64_t> known_length(PageIo& io);
   // A kPages file that held nothing now has pages of `page_size`: a new
   // database's page 1 of that size is about to be written here, or another
   // descriptor wrote it. Trace: the file is closed and opened again at its
@@ -265,11 +258,6 @@ class ByteFile {
   bool size_stale_ = false;  // reload_lazily() left size_ to be read again
   uint32_t replicas_ = 1;
   bool length_dirty_ = false;  // kBytes: the length page is behind size_
-  // kBytes: the first bytes of the length page (magic and length) as this
-  // descriptor last read them (checked) or wrote them, when length_known_
-  // (refresh_size compares them with the disk's).
-  std::array<std::byte, 16> length_bytes_{};
-  bool length_known_ = false;
   bool unsynced_ = false;
   int64_t last_read_page_ = -2;
   // False when the client does page requests before returning

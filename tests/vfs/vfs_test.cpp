@@ -879,12 +879,13 @@ TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops,
   CHECK((*file)->refresh_size().is(pagefile::Code::kInvalidArgument));
 }
 
-TEST_CASE("a journal's length: read as 16 bytes while others are kept out and they are the ones last known, else whole and checked") {
-  // ByteFile::refresh_size takes the length from the first 16 bytes of the
-  // length page when no other descriptor may write (the VFS's word: a WAL's
-  // write lock) and they are those this descriptor last read or wrote:
-  // another length, a file that lost its length page, damage in those
-  // bytes, and a refresh without the word must each read it whole.
+TEST_CASE("a journal's length: read whole and checked at each refresh; under the word, written as one sector") {
+  // ByteFile::refresh_size reads the length page whole and checks it (the
+  // lengths another descriptor wrote, an emptied file, damage anywhere in
+  // it). Its write says that only its first 16 bytes changed: where the
+  // page was read whole while no other descriptor may write (the VFS's
+  // word: a WAL's write lock), a file with sector checksums writes its
+  // first sector alone, and without the word the page whole.
   TempDir dir;
   auto client = pagefile::Client::start();
   REQUIRE(client);
@@ -901,20 +902,23 @@ TEST_CASE("a journal's length: read as 16 bytes while others are kept out and th
     REQUIRE(f.reload());
     return f.size();
   };
-  // A refresh of `a` under the word (b writes only while it is not said).
-  auto reload_alone = [&](ByteFile& f) {
-    auto io = f.io();
+  // Runs `f` under the word of `file` (b writes only while it is not said).
+  auto alone = [](ByteFile& file, auto&& f) {
+    auto io = file.io();
     REQUIRE(io);
     (*io)->exclude_other_writers(true);
-    pagefile::Status s = f.reload();
+    f();
     (*io)->exclude_other_writers(false);
-    REQUIRE(s);
+  };
+  auto reload_alone = [&](ByteFile& f) {
+    alone(f, [&] { REQUIRE(f.reload()); });
     return f.size();
   };
   // Damages byte `at` of page 0 (doc/page_format.md: it follows the
   // header, 4096 bytes, and its group's block of sector checksums, 16
   // bytes a sector).
   const uint32_t page_size = (*a)->page_size();
+  REQUIRE(page_size >= 3 * 4096);
   auto damage = [&](size_t at) {
     std::fstream disk(path, std::ios::in | std::ios::out | std::ios::binary);
     disk.seekg(static_cast<std::streamoff>(4096 + page_size / 4096 * 4096 + at));
@@ -946,25 +950,39 @@ TEST_CASE("a journal's length: read as 16 bytes while others are kept out and th
   CHECK(reload(**b) == 5000);
   REQUIRE((*b)->truncate(200));
   CHECK(reload_alone(**a) == 200);
-  // A byte of the page past those 16 damaged: not looked at under the word
-  // (the 16 bytes are those of a version `a` read), but without it the page
-  // is read whole and fails its check, as it does for a new opener.
-  damage(100);
-  CHECK(reload_alone(**a) == 200);
-  CHECK((*a)->reload().is(pagefile::Code::kCorruption));
-  CHECK_FALSE(ByteFile::open(**client, path, open, ByteFile::Layout::kBytes, nullptr));
-  damage(100);  // (mended)
-  CHECK(reload(**a) == 200);
-  // Its length damaged: not the bytes `a` knows, so read whole, and it
-  // fails its check.
+  // Damage past the length's 16 bytes, in the same sector or another: the
+  // page fails its check, with the word or without, as for a new opener.
+  for (size_t at : {size_t{100}, size_t{2 * 4096 + 7}}) {
+    damage(at);
+    alone(**a, [&] { CHECK((*a)->reload().is(pagefile::Code::kCorruption)); });
+    CHECK((*a)->reload().is(pagefile::Code::kCorruption));
+    CHECK_FALSE(ByteFile::open(**client, path, open, ByteFile::Layout::kBytes, nullptr));
+    damage(at);  // (mended)
+    CHECK(reload(**a) == 200);
+  }
+  // Its length damaged: read whole, it fails its check.
   damage(8);
-  auto io = (*a)->io();
-  REQUIRE(io);
-  (*io)->exclude_other_writers(true);
-  auto damaged = (*a)->reload();
-  (*io)->exclude_other_writers(false);
-  CHECK(damaged.is(pagefile::Code::kCorruption));
+  alone(**a, [&] { CHECK((*a)->reload().is(pagefile::Code::kCorruption)); });
   CHECK((*a)->size() == 200);  // (as last known: nothing else was taken)
+  damage(8);
+  // Written under the word after a read there: only its first sector. A
+  // sector damaged behind the writer's back in between stays damaged (what
+  // shows that it was not written), and is found by the next reader.
+  alone(**a, [&] {
+    REQUIRE((*a)->reload());
+    damage(2 * 4096 + 7);
+    REQUIRE((*a)->write(bytes(10, 'd'), 200));
+    REQUIRE((*a)->drain());
+  });
+  CHECK((*b)->reload().is(pagefile::Code::kCorruption));
+  damage(2 * 4096 + 7);
+  CHECK(reload(**b) == 210);
+  // Without the word, the page whole: damage there is written over.
+  REQUIRE((*a)->reload());
+  damage(2 * 4096 + 7);
+  REQUIRE((*a)->write(bytes(10, 'e'), 210));
+  REQUIRE((*a)->drain());
+  CHECK(reload(**b) == 220);
   REQUIRE((*a)->close());
   REQUIRE((*b)->close());
 }
