@@ -91,6 +91,7 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
                      std::move(stats)));
   file->io_ = std::move(*io);
   file->read_ahead_pays_ = !st->always_direct;
+  file->local_ = st->location == Location::kLocal;
   file->replicas_ = st->replicas;
   file->name_ = name;
   file->policy_ = st->policy.access;
@@ -539,24 +540,35 @@ Result<PageIo*> ByteFile::io() const {
 }
 
 Status ByteFile::refresh_size() {
-  // Of the PageIo, as Client::size asks it (client/client_access.h): the
-  // count first, then the page size, which a local file that held no page
-  // may have taken with it.
+  // Of the PageIo, as Client::size asks it (client/client_access.h).
   auto io = this->io();
   if (!io) return io.status();
+  if (layout_ == Layout::kBytes && local_) {
+    // A local file: the length page alone, read whole and checked. Read
+    // under a WAL's write lock, its sectors' checksums are then known
+    // exactly, and the length written at the commit's sync costs one
+    // sector (flush_kept). The pages are not counted first: a file of none
+    // reads page 0 as beyond its end, all zeros, length 0 (a stat fewer per
+    // transaction). (A remote file's client learns of pages another client
+    // added from the count: a read past the end it knows is not sent.)
+    auto length = read_length(name_);
+    if (!length) return length.status();
+    size_ = *length;
+    size_stale_ = false;
+    return Status::ok();
+  }
+  // The count first, then the page size, which a local file that held no
+  // page may have taken with it: another descriptor may have given a
+  // database SQLite's page size at its first write (the store counts the
+  // pages at the size they have).
   auto pages = (*io)->size_pages();
   if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
-    // Another descriptor may have given the file SQLite's page size at its
-    // first write (the store counts the pages at the size they have).
     adopt_page_size((*io)->page_size());
     size_ = *pages * page_size_;
   } else if (*pages == 0) {
     size_ = 0;
   } else {
-    // Read whole and checked (not its first 16 bytes alone): read under
-    // a WAL's write lock, its sectors' checksums are then known exactly,
-    // and the length written at the commit's sync costs one sector.
     auto length = read_length(name_);
     if (!length) return length.status();
     size_ = *length;

@@ -263,6 +263,7 @@ class ByteFile {
   // False when the client does page requests before returning
   // (FileStatus::always_direct): reading ahead would only read early.
   bool read_ahead_pays_ = true;
+  bool local_ = false;  // a local Pagefile (FileStatus::location)
 
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
