@@ -1050,10 +1050,10 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // a unit whose bytes match only its previous checksum (another's write
   // cut after its entries) gets the pair (its checksum, its checksum), so
   // that a later write of it, torn, still leaves bytes that match.
+  const size_t unit_bytes = data.size() / units_;
   uint32_t first = 0;
   uint32_t last = units_;
   if (exact_before && units_ > 1 && changed.size > 0 && changed.offset + changed.size <= data.size()) {
-    const size_t unit_bytes = data.size() / units_;
     const auto from = static_cast<uint32_t>(changed.offset / unit_bytes);
     const auto to = static_cast<uint32_t>((changed.offset + changed.size + unit_bytes - 1) / unit_bytes);
     bool others_as_on_disk = true;
@@ -1075,7 +1075,6 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     forget_on_disk(page, page + 1);
     return entry_written.with_context(fmt::format("checksum of page {}", page));
   }
-  const size_t unit_bytes = data.size() / units_;
   Status s = page_context(pwrite_full(fd_, data.subspan(first * unit_bytes, (last - first) * unit_bytes),
                                       offset + static_cast<off_t>(first * unit_bytes), name_));
   set_suspect(page, !s);

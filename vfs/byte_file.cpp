@@ -308,7 +308,7 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
     // The lowest page: for a journal being appended to, the one left behind.
     auto lowest = kept_.begin();
     if (lowest == it) lowest = std::next(lowest);
-    if (lowest->second.dirty) {
+    if (lowest->second.dirty()) {
       if (Status s = issue_write(lowest->first, lowest->second.data, lowest->second.changes()); !s) return s;
     }
     kept_.erase(lowest);
@@ -366,7 +366,7 @@ Status ByteFile::confirm_writes() {
 
 Status ByteFile::flush_kept() {
   for (auto& [page, kept] : kept_) {
-    if (!kept.dirty) continue;
+    if (!kept.dirty()) continue;
     if (Status s = issue_write(page, kept.data, kept.changes()); !s) return s;
     kept.written();
   }
@@ -512,7 +512,7 @@ Status ByteFile::sync() {
 void ByteFile::drop_cache() {
   drop_all_ahead();
   for (auto it = kept_.begin(); it != kept_.end();) {
-    if (it->second.dirty) {
+    if (it->second.dirty()) {
       ++it;
       continue;
     }
@@ -540,7 +540,7 @@ Result<PageIo*> ByteFile::io() const {
 }
 
 Status ByteFile::refresh_size() {
-  // Of the PageIo, as Client::size asks it (client/client_access.h).
+  // Through the PageIo (client/client_access.h): no request bookkeeping.
   auto io = this->io();
   if (!io) return io.status();
   if (layout_ == Layout::kBytes && local_) {
@@ -578,7 +578,7 @@ Status ByteFile::refresh_size() {
 }
 
 bool ByteFile::pending() const {
-  bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty; });
+  bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty(); });
   return dirty || length_dirty_ || !writes_.empty();
 }
 

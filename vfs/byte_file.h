@@ -177,20 +177,19 @@ class ByteFile {
  private:
   struct KeptPage {
     std::vector<std::byte> data;
-    bool dirty = false;
     // The bytes changed since it was read or last requested, [from, to):
     // the store may write only the sectors that hold them.
     size_t from = SIZE_MAX;
     size_t to = 0;
+    // Changed since it was read or last requested.
+    bool dirty() const { return from < to; }
     void changed(size_t offset, size_t size) {
-      dirty = true;
       from = std::min(from, offset);
       to = std::max(to, offset + size);
     }
-    ChangedBytes changes() const { return from < to ? ChangedBytes{from, to - from} : ChangedBytes{}; }
+    ChangedBytes changes() const { return dirty() ? ChangedBytes{from, to - from} : ChangedBytes{}; }
     // Requested: clean, nothing changed since.
     void written() {
-      dirty = false;
       from = SIZE_MAX;
       to = 0;
     }
