@@ -124,6 +124,9 @@ Result<size_t> pread_full(int fd, std::span<std::byte> out, off_t offset, std::s
       *would_block = true;
       return size_t{0};
     }
+    // The end of the file: nothing to read, with or without waiting (a
+    // journal with no page yet, asked its length).
+    if (n == 0) return size_t{0};
     // A short read or an error (a file system without RWF_NOWAIT among
     // them) goes on the ordinary way below.
     if (n > 0) done = static_cast<size_t>(n);
