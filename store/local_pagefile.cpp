@@ -1023,6 +1023,8 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   if (is_suspect(page)) {
     if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
   } else if (trusted_sums(page, before) || appended) {
+    // Nothing to read: before[] holds the kept checksums, which are the
+    // file's, or the page is new and has no old bytes to keep.
   } else if (on_disk_sum(page, before)) {
     exact_before = true;
   } else if (!(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {

@@ -108,7 +108,8 @@ Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::stri
 }
 
 Result<int64_t> ByteFile::read_length(const std::string& name) {
-  std::vector<std::byte> page(page_size_);
+  std::vector<std::byte>& page = length_in_;
+  page.resize(page_size_);
   traced([](TraceWriter& w, const TraceWriter::File& f) { w.read(f, 0); });
   auto got = client_.read(fd_, 0, page);
   if (!got) return got.status();
@@ -371,7 +372,8 @@ Status ByteFile::flush_kept() {
     kept.written();
   }
   if (layout_ == Layout::kBytes && length_dirty_) {
-    std::vector<std::byte> length(page_size_);
+    std::vector<std::byte>& length = length_out_;
+    if (length.size() != page_size_) length.assign(page_size_, std::byte{0});
     std::memcpy(length.data(), kLengthMagic, sizeof kLengthMagic);
     put_u64(length.data() + 8, static_cast<uint64_t>(size_));
     // Only its first bytes change: a local file with sector checksums
@@ -543,32 +545,27 @@ Status ByteFile::refresh_size() {
   // Through the PageIo (client/client_access.h): no request bookkeeping.
   auto io = this->io();
   if (!io) return io.status();
-  if (layout_ == Layout::kBytes && local_) {
-    // A local file: the length page alone, read whole and checked. Read
-    // under a WAL's write lock, its sectors' checksums are then known
-    // exactly, and the length written at the commit's sync costs one
-    // sector (flush_kept). The pages are not counted first: a file of none
-    // reads page 0 as beyond its end, all zeros, length 0 (a stat fewer per
-    // transaction). (A remote file's client learns of pages another client
-    // added from the count: a read past the end it knows is not sent.)
-    auto length = read_length(name_);
-    if (!length) return length.status();
-    size_ = *length;
-    size_stale_ = false;
-    return Status::ok();
+  // A database's size is its pages, counted at the page size they have
+  // (another descriptor may have given it SQLite's at its first write). A
+  // remote journal or WAL is counted too: its client learns of pages
+  // another client added from the count (a read past the end it knows is
+  // not sent). A local one is not: a file of none reads page 0 as beyond
+  // its end, all zeros, length 0 (a stat fewer per transaction).
+  int64_t pages = -1;  // not counted
+  if (layout_ == Layout::kPages || !local_) {
+    auto counted = (*io)->size_pages();
+    if (!counted) return counted.status();
+    pages = *counted;
   }
-  // The count first, then the page size, which a local file that held no
-  // page may have taken with it: another descriptor may have given a
-  // database SQLite's page size at its first write (the store counts the
-  // pages at the size they have).
-  auto pages = (*io)->size_pages();
-  if (!pages) return pages.status();
   if (layout_ == Layout::kPages) {
     adopt_page_size((*io)->page_size());
-    size_ = *pages * page_size_;
-  } else if (*pages == 0) {
+    size_ = pages * page_size_;
+  } else if (pages == 0) {
     size_ = 0;
   } else {
+    // The length page, read whole and checked. Read under a WAL's write
+    // lock, its sectors' checksums are then known exactly, and the length
+    // written at the commit's sync costs one sector (flush_kept).
     auto length = read_length(name_);
     if (!length) return length.status();
     size_ = *length;

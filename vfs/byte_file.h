@@ -267,6 +267,11 @@ class ByteFile {
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
   std::vector<std::byte> spare_;  // a kept page's buffer, for the next (keep)
+  // A kBytes file's length page: read into at each refresh, and the one
+  // written at each sync (magic and length, zeros after). Made once, not
+  // per transaction.
+  std::vector<std::byte> length_in_;
+  std::vector<std::byte> length_out_;
   std::map<int64_t, AheadRead> ahead_;
   // The run: run_count_ pages from run_first_ in run_ (kRunBytes, made at
   // the first run); run_length_ pages the last run asked for, 0 after a
