@@ -1,5 +1,5 @@
 // A mutex, its scoped lock and a condition variable that Clang's thread
-// safety analysis understands (-Wthread-safety, the CI's clang build), so
+// safety analysis understands (-Wthread-safety, the CI's clang check), so
 // that "this field is guarded by that mutex" and "call this with that mutex
 // held" are checked by the compiler instead of written in comments.
 //

@@ -49,11 +49,16 @@ def main():
     for e in entries:
         source = os.path.normpath(os.path.join(e["directory"], e["file"]))
         rel = os.path.relpath(source, os.path.dirname(os.path.abspath(build)))
-        # Generated code (the Cap'n Proto schema) and tests are not ours to check.
-        if rel.startswith(("tests" + os.sep, "..")) or os.path.commonpath(
+        # Generated code (the Cap'n Proto schema), wraps' sources and tests
+        # are not ours to check.
+        if rel.startswith(("tests" + os.sep, "subprojects" + os.sep, "..")) or os.path.commonpath(
                 [source, os.path.abspath(build)]) == os.path.abspath(build):
             continue
         argv = e["arguments"] if "arguments" in e else shlex.split(e["command"])
+        # A directory set up with other flags would pass with nothing checked.
+        missing = [f for f in ("-Wthread-safety", "-Werror") if f not in argv]
+        if missing:
+            sys.exit(f"{build}: {rel} is compiled without {' '.join(missing)}: set it up as scripts/run does")
         units.append((rel, e["directory"], syntax_only(argv)))
     if not units:
         sys.exit(f"{build}: no translation unit to check")

@@ -25,7 +25,7 @@ packages=(
   tcl tcl-dev dpkg-dev
   # stacks of a hung test (tests/support/doctest_main.cpp)
   gdb
-  # the thread-safety build (core/mutex.h, scripts/run)
+  # the thread-safety check (core/mutex.h, scripts/check_clang.py)
   clang
   # bench/experiments.sh's plots (through /usr/bin/python3)
   python3-matplotlib
