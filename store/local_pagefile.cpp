@@ -550,10 +550,27 @@ void LocalPagefile::unmap_from(off_t end) {
   }
 }
 
+bool LocalPagefile::check_maps() {
+  const uint64_t gen = span_gen_.load();
+  const uint32_t size = page_size();
+  if (maps_gen_ == gen && maps_page_size_ == size) return true;
+  if (maps_page_size_ != size) {
+    unmap_from(0);
+  } else if (!maps_.empty()) {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return false;
+    unmap_from(st.st_size);
+  }
+  maps_gen_ = gen;
+  maps_page_size_ = size;
+  return true;
+}
+
 Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
-  if (map_entries_) {
+  if (map_entries_ && (sole_writer_ || writes_excluded_.load())) {
     // Held across the store: a truncate unmaps under it.
     MutexLock lock(maps_mu_);
+    if (!sole_writer_ && !check_maps()) return pwrite_full(fd_, entries, entry_offset(page), name_);
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
     if (*block != nullptr && can_guard()) {
@@ -566,7 +583,7 @@ Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> ent
       EntryStore store{*block + static_cast<size_t>(page % kGroupPages) * kEntryBytes * units_, entries};
       if (run_guarded(store_entries, &store)) return Status::ok();
       // A fault (the block evicted and read back from a failing disk, or
-      // cut behind this sole writer's back): the block is let go, and the
+      // cut behind this descriptor's back): the block is let go, and the
       // entries written, which says what is wrong.
       ::munmap(*block, static_cast<size_t>(sum_block_bytes_));
       g_mapped_blocks.fetch_sub(1);
@@ -679,7 +696,7 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
                        fs.f_frsize < header->page_size;
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        spec.sole_writer && !spec.dsync && may_map(fd), spec.dsync, !spec.fixed_page_size,
+                        !spec.dsync && !spec.read_only && may_map(fd), spec.dsync, !spec.fixed_page_size,
                         spec.page_size_final));
   if (spec.map_reads && may_map(fd)) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.

@@ -275,7 +275,7 @@ class LocalPagefile {
   // Records the page's entries (before its write): a store into the mapped
   // checksum block where map_entries_, else a pwrite.
   Status write_entries(int64_t page, std::span<const std::byte> entries);
-  // Whether the file system of `fd` lets a sole writer map its blocks.
+  // Whether the file system of `fd` lets a writer map its blocks.
   static bool may_map(int fd);
   // The group's checksum block, mapped (allocated and read in first, so
   // that a store meets neither a full disk nor a read); nullptr where it
@@ -389,18 +389,32 @@ class LocalPagefile {
   // of a file that holds none may change); else null.
   const ReadMapping* read_map() const;
 
-  // A sole writer's checksum blocks, mapped: an entry's write is then a
-  // store to memory where it would be a system call, as many as pages
-  // written. Not with O_DSYNC (such a store is not durable at once), nor
-  // where another descriptor may truncate the file: a store into a block
-  // cut under it faults, which is caught (run_guarded), but one into the
+  // Checksum blocks, mapped: an entry's write is then a store to memory
+  // where it would be a system call, as many as pages written. A sole
+  // writer's always; another file's only while writes_excluded_, when no
+  // other descriptor writes or truncates it. Not with O_DSYNC (such a
+  // store is not durable at once). Where another descriptor may have
+  // truncated the file since the last store, a store into a block cut
+  // under it faults, which is caught (run_guarded), but one into the
   // system page where the file now ends does not, and is lost when the
-  // file grows again. The entries are read with pread (the same page
-  // cache), so a disk error reading them is an error, not a fault.
+  // file grows again: so the first store of each span of exclusion
+  // (maps_gen_) counts the file's length and lets go of every block not
+  // wholly inside it (check_maps). The entries are read with pread (the
+  // same page cache), so a disk error reading them is an error, not a
+  // fault.
   const bool map_entries_;
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
   bool cannot_map_ GUARDED_BY(maps_mu_) = false;
+  // The span_gen_ and page size the maps were last checked at: a block
+  // mapped at another page size lies elsewhere.
+  uint64_t maps_gen_ GUARDED_BY(maps_mu_) = UINT64_MAX;
+  uint32_t maps_page_size_ GUARDED_BY(maps_mu_) = 0;
+  // For a file that is not a sole writer's, at the first store of a span:
+  // lets go of the blocks not wholly inside the file, or of all of them
+  // when the page size has changed. False when the length cannot be
+  // counted (entries are then written).
+  bool check_maps() REQUIRES(maps_mu_);
 
   Mutex level_mu_;
   LockLevel level_ GUARDED_BY(level_mu_) = LockLevel::kNone;

@@ -1478,6 +1478,38 @@ TEST_CASE("a write in part under exclude_other_writers still mends every sector'
   CHECK(buf == v2);
 }
 
+TEST_CASE("blocks mapped while others were kept out, cut and grown back into the middle of one by another descriptor: the next store in it is on disk") {
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  // a maps the checksum blocks of groups 0 and 1 while it keeps others out.
+  a->exclude_other_writers(true);
+  REQUIRE_OK(a->write_page(g, page_pattern(4096, g)));
+  REQUIRE_OK(a->write_page(2, page_pattern(4096, 2)));
+  a->exclude_other_writers(false);
+  // b cuts group 1 off, block and all, and appends its first page again,
+  // cut after its entry (here the page's write fails; a crash does the
+  // same): the file now ends inside group 1's block, 16 bytes into it.
+  REQUIRE_OK(b->truncate(g));
+  DiskFaults::arm(DiskOp::kWrite, 2, DiskFault::kEio);
+  CHECK_FALSE(b->write_page(g, page_pattern(4096, 70)).is_ok());
+  DiskFaults::disarm();
+  const auto block_1 = static_cast<uintmax_t>(b->page_offset(g)) - 4096;
+  REQUIRE(std::filesystem::file_size(path) == block_1 + 16);
+  // a keeps others out again and appends the group's next page. A store
+  // into its old mapping of the block would land past the file's end,
+  // fault-free, and be zeroed when the page's write grows the file.
+  a->exclude_other_writers(true);
+  REQUIRE_OK(a->write_page(g + 1, page_pattern(4096, g + 1)));
+  REQUIRE_OK(a->write_page(3, page_pattern(4096, 3)));
+  a->exclude_other_writers(false);
+  auto c = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK(verified(*c, g + 1) == page_pattern(4096, g + 1));
+  CHECK(verified(*c, 2) == page_pattern(4096, 2));
+  CHECK(verified(*c, 3) == page_pattern(4096, 3));
+  CHECK(verified(*c, g) == std::vector<std::byte>(4096));  // (b's cut write: a hole, as before it)
+}
+
 TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED does, from its start to its end") {
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
