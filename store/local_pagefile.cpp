@@ -50,12 +50,20 @@ constexpr LocalPagefile::LevelBytes kAdjacentLevelBytes{.pending = 2049, .reserv
 // read-locked by an opener that finds the header short, to wait for it.
 constexpr off_t kInitByte = 3072;
 
-// Checksum blocks a sole writer maps at most per file (the first 256 Ki
-// pages, written in any order), and in all in this process (each is a
-// mapping, of which a process may have some 65 000); past them entries
-// are written.
+// Checksum blocks a file maps at most (the first 256 Ki pages, written in
+// any order), and in all in this process (each is a mapping, of which a
+// process may have some 65 000, shared with its host's own); past them
+// entries are written.
 constexpr size_t kMaxMappedGroups = 1024;
 constexpr size_t kMaxMappedBlocksPerProcess = 16384;
+// Entries a file that is not a sole writer's writes in a span of exclusion
+// before it maps their blocks: a small transaction's few pages (and a
+// rollback journal made and deleted by each) cost more to map than to
+// write, since a block's mapping is an fallocate, an mmap, an madvise and
+// later an munmap, and each span an fstat (check_maps). Four processes
+// committing small transactions in rollback mode took 13% longer in one
+// run when every entry was stored (bench/README.md, checksums.sh).
+constexpr uint32_t kEntryWritesBeforeMapping = 32;
 std::atomic<size_t> g_mapped_blocks{0};
 
 // Pages below this have their reservation remembered (a bit each, at most
@@ -550,6 +558,11 @@ void LocalPagefile::unmap_from(off_t end) {
   }
 }
 
+size_t LocalPagefile::mapped_blocks() {
+  MutexLock lock(maps_mu_);
+  return maps_.size();
+}
+
 bool LocalPagefile::check_maps() {
   const uint64_t gen = span_gen_.load();
   const uint32_t size = page_size();
@@ -567,13 +580,16 @@ bool LocalPagefile::check_maps() {
 }
 
 Status LocalPagefile::write_entries(int64_t page, std::span<const std::byte> entries) {
-  if (map_entries_ && (sole_writer_ || writes_excluded_.load())) {
+  // (can_guard last: it asks the thread's signal mask, a system call.)
+  if (map_entries_ &&
+      (sole_writer_ || (writes_excluded_.load() && span_entry_writes_.fetch_add(1) >= kEntryWritesBeforeMapping)) &&
+      can_guard()) {
     // Held across the store: a truncate unmaps under it.
     MutexLock lock(maps_mu_);
     if (!sole_writer_ && !check_maps()) return pwrite_full(fd_, entries, entry_offset(page), name_);
     auto block = mapped_block(page / kGroupPages);
     if (!block) return block.status();
-    if (*block != nullptr && can_guard()) {
+    if (*block != nullptr) {
       // The seam, as for a pwrite (pwrite_full's own, where no block is
       // mapped): an entry is smaller than a sector, so a torn write of it
       // leaves nothing, and a short one all of it.
@@ -947,6 +963,7 @@ void LocalPagefile::forget_on_disk(int64_t from_page, int64_t to_page) const {
 void LocalPagefile::new_span() {
   MutexLock lock(span_mu_);
   ++span_gen_;
+  span_entry_writes_ = 0;
   span_sums_.clear();
 }
 

@@ -176,6 +176,12 @@ class LocalPagefile {
   // entry on disk, even where a sole writer keeps it in memory (scrub).
   Status verify_page(int64_t page, std::span<std::byte> buffer) const;
 
+  // The checksum blocks this object holds mapped now (for tests).
+  size_t mapped_blocks();
+  // Whether the file system of `fd` lets a writer map its blocks (ext4,
+  // XFS, tmpfs: local_pagefile.cpp).
+  static bool may_map(int fd);
+
   // Writes page `page` with its checksum, computed here when `checksum` is
   // kNoChecksum. On failure (kNoSpace, kIOError...) the earlier content of
   // every page is kept. REQUIRES: a checksum given is page_checksum(data,
@@ -273,13 +279,14 @@ class LocalPagefile {
   // Where group `group`'s checksum block lies in the file.
   off_t block_offset(int64_t group) const;
   // Records the page's entries (before its write): a store into the mapped
-  // checksum block where map_entries_, else a pwrite.
+  // checksum block where map_entries_ and a sole writer's, or the span of
+  // exclusion has written kEntryWritesBeforeMapping entries; else a pwrite.
   Status write_entries(int64_t page, std::span<const std::byte> entries);
-  // Whether the file system of `fd` lets a writer map its blocks.
-  static bool may_map(int fd);
   // The group's checksum block, mapped (allocated and read in first, so
-  // that a store meets neither a full disk nor a read); nullptr where it
-  // cannot be (entries are then written).
+  // that a store meets neither a full disk nor a read, until another
+  // descriptor cuts it and grows the file back over it as a hole: a
+  // store's fault is then caught); nullptr where it cannot be (entries are
+  // then written).
   Result<std::byte*> mapped_block(int64_t group) REQUIRES(maps_mu_);
   // Unmaps the blocks at and past `end` in the file (a truncate's).
   void unmap_from(off_t end) REQUIRES(maps_mu_);
@@ -451,6 +458,8 @@ class LocalPagefile {
   mutable Mutex span_mu_;
   mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
+  // Entries written since the span began (kEntryWritesBeforeMapping).
+  std::atomic<uint32_t> span_entry_writes_{0};
   // span_sums_'s key of unit `unit` of `page`: the units of a page follow
   // each other, pages in order (a range of pages is a range of keys).
   int64_t span_key(int64_t page, uint32_t unit) const;

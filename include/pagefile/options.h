@@ -159,8 +159,9 @@ struct OpenOptions {
   // pread's, and checked the same. A fault of the mapping (a disk error,
   // the file cut by another descriptor) is caught and the bytes read with
   // pread, which reports it; it installs a SIGBUS handler for that, which
-  // passes other faults on to the one before it. The VFS reads its
-  // databases so. Remote files: ignored.
+  // passes other faults on to the one before it (so does a write that
+  // stores checksums into a mapped block: doc/page_format.md). The VFS
+  // reads its databases so. Remote files: ignored.
   bool mapped_reads = false;
 
   // Remote files: the fencing token their writes, truncates and syncs

@@ -1482,10 +1482,23 @@ TEST_CASE("blocks mapped while others were kept out, cut and grown back into the
   constexpr int64_t g = LocalPagefile::kGroupPages;
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
-  // a maps the checksum blocks of groups 0 and 1 while it keeps others out.
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    const bool may_map = LocalPagefile::may_map(fd);
+    ::close(fd);
+    if (!may_map) {
+      MESSAGE("skipped: the temporary directory's file system maps no checksum blocks");
+      return;
+    }
+  }
+  // a maps the checksum blocks of groups 0 and 1 while it keeps others out
+  // (past its first few writes of the span: kEntryWritesBeforeMapping).
+  const int64_t few = 40;
   a->exclude_other_writers(true);
+  for (int64_t p = 2; p < few; ++p) REQUIRE_OK(a->write_page(p, page_pattern(4096, p)));
   REQUIRE_OK(a->write_page(g, page_pattern(4096, g)));
-  REQUIRE_OK(a->write_page(2, page_pattern(4096, 2)));
+  CHECK(a->mapped_blocks() == 2);
   a->exclude_other_writers(false);
   // b cuts group 1 off, block and all, and appends its first page again,
   // cut after its entry (here the page's write fails; a crash does the
@@ -1498,15 +1511,17 @@ TEST_CASE("blocks mapped while others were kept out, cut and grown back into the
   REQUIRE(std::filesystem::file_size(path) == block_1 + 16);
   // a keeps others out again and appends the group's next page. A store
   // into its old mapping of the block would land past the file's end,
-  // fault-free, and be zeroed when the page's write grows the file.
+  // fault-free, and be zeroed when the page's write grows the file (on
+  // ext4 since Linux 6.12, and XFS: a file system that keeps those bytes
+  // would lose nothing either way).
   a->exclude_other_writers(true);
+  for (int64_t p = 2; p < few; ++p) REQUIRE_OK(a->write_page(p, page_pattern(4096, p + 1)));
   REQUIRE_OK(a->write_page(g + 1, page_pattern(4096, g + 1)));
-  REQUIRE_OK(a->write_page(3, page_pattern(4096, 3)));
+  CHECK(a->mapped_blocks() == 2);  // (group 1's mapped again)
   a->exclude_other_writers(false);
   auto c = must_open(path, LocalPagefile::OpenSpec{});
   CHECK(verified(*c, g + 1) == page_pattern(4096, g + 1));
-  CHECK(verified(*c, 2) == page_pattern(4096, 2));
-  CHECK(verified(*c, 3) == page_pattern(4096, 3));
+  for (int64_t p = 2; p < few; ++p) CHECK(verified(*c, p) == page_pattern(4096, p + 1));
   CHECK(verified(*c, g) == std::vector<std::byte>(4096));  // (b's cut write: a hole, as before it)
 }
 
