@@ -170,15 +170,15 @@ Result<nlohmann::json> EtcdClient::call(std::string_view path, const nlohmann::j
     Member& member = *members_[current_];
     auto answer = member.exchange(target, text, std::min(deadline, now + options_.attempt));
     if (answer) {
-      auto json = nlohmann::json::parse(answer->second, nullptr, /*allow_exceptions=*/false);
-      if (json.is_discarded() || !json.is_object()) {
+      auto reply = nlohmann::json::parse(answer->second, nullptr, /*allow_exceptions=*/false);
+      if (reply.is_discarded() || !reply.is_object()) {
         last = Status::io_error(endpoints_[current_], fmt::format("{}: not a JSON object: {:.200}", target, answer->second));
-      } else if (answer->first == 200 && !json.contains("error")) {
-        return json;
+      } else if (answer->first == 200 && !reply.contains("error")) {
+        return reply;
       } else {
         // {"error": "...", "code": N, "message": "..."}, or from a streamed
         // call {"error": {"grpc_code": N, "message": "..."}}.
-        const nlohmann::json& error = json.contains("error") && json["error"].is_object() ? json["error"] : json;
+        const nlohmann::json& error = reply.contains("error") && reply["error"].is_object() ? reply["error"] : reply;
         int code = static_cast<int>(number(error, error.contains("grpc_code") ? "grpc_code" : "code"));
         std::string message = fmt::format("HTTP {}", answer->first);
         for (const char* key : {"message", "error"}) {

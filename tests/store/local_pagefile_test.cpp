@@ -251,9 +251,10 @@ TEST_CASE("descriptors opened empty, counting while another gives the file a pag
       for (int64_t p = 0; p < 24 && written; ++p) written = writer->write_page(p, page_pattern(512, p));
       done = true;
     });
-    // They count (as at a lock) while that happens, and once after.
-    for (int looks = 0; looks < 1000; ++looks) {
-      bool last = done.load();
+    // They count (as at a lock) while that happens, and once after. (The
+    // looks are bounded: on a loaded machine the writer may not finish
+    // within them, hence the count after the join.)
+    auto look = [&] {
       for (auto& reader : readers) {
         auto pages = reader->size_pages();
         REQUIRE_OK(pages);
@@ -263,10 +264,11 @@ TEST_CASE("descriptors opened empty, counting while another gives the file a pag
         REQUIRE_OK(reader->read_page(0, buf));
         CHECK(buf == page_pattern(512, 0));
       }
-      if (last) break;
-    }
+    };
+    for (int looks = 0; looks < 1000 && !done.load(); ++looks) look();
     reformat.join();
     REQUIRE_OK(written);
+    look();
     for (auto& reader : readers) CHECK(reader->page_size() == 512);
   }
 }
