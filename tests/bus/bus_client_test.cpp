@@ -34,9 +34,11 @@ struct OneServer {
   std::unique_ptr<BusClient> bus = start_bus(server.address(), cluster.dir());
 };
 
-// Its disk slow (200 ms a request, one arm) and no cache: every read waits.
+// Its disk slow (a second a request, one arm) and no cache: every read
+// waits, long enough that a kill 50 ms after the reads went lands while they
+// are outstanding even on a loaded machine.
 struct SlowServer : OneServer {
-  SlowServer() : OneServer({"--disk-latency", "200", "--cache-pages", "0"}) {}
+  SlowServer() : OneServer({"--disk-latency", "1000", "--cache-pages", "0"}) {}
 };
 
 constexpr uint32_t kPageSize = 1024;
@@ -128,7 +130,7 @@ TEST_CASE_FIXTURE(SlowServer, "a server killed while a thread reads its answers:
     const auto data = page_pattern(kPageSize, page, 5);
     REQUIRE_OK(bus->call_sync(server.address(), [&](wire::Request::Builder r) { build_write(r, page, data); }));
   }
-  // Reads that each wait 200 ms for the emulated disk (one arm, no cache):
+  // Reads that each wait a second for the emulated disk (one arm, no cache):
   // the kill lands while they are outstanding and threads sit in call_sync
   // reading.
   std::vector<std::future<Result<ReplyPtr>>> reads;

@@ -128,7 +128,10 @@ TEST_CASE("replicas=2 over 3 servers: each page on the two its placement names, 
 TEST_CASE("replicas=2: a frozen server's reads time out and go to the other copy") {
   PagefiledCluster cluster(2, {"--cache-pages", "0"});
   constexpr int64_t kPages = 24;
-  auto client = cluster.client({.concurrency = 8, .request_timeout_ms = 800});
+  // (A deadline short enough to wait out, long enough that the live
+  // server's answers, and the writes before the freeze, meet it on a
+  // loaded machine.)
+  auto client = cluster.client({.concurrency = 8, .request_timeout_ms = 2500});
   auto fd = client->open("frozen", replicated(2));
   REQUIRE_OK(fd);
   write_all(*client, *fd, kPages, 9);

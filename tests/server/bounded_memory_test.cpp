@@ -380,7 +380,9 @@ TEST_CASE("--idle-timeout-s: an idle connection is closed; a client connects aga
     return (*client)->call_sync((*client)->catalog(), [](wire::Request::Builder r) { r.setPing(); });
   };
   CHECK_OK(ping());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Well past the close (1 to 1.25 s idle), so that the ping does not meet
+  // it on the way even if the server is paused on a loaded machine.
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
   CHECK_OK(ping());
   CHECK(server.stop() == 0);
 }
@@ -402,7 +404,7 @@ TEST_CASE("--idle-timeout-s over tls://: the client sees the close and connects 
   };
   for (int round = 0; round < 3; ++round) {
     CHECK_OK(ping());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // (well past the close, as above)
   }
   CHECK_OK(ping());
   CHECK(server.stop() == 0);

@@ -523,7 +523,9 @@ TEST_CASE("fencing: the highest token a server has seen outlives the server") {
 TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher one; a superseded token cannot unlink") {
   TempDir dir;
   ServerOptions options;
-  options.lease = std::chrono::milliseconds(300);
+  // Long enough that owners hold their locks across the calls below on a
+  // loaded machine; owner 2 is then left silent past it.
+  options.lease = std::chrono::milliseconds(2000);
   auto server = start_page_server(dir / "server", options);
   RawClient c(server->address());
   auto opened = catalog_call(c, 1, [](wire::Request::Builder r) {
@@ -592,7 +594,7 @@ TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher 
   // grant, even a reader's, brings a new token to announce.
   lock(2, kShared);
   lock(2, kReserved);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   auto [t3, a3] = lock(3, kShared);
   CHECK(t3 > t2);
   CHECK(a3);

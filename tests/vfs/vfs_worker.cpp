@@ -24,8 +24,11 @@
 //                                 one to c.n (with PRAGMA journal_mode first)
 //   vfs_worker URI try-write      BEGIN IMMEDIATE with no busy timeout: prints
 //                                 "rc=RC" (SQLite's extended code)
-//   vfs_worker URI hold-write MS  BEGIN IMMEDIATE, adds one to c.n, prints
-//                                 "holding", waits MS ms, COMMIT, "committed"
+//   vfs_worker URI hold-write MS [RELEASE]
+//                                 BEGIN IMMEDIATE, adds one to c.n, prints
+//                                 "holding", waits MS ms (or until the file
+//                                 RELEASE exists, at most MS ms), COMMIT,
+//                                 "committed"
 //   vfs_worker URI update-row ID N
 //                                 N transactions, the i-th setting t.tag of
 //                                 row ID to "ID:i" and its pad to a new blob
@@ -239,11 +242,16 @@ int main(int argc, char** argv) {
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
     std::printf("rc=%d\n", rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db));
     exec(db, "ROLLBACK");
-  } else if (mode == "hold-write" && argc == 4) {
+  } else if (mode == "hold-write" && (argc == 4 || argc == 5)) {
     if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1;")) return fail(db, "hold-write");
     std::printf("holding\n");
     std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[3])));
+    // Told when to let go, not guessing how long the others take: on a
+    // loaded machine a fixed hold may end before they have tried.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(argv[3]));
+    while (std::chrono::steady_clock::now() < until && (argc == 4 || ::access(argv[4], F_OK) != 0)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     if (!exec(db, "COMMIT")) return fail(db, "hold-write commit");
     std::printf("committed\n");
   } else if (mode == "update-row" && argc == 5) {

@@ -45,17 +45,6 @@ inline pid_t start_worker(const TempDir& wd, const std::vector<std::string>& arg
   return start_worker(wd / "out.txt", args);
 }
 
-// Waits until the file `out` holds `text`, at most `limit`.
-inline bool wait_for_text(const std::filesystem::path& out, const std::string& text,
-                          std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (read_file(out).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
 // Waits for worker `pid` to exit, killing it after `limit`: its exit
 // status, 128 + the signal when a signal ended it.
 inline int wait_worker(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(120)) {
