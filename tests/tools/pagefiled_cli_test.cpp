@@ -288,9 +288,8 @@ TEST_CASE("logs: one line per event with key=value fields, on stderr at --log-le
   const std::string address = fmt::format("tcp://127.0.0.1:{}", port);
   // Stopped with SIGTERM once the work is done (not after a fixed time,
   // which a loaded machine may not finish the work in).
-  auto server = std::make_unique<ServerProcess>(
-      address, dir / "s",
-      std::vector<std::string>{"--disk-latency", "5", "--cache-pages", "0", "--slow-ms", "1"}, dir / "server.log");
+  ServerProcess server(address, dir / "s", {"--disk-latency", "5", "--cache-pages", "0", "--slow-ms", "1"},
+                       dir / "server.log");
   // (Reads of pages not in the server's pool wait 5 ms on the emulated
   // disk, past --slow-ms 1.)
   generate_trace(dir.path(), "r.trace", {"--file", "logged", "--file-pages", "8", "--pattern", "random", "--ops",
@@ -299,8 +298,7 @@ TEST_CASE("logs: one line per event with key=value fields, on stderr at --log-le
   // (The server logs the connection's end when it reads it, maybe after
   // pf-replay has exited.)
   CHECK(wait_for_text(dir / "server.log", " info connection closed peer="));
-  CHECK(server->stop() == 0);
-  server.reset();
+  CHECK(server.stop() == 0);
   const std::string log = read_file(dir / "server.log");
   INFO(run.err, log);
   REQUIRE(run.exit_status == 0);
