@@ -43,6 +43,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -147,6 +148,26 @@ struct OpenFile {
   // drops), so a read_direct that ran outside mu_ can tell whether its page
   // may have changed meanwhile, and then leaves the pool alone.
   uint64_t pool_changes = 0;
+
+  // Read-ahead asks for no page at or past this one: a read found it past
+  // the end of the file. Requests past the end bring nothing but fill the
+  // window, and the reads behind them find no room to read ahead and miss
+  // (a scan that starts again at page 0 meets a whole window of them). A
+  // hint, following what this client sees: a write past it moves it; data
+  // found past it (another client grew the file), dropped pages and a
+  // failed truncate forget it.
+  static constexpr int64_t kEndUnknown = std::numeric_limits<int64_t>::max();
+  int64_t read_ahead_end = kEndUnknown;
+  void read_done(int64_t page, PageRead result) {
+    if (result == PageRead::kBeyondEnd) {
+      read_ahead_end = std::min(read_ahead_end, page);
+    } else if (page >= read_ahead_end) {
+      read_ahead_end = kEndUnknown;
+    }
+  }
+  void wrote(int64_t page) {
+    if (page >= read_ahead_end) read_ahead_end = page + 1;
+  }
 };
 using OpenFilePtr = std::shared_ptr<OpenFile>;
 

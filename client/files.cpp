@@ -259,6 +259,7 @@ Status Client::Impl::truncate(Fd fd, int64_t pages) {
     if (s) file.failed_pages.erase(file.failed_pages.lower_bound(pages), file.failed_pages.end());
     // After a failed truncate the size is unknown: keep nothing.
     if (cache_) cache_->truncate(file.fd.value, s ? pages : 0);
+    file.read_ahead_end = s ? pages : OpenFile::kEndUnknown;
     return s;
   });
 }
@@ -414,6 +415,7 @@ Status Client::Impl::drop_cached(Fd fd) {
   auto found = find_file(fd);
   if (!found) return found.status();
   ++(*found)->pool_changes;
+  (*found)->read_ahead_end = OpenFile::kEndUnknown;
   if (cache_) cache_->drop_all(fd.value);
   return Status::ok();
 }

@@ -202,6 +202,7 @@ RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page,
   RequestPtr request = done_locked(file, page, /*is_write=*/false);
   request->read_buffer = buffer;
   request->read_result = result;
+  file->read_done(page, result);
   if (cache_) read_ahead_locked(file, page, out);
   return request;
 }
@@ -210,6 +211,7 @@ void Client::Impl::read_ahead_locked(const OpenFilePtr& file, int64_t page,
                                      std::vector<RequestPtr>& out) {
   if (file->closing || file->exclusive) return;
   for (int64_t ahead : cache_->read_ahead(file->fd.value, page)) {
+    if (ahead >= file->read_ahead_end) continue;
     prune_window(*file);
     if (file->in_window >= file->concurrency) break;
     if (file->page_queues.contains(ahead)) continue;  // already being read or written
@@ -293,6 +295,9 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
       std::vector<std::byte>().swap(request->write_data);
       file.incomplete_writes.erase(request->ticket);
       file.write_done(request->page, status);
+      if (status.is_ok()) file.wrote(request->page);
+    } else if (status.is_ok()) {
+      file.read_done(request->page, read_result);
     }
     if (request->prefetch) {
       leave_window(file, *request);

@@ -1,7 +1,9 @@
 // The buffer pool through the Client: hits, misses and read-ahead counted on
 // local files and on files of real pagefiled processes, and every read
 // returning the data last written.
+#include <chrono>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -138,6 +140,41 @@ TEST_CASE("local file: sequential reads ahead within the window and keeps no mor
   CHECK(c.allowance == kWindow);
   MESSAGE("sequential scan of 200 pages, window 4: hits ", c.hits, ", misses ", c.misses,
           ", prefetch used ", c.prefetch_used, ", wasted ", c.prefetch_wasted);
+}
+
+TEST_CASE("local file: read-ahead stops at the end of the file and follows it when another client grows it") {
+  TempDir dir;
+  auto client = start(dir, 64, 32);
+  Fd fd = create_written(*client, "tail", "sequential", 8, 5);
+  CHECK_OK(client->drop_cached(fd));
+  auto in_flight = [&] {
+    auto st = client->status(fd);
+    REQUIRE_OK(st);
+    return st->in_flight;
+  };
+  // The first scan reads ahead past page 7 once and learns where the file ends.
+  for (int64_t p = 0; p < 8; ++p) check_page(*client, fd, p, 5);
+  for (int i = 0; i < 1000 && in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(in_flight() == 0);
+  // From then on nothing is asked past it: a scan that starts again at page
+  // 0 finds the window free.
+  check_page(*client, fd, 7, 5);
+  CHECK(in_flight() == 0);
+
+  // Another client appends pages 8..15: a read past the old end finds data,
+  // and the pages after it are read ahead again.
+  auto other = start(dir, 0);
+  auto w = other->open("tail", with_policy("sequential"));
+  REQUIRE_OK(w);
+  for (int64_t p = 8; p < 16; ++p) REQUIRE_OK(other->write(*w, p, page_pattern(kPageSize, p, 5)));
+  CHECK_OK(other->sync(*w));
+  FileCounters before = counters(*client, fd);
+  for (int64_t p = 8; p < 16; ++p) check_page(*client, fd, p, 5);
+  FileCounters after = counters(*client, fd);
+  CHECK(after.misses - before.misses == 1);
+  CHECK(after.hits - before.hits == 7);
+  CHECK_OK(other->close(*w));
+  CHECK_OK(client->close(fd));
 }
 
 TEST_CASE("local file: every read returns the data last written, under pipelined requests") {
