@@ -97,7 +97,8 @@ class PagePolicy {
 
   // Prefetch: pages to fetch after the program used `page`, nearest first.
   // The pool skips pages it holds or is fetching, and fetches no more than
-  // limits.read_ahead at once.
+  // limits.read_ahead at once; the client asks for none past the end of the
+  // file as it last saw it.
   virtual std::vector<int64_t> read_ahead(int64_t /*page*/, const PolicyLimits& /*limits*/) {
     return {};
   }
