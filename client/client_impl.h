@@ -158,14 +158,14 @@ struct OpenFile {
   // failed truncate forget it.
   static constexpr int64_t kEndUnknown = std::numeric_limits<int64_t>::max();
   int64_t read_ahead_end = kEndUnknown;
-  void read_done(int64_t page, PageRead result) {
+  void end_seen_by_read(int64_t page, PageRead result) {
     if (result == PageRead::kBeyondEnd) {
       read_ahead_end = std::min(read_ahead_end, page);
     } else if (page >= read_ahead_end) {
       read_ahead_end = kEndUnknown;
     }
   }
-  void wrote(int64_t page) {
+  void end_seen_by_write(int64_t page) {
     if (page >= read_ahead_end) read_ahead_end = page + 1;
   }
 };

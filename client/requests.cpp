@@ -202,7 +202,7 @@ RequestPtr Client::Impl::read_done_locked(const OpenFilePtr& file, int64_t page,
   RequestPtr request = done_locked(file, page, /*is_write=*/false);
   request->read_buffer = buffer;
   request->read_result = result;
-  file->read_done(page, result);
+  file->end_seen_by_read(page, result);
   if (cache_) read_ahead_locked(file, page, out);
   return request;
 }
@@ -295,9 +295,9 @@ RequestPtr Client::Impl::finish_locked(const RequestPtr& request, Status status,
       std::vector<std::byte>().swap(request->write_data);
       file.incomplete_writes.erase(request->ticket);
       file.write_done(request->page, status);
-      if (status.is_ok()) file.wrote(request->page);
+      if (status.is_ok()) file.end_seen_by_write(request->page);
     } else if (status.is_ok()) {
-      file.read_done(request->page, read_result);
+      file.end_seen_by_read(request->page, read_result);
     }
     if (request->prefetch) {
       leave_window(file, *request);

@@ -12,6 +12,7 @@
 
 #include "pagefile/pagefile.h"
 #include "tests/support/cluster.h"
+#include "tests/support/eventually.h"
 
 using namespace pagefile;
 using namespace pagefile::test;
@@ -268,13 +269,11 @@ TEST_CASE("a lock held by a killed client is free after its lease, not before") 
   // renewal was at most lease/3 before, and a late one shortens the wait:
   // so at least a third of the lease) and within the lease plus slack.
   std::chrono::milliseconds got_after{-1};
-  const auto give_up = killed + std::chrono::seconds(15);
-  while (std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (client->lock(*fd, LockMode::kExclusive).is_ok()) {
-      got_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
-      break;
-    }
+  if (eventually([&] { return client->lock(*fd, LockMode::kExclusive).is_ok(); },
+                 std::chrono::duration_cast<std::chrono::milliseconds>(killed + std::chrono::seconds(15) -
+                                                                       std::chrono::steady_clock::now()),
+                 std::chrono::milliseconds(50))) {
+    got_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
   }
   INFO("lock granted " << got_after.count() << " ms after the kill");
   CHECK(got_after.count() >= 1000);

@@ -3,7 +3,6 @@
 // returning the data last written.
 #include <chrono>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include "pagefile/policy.h"
 #include "tests/policies/clock_policy.h"
 #include "tests/support/cluster.h"
+#include "tests/support/eventually.h"
 
 using namespace pagefile;
 using namespace pagefile::test;
@@ -154,8 +154,7 @@ TEST_CASE("local file: read-ahead stops at the end of the file and follows it wh
   };
   // The first scan reads ahead past page 7 once and learns where the file ends.
   for (int64_t p = 0; p < 8; ++p) check_page(*client, fd, p, 5);
-  for (int i = 0; i < 1000 && in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(in_flight() == 0);
+  REQUIRE(eventually([&] { return in_flight() == 0; }, std::chrono::seconds(10), std::chrono::milliseconds(10)));
   // From then on nothing is asked past it: a scan that starts again at page
   // 0 finds the window free.
   check_page(*client, fd, 7, 5);

@@ -15,6 +15,7 @@
 
 #include "core/page_checksum.h"
 #include "store/disk_faults.h"
+#include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pagefile;
@@ -415,16 +416,13 @@ TEST_CASE("a file its creator removed as it failed to make it is not made by an 
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   const std::string inode = fmt::format(":{} ", st.st_ino);
-  bool waiting = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+  CHECK(pagefile::test::eventually([&] {
     std::ifstream locks("/proc/locks");
     for (std::string line; std::getline(locks, line);) {
-      if (line.find("->") != std::string::npos && line.find(inode) != std::string::npos) waiting = true;
+      if (line.find("->") != std::string::npos && line.find(inode) != std::string::npos) return true;
     }
-    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(waiting);
+    return false;
+  }));
   REQUIRE(::unlink(path.c_str()) == 0);
   fl.l_type = F_UNLCK;
   REQUIRE(::fcntl(fd, F_OFD_SETLK, &fl) == 0);

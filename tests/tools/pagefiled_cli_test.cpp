@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "tests/support/eventually.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
@@ -258,13 +259,9 @@ TEST_CASE("--metrics: GET /metrics in Prometheus's format, the counters moving w
   // has gone (the server sees it close shortly), none is open.
   CHECK(after.find("# TYPE pagefile_connections_by_role gauge") != std::string::npos);
   CHECK(sample(after, "pagefile_connections_by_role{role=\"reader\"}") == 0);
-  bool none_open = false;
-  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!none_open && std::chrono::steady_clock::now() < gone_by) {
-    none_open = sample(http_get(port, "/metrics"), "pagefile_connections_by_role{role=\"admin\"}") == 0;
-    if (!none_open) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(none_open);
+  CHECK(eventually(
+      [&] { return sample(http_get(port, "/metrics"), "pagefile_connections_by_role{role=\"admin\"}") == 0; },
+      std::chrono::seconds(30), std::chrono::milliseconds(50)));
 
   // The same counters through `pagefile status --metrics`, under each server.
   Outcome status = pagefile_admin(dir.path(), {"status", "--metrics", "--bus", server.address()});

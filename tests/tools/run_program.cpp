@@ -8,9 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <doctest/doctest.h>
+
+#include "tests/support/eventually.h"
 
 extern char** environ;
 
@@ -54,12 +55,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }
 
 bool wait_for_text(const std::filesystem::path& path, const std::string& text, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (read_file(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return eventually([&] { return read_file(path).find(text) != std::string::npos; }, limit);
 }
 
 std::vector<std::string> split(const std::string& text, char separator) {

@@ -45,8 +45,7 @@ void generate_trace(const std::filesystem::path& dir, const std::string& name,
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
 // Waits until the file `path` holds `text` (a process's output or log), at
-// most `limit`: a deadline, not a count of looks, since a loaded machine
-// may take many times as long as an idle one.
+// most `limit` (tests/support/eventually.h).
 bool wait_for_text(const std::filesystem::path& path, const std::string& text,
                    std::chrono::milliseconds limit = std::chrono::seconds(30));
 // The parts of `text` between separators, empty ones included: "a,,b," is

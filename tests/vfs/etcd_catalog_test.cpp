@@ -18,6 +18,7 @@
 #include "server/etcd_catalog.h"
 #include "tests/support/cluster.h"
 #include "tests/support/etcd_cluster.h"
+#include "tests/support/eventually.h"
 #include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 
@@ -102,13 +103,12 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
     auto fd = client->open("shared.db", options);
     REQUIRE(fd);
     REQUIRE(::kill(cluster.server(1).pid(), SIGSTOP) == 0);
-    auto frozen = std::chrono::steady_clock::now();
-    while (std::find(expected.begin(), expected.end(), servers[1]) != expected.end() &&
-           std::chrono::steady_clock::now() < frozen + 10s) {
-      auto live = live_servers(etcd);
-      if (std::find(live.begin(), live.end(), servers[1]) == live.end()) break;
-      std::this_thread::sleep_for(50ms);
-    }
+    (void)pagefile::test::eventually(
+        [&] {
+          auto live = live_servers(etcd);
+          return std::find(live.begin(), live.end(), servers[1]) == live.end();
+        },
+        10s, 50ms);
     std::this_thread::sleep_for(3s);  // the client asks twice a second (and may be late on a loaded machine)
     auto start = std::chrono::steady_clock::now();
     CHECK(pagefile::test::wrong_patterns(*client, *fd, 64, kPageSize, 7) == 0);
@@ -127,7 +127,7 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
   cluster.server(2).kill();
   auto killed = std::chrono::steady_clock::now();
   expected.erase(std::find(expected.begin(), expected.end(), servers[2]));
-  while (live_servers(etcd) != expected && std::chrono::steady_clock::now() < killed + 20s) std::this_thread::sleep_for(50ms);
+  (void)pagefile::test::eventually([&] { return live_servers(etcd) == expected; }, 20s, 50ms);
   auto gone_after = std::chrono::steady_clock::now() - killed;
   CHECK(live_servers(etcd) == expected);
   MESSAGE("a killed server left the live list after "

@@ -20,6 +20,7 @@
 
 #include "bus/bus_faults.h"
 #include "tests/support/cluster.h"
+#include "tests/support/eventually.h"
 #include "tests/tools/run_program.h"
 #include "tests/vfs/sqlite_db.h"
 #include "tests/vfs/worker.h"
@@ -361,13 +362,8 @@ TEST_CASE("with the catalog frozen, a COMMIT fails within one deadline (timeout_
 
   // Thawed, the catalog answers again and the connection goes on.
   int after = SQLITE_ERROR;
-  const auto thawed = std::chrono::steady_clock::now();
-  for (int attempt = 0; attempt < 300 && after != SQLITE_OK &&
-                        std::chrono::steady_clock::now() - thawed < std::chrono::seconds(30);
-       ++attempt) {
-    after = db.exec("INSERT INTO t(tag, i) VALUES('after', 1)");
-    if (after != SQLITE_OK) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  (void)eventually([&] { return (after = db.exec("INSERT INTO t(tag, i) VALUES('after', 1)")) == SQLITE_OK; },
+                   std::chrono::seconds(30), std::chrono::milliseconds(100));
   CHECK(after == SQLITE_OK);
   CHECK(db.query("SELECT tag FROM t ORDER BY id") == "before\nafter");
   CHECK(db.query("PRAGMA integrity_check") == "ok");
@@ -430,19 +426,17 @@ TEST_CASE("the bus's faults: the Nth frame dropped, delayed or its connection cl
       // Afresh (the first request may meet what the fault left of a
       // connection): whole, and all of the transaction or none of it.
       std::string verdict, now;
-      const auto settle_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      for (int attempt = 0; attempt < 300 && verdict != "ok" && std::chrono::steady_clock::now() < settle_by;
-           ++attempt) {
-        SqliteDb again(uri);
-        sqlite3_busy_timeout(again.get(), 5000);
-        if (again.exec("SELECT 1 FROM t LIMIT 1") != SQLITE_OK) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          continue;
-        }
-        verdict = again.query("PRAGMA integrity_check");
-        now = again.query("SELECT count(*), sum(length(pad)), sum(i) FROM t WHERE tag = 'kept'") + "/" +
-              again.query("SELECT count(*) FROM t WHERE tag = 'new'");
-      }
+      (void)eventually(
+          [&] {
+            SqliteDb again(uri);
+            sqlite3_busy_timeout(again.get(), 5000);
+            if (again.exec("SELECT 1 FROM t LIMIT 1") != SQLITE_OK) return false;
+            verdict = again.query("PRAGMA integrity_check");
+            now = again.query("SELECT count(*), sum(length(pad)), sum(i) FROM t WHERE tag = 'kept'") + "/" +
+                  again.query("SELECT count(*) FROM t WHERE tag = 'new'");
+            return verdict == "ok";
+          },
+          std::chrono::seconds(30), std::chrono::milliseconds(100));
       CHECK(verdict == "ok");
       if (rc == SQLITE_OK) {
         CHECK(now.ends_with("/30"));
