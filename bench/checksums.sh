@@ -57,7 +57,7 @@ if [[ " $parts " == *" cached "* ]]; then
     ops=$(awk -v l="$level" -v s="$seconds" 'BEGIN { n = int(6000 * s * (l < 4 ? l : 4)); print (n < 2000 ? 2000 : n) }')
     for ((run = 0; run < repeat; run++)); do
       gen --pattern random --ops "$ops" --write-ratio 0 --seed $((level * 1000 + run)) > read.trace
-      for mode in on off; do
+      for mode in $(turns "$run" on off); do
         rm -f runs.csv
         "$pf_replay" run read.trace --bus "${bus[$mode]}" --checksums "$mode" --concurrency "$level" \
           --csv runs.csv --no-progress > run.out 2> run.err || fail "pf-replay ($mode, c$level) failed" run.out run.err
@@ -80,7 +80,7 @@ workloads() {
   [ -f "$extension" ] || die "no $extension; build it"
   declare -A secs=()
   for ((run = 0; run < local_runs; run++)); do
-    for mode in on off; do
+    for mode in $(turns "$run" on off); do
       rm -rf "$work/home-$mode" "$work"/w-*.db*
       uri="file:$work/w-$mode-$run.db?vfs=pagefile&checksums=$mode"
       if [ "$mode" = on ]; then uri="$uri$on_suffix"; else uri="$uri$off_suffix"; fi

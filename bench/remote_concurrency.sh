@@ -299,19 +299,24 @@ if want nbd; then
       sized_trace nbdpeer "$peer_bus" "$level" $((200 + level))
       rates=(); mss=(); cpus=(); nbd_rates=(); nbd_mss=(); nbd_cpus=()
       for ((r = 0; r < repeat; r++)); do
-        measured_replay "$trace" "$peer_bus" "$level" "$pf_pid"
-        server_before=$(cpu_of "$nbd_pid")
-        { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
-            --concurrency "$level" > nbd.out 2>&1; } 2> time.out ||
-          fail "nbd_random_read failed at concurrency $level" nbd.out
-        server_after=$(cpu_of "$nbd_pid")
-        line=$(cat nbd.out)
-        value() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-        nbd_rates+=("$(value pages_per_s)")
-        nbd_mss+=("$(value ms_per_page)")
-        nbd_cpu=$(per_page "$(awk -v a="$server_after" -v b="$server_before" '{ print a - b + $1 + $2 }' time.out)" "$ops")
-        nbd_cpus+=("$nbd_cpu")
-        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$nbd_cpu,$trace" >> "$nbd_csv"
+        for side in $(turns "$r" pf nbd); do
+          if [ "$side" = pf ]; then
+            measured_replay "$trace" "$peer_bus" "$level" "$pf_pid"
+            continue
+          fi
+          server_before=$(cpu_of "$nbd_pid")
+          { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
+              --concurrency "$level" > nbd.out 2>&1; } 2> time.out ||
+            fail "nbd_random_read failed at concurrency $level" nbd.out
+          server_after=$(cpu_of "$nbd_pid")
+          line=$(cat nbd.out)
+          value() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+          nbd_rates+=("$(value pages_per_s)")
+          nbd_mss+=("$(value ms_per_page)")
+          nbd_cpu=$(per_page "$(awk -v a="$server_after" -v b="$server_before" '{ print a - b + $1 + $2 }' time.out)" "$ops")
+          nbd_cpus+=("$nbd_cpu")
+          echo "$(date -u +%Y-%m-%dT%H:%M:%SZ),$level,$(value ops),$(value seconds),$(value ms_per_page),$(value pages_per_s),$page_size,$nbd_cpu,$trace" >> "$nbd_csv"
+        done
       done
       pf_rate=$(median_of "${rates[@]}")
       nbd_rate=$(median_of "${nbd_rates[@]}")

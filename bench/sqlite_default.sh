@@ -9,7 +9,7 @@
 #                small transactions on one counter and log, with point reads
 #                between, waiting on each other's locks
 # Each configuration runs --runs times, unix and default alternating on fresh
-# databases; the table shows medians and the ratio default/unix (the goal of
+# databases, each first in half the runs (turns); the table shows medians and the ratio default/unix (the goal of
 # issue 19: at most 1.1).
 #
 # --trim-threshold BYTES runs both with glibc's malloc trim threshold fixed
@@ -57,7 +57,7 @@ echo "malloc trim threshold: ${trim_threshold:-glibc default}"
 echo "== $rows rows of ~3000 B; $reads point reads; $procs processes x $txns transactions; $runs runs each =="
 for mode in $modes; do
   for ((run = 0; run < runs; run++)); do
-    for config in unix default; do
+    for config in $(turns "$run" unix default); do
       rm -rf "$work"/*.db "$work"/*.db-*
       env -u PAGEFILE_BUS "$python" "$here/sqlite_vfs_workload.py" --db "$(uri $config one.db)" \
         --extension "$extension" --journal-mode "$mode" --rows "$rows" --reads "$reads" > "$work/out" ||

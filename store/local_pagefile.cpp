@@ -912,16 +912,23 @@ void LocalPagefile::note_on_disk(int64_t page, const UnitSums& sums, uint64_t ge
   if (!writes_excluded_.load()) return;
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load()) return;
-  if (span_sums_.size() + units_ > kMaxSpanSums && !span_sums_.contains(span_key(page, 0))) return;
+  if (!span_sums_.contains(span_key(page, 0))) {
+    // Where its group's block is held, the page's note goes there.
+    if (auto block = span_blocks_.find(page / kGroupPages); units_ == 1 && block != span_blocks_.end()) {
+      block->second->sums[static_cast<size_t>(page % kGroupPages)] = sums[0];
+      block->second->known.set(static_cast<size_t>(page % kGroupPages));
+      return;
+    }
+    if (span_sums_.size() + units_ > kMaxSpanSums) return;
+  }
   for (uint32_t u = 0; u < units_; ++u) span_sums_[span_key(page, u)] = sums[u];
 }
 
 Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   {
-    // Half the bound at most, the rest left to the pages read and written
-    // (past it, each write reads its own entry, as without blocks).
+    // (Past the bound, each write reads its own entry, as without blocks.)
     MutexLock lock(span_mu_);
-    if (span_sums_.size() + kGroupPages > kMaxSpanSums / 2) return Status::ok();
+    if (span_blocks_.size() >= kMaxSpanBlocks || span_blocks_.contains(page / kGroupPages)) return Status::ok();
   }
   // Entry writes of other pages (other threads on this descriptor) in
   // flight, or begun before the block is noted: it may hold entries they
@@ -930,14 +937,18 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   if (begun != entry_writes_done_.load()) return Status::ok();
   auto block = read_group_block(page);
   if (!block) return block.status();
-  const int64_t first = page - page % kGroupPages;
+  auto noted = std::make_unique<SpanBlock>();
+  for (int64_t p = 0; p < kGroupPages; ++p) {
+    const auto at = static_cast<size_t>(p) * kEntryBytes;
+    const auto current = get_le<uint64_t>(*block, at);
+    const auto previous = get_le<uint64_t>(*block, at + 8);
+    noted->sums[static_cast<size_t>(p)] = current;
+    noted->known[static_cast<size_t>(p)] = current != kNoChecksum || previous == kNoChecksum;  // (retired: its bytes say)
+  }
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
-  for (int64_t p = 0; p < kGroupPages && span_sums_.size() < kMaxSpanSums; ++p) {
-    const Entries one = entries_in(*block, p);
-    if (one.current(0) == kNoChecksum && one.previous(0) != kNoChecksum) continue;  // retired: its bytes say
-    span_sums_.try_emplace(span_key(first + p, 0), one.current(0));  // (not over one this descriptor noted)
-  }
+  // (A page noted in span_sums_ keeps its note: it is looked up first.)
+  span_blocks_.try_emplace(page / kGroupPages, std::move(noted));
   return Status::ok();
 }
 
@@ -946,7 +957,14 @@ bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
   MutexLock lock(span_mu_);
   for (uint32_t u = 0; u < units_; ++u) {
     auto found = span_sums_.find(span_key(page, u));
-    if (found == span_sums_.end()) return false;
+    if (found == span_sums_.end()) {
+      auto block = span_blocks_.find(page / kGroupPages);
+      if (units_ != 1 || block == span_blocks_.end() || !block->second->known[static_cast<size_t>(page % kGroupPages)]) {
+        return false;
+      }
+      sums[0] = block->second->sums[static_cast<size_t>(page % kGroupPages)];
+      return true;
+    }
     sums[u] = found->second;
   }
   return true;
@@ -954,6 +972,12 @@ bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
 
 void LocalPagefile::forget_on_disk(int64_t from_page, int64_t to_page) const {
   MutexLock lock(span_mu_);
+  for (auto& [group, block] : span_blocks_) {
+    const int64_t first = group * kGroupPages;
+    for (int64_t p = std::max(from_page, first); p < std::min(to_page, first + kGroupPages); ++p) {
+      block->known.reset(static_cast<size_t>(p - first));
+    }
+  }
   if (span_sums_.empty()) return;
   const int64_t from = span_key(from_page, 0);
   const int64_t to = span_key(to_page, 0);
@@ -965,6 +989,7 @@ void LocalPagefile::new_span() {
   ++span_gen_;
   span_entry_writes_ = 0;
   span_sums_.clear();
+  span_blocks_.clear();
 }
 
 bool LocalPagefile::is_suspect(int64_t page) const {

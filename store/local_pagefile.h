@@ -30,6 +30,7 @@
 
 #include <array>
 #include <atomic>
+#include <bitset>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -457,6 +458,19 @@ class LocalPagefile {
   static constexpr size_t kMaxSpanSums = size_t{1} << 14;
   mutable Mutex span_mu_;
   mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
+  // The same for the groups whose block note_block_on_disk read in the
+  // span (units_ == 1 only), by group: one copy of the block's current
+  // checksums where span_sums_ would take 256 entries (a commit's first
+  // write to a group made them a twentieth of a small commit's CPU). A
+  // page's latest note is in span_sums_ if it is there, else in its
+  // group's block (note_on_disk, on_disk_sum); `known` is false for a page
+  // a truncate retired or forget_on_disk forgot.
+  struct SpanBlock {
+    std::array<uint64_t, kGroupPages> sums;
+    std::bitset<kGroupPages> known;
+  };
+  static constexpr size_t kMaxSpanBlocks = kMaxSpanSums / 2 / kGroupPages;  // (32: 66 KiB)
+  mutable std::unordered_map<int64_t, std::unique_ptr<SpanBlock>> span_blocks_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
   // Entries written since the span began (kEntryWritesBeforeMapping).
   std::atomic<uint32_t> span_entry_writes_{0};

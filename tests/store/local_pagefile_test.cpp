@@ -1320,6 +1320,24 @@ TEST_CASE("holding RESERVED, the writes of one group's pages read its checksum b
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
+TEST_CASE("holding RESERVED, a group's block read before a truncate says nothing of the pages it cut, grown back as holes") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  for (int64_t page = 2; page < 20; ++page) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  CHECK_OK(a->write_page(2, page_pattern(4096, 200)));  // (reads group 0's block)
+  REQUIRE_OK(a->truncate(5));
+  CHECK_OK(a->write_page(19, page_pattern(4096, 1900)));  // (grows the file back: 5 to 18 are holes)
+  // Page 10's old checksum is its hole's, not the one the block had: cut
+  // between entry and page, it still reads, as zeros.
+  CHECK_OK(write_entry_only(*a, path, 10, page_pattern(4096, 1000)));
+  auto c = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK(verified(*c, 10) == std::vector<std::byte>(4096));
+  CHECK(verified(*c, 2) == page_pattern(4096, 200));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+}
+
 TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mode=EXCLUSIVE) keeps no one out until granted") {
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
