@@ -4,8 +4,8 @@
     /usr/bin/python3 bench/insert_builds.py --so A/vfs/pagefile.so --so B/vfs/pagefile.so \\
         [--rounds 12] [--synchronous FULL] [--dir /tmp/insert-builds]
 
-Each round runs, for each --so in turn with checksums=on and then the last --so with
-checksums=off, a fresh process that inserts 2000 rows of 3000 bytes (one 4 KiB page each)
+Each round runs, for each --so with checksums=on and for the last --so with
+checksums=off (each first in turn, round by round), a fresh process that inserts 2000 rows of 3000 bytes (one 4 KiB page each)
 into a fresh database in one transaction, five times; it prints the medians of wall-clock
 and CPU time (user + system, all threads) of each, and each one's ratio to the last
 (checksums off). What a page's checksum costs on an append, and what a change to that path
@@ -59,8 +59,10 @@ def main():
     env.pop("PAGEFILE_BUS", None)  # local Pagefiles at their paths
     here = os.path.dirname(os.path.abspath(__file__))
     times = {name: [] for name, _, _ in configs}
-    for _ in range(args.rounds):
-        for name, so, checksums in configs:
+    for r in range(args.rounds):
+        # Each goes first in turn: the one after another meets the machine
+        # that one left busy (as bench/lib.sh's turns).
+        for name, so, checksums in configs[r % len(configs):] + configs[:r % len(configs)]:
             run = subprocess.run([sys.executable, "-c", CHILD, so, checksums, args.synchronous, args.dir, here],
                                  capture_output=True, text=True, env=env)
             if run.returncode != 0:
