@@ -469,7 +469,7 @@ class LocalPagefile {
     std::array<uint64_t, kGroupPages> sums;
     std::bitset<kGroupPages> known;
   };
-  static constexpr size_t kMaxSpanBlocks = kMaxSpanSums / 2 / kGroupPages;  // (32: 66 KiB)
+  static constexpr size_t kMaxSpanBlocks = kMaxSpanSums / 2 / kGroupPages;  // (32: 65 KiB)
   mutable std::unordered_map<int64_t, std::unique_ptr<SpanBlock>> span_blocks_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
   // Entries written since the span began (kEntryWritesBeforeMapping).
@@ -482,7 +482,9 @@ class LocalPagefile {
   // the current checksum its entry records: one read of the block for the
   // old checksums of all the group's writes in the span (a transaction's
   // pages, cached by SQLite since an earlier one, are written unread),
-  // where each would read its own entry, which says the same.
+  // where each would read its own entry, which says the same. Nothing when
+  // the group's block is held already (a page forgotten since, after a
+  // failed write, reads its own entry).
   Status note_block_on_disk(int64_t page, uint64_t gen) const;
   // Entry writes begun and done (write_page): a block is noted only if it
   // was read while none was under way and none began since.
