@@ -5,8 +5,8 @@
         [--rounds 12] [--synchronous FULL] [--dir /tmp/insert-builds]
 
 Each round runs, for each --so with checksums=on and for the last --so with
-checksums=off (each first in turn, round by round), a fresh process that inserts 2000 rows of 3000 bytes (one 4 KiB page each)
-into a fresh database in one transaction, five times; it prints the medians of wall-clock
+checksums=off (each first in turn, round by round), a fresh process that inserts 2000
+rows of 3000 bytes (one 4 KiB page each) into a fresh database in one transaction, five times; it prints the medians of wall-clock
 and CPU time (user + system, all threads) of each, and each one's ratio to the last
 (checksums off). What a page's checksum costs on an append, and what a change to that path
 gains, side by side in one run: the CPU time is steadier than the wall clock on a shared

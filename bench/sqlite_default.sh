@@ -9,8 +9,8 @@
 #                small transactions on one counter and log, with point reads
 #                between, waiting on each other's locks
 # Each configuration runs --runs times, unix and default alternating on fresh
-# databases, each first in half the runs (turns); the table shows medians and the ratio default/unix (the goal of
-# issue 19: at most 1.1).
+# databases, each first in half the runs (turns); the table shows medians and
+# the ratio default/unix (the goal of issue 19: at most 1.1).
 #
 # --trim-threshold BYTES runs both with glibc's malloc trim threshold fixed
 # (GLIBC_TUNABLES=glibc.malloc.trim_threshold): each workload opens fresh

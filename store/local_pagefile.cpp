@@ -420,6 +420,7 @@ off_t LocalPagefile::entry_offset(int64_t page) const {
 
 uint64_t LocalPagefile::Entries::current(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u); }
 uint64_t LocalPagefile::Entries::previous(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u + 8); }
+bool LocalPagefile::Entries::retired(uint32_t u) const { return current(u) == kNoChecksum && previous(u) != kNoChecksum; }
 void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous) {
   put_le<uint64_t>(bytes, kEntryBytes * u, current);
   put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
@@ -939,11 +940,9 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   if (!block) return block.status();
   auto noted = std::make_unique<SpanBlock>();
   for (int64_t p = 0; p < kGroupPages; ++p) {
-    const auto at = static_cast<size_t>(p) * kEntryBytes;
-    const auto current = get_le<uint64_t>(*block, at);
-    const auto previous = get_le<uint64_t>(*block, at + 8);
-    noted->sums[static_cast<size_t>(p)] = current;
-    noted->known[static_cast<size_t>(p)] = current != kNoChecksum || previous == kNoChecksum;  // (retired: its bytes say)
+    const Entries one = entries_in(*block, p);
+    noted->sums[static_cast<size_t>(p)] = one.current(0);
+    noted->known[static_cast<size_t>(p)] = !one.retired(0);  // (retired: its bytes say)
   }
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
@@ -1091,7 +1090,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {
       before[u] = entries.current(u);
-      retired = retired || (entries.current(u) == kNoChecksum && entries.previous(u) != kNoChecksum);
+      retired = retired || entries.retired(u);
     }
     // Cut by a truncate that failed (retire_entries), the page may still
     // hold the bytes its previous checksum matches, or be a hole since: the

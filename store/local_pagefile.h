@@ -265,6 +265,9 @@ class LocalPagefile {
     uint64_t current(uint32_t u) const;
     uint64_t previous(uint32_t u) const;
     void set(uint32_t u, uint64_t current, uint64_t previous);
+    // Unit `u` cut by a truncate that failed (retire_entries): no current
+    // checksum, the previous one kept. Its bytes say which holds.
+    bool retired(uint32_t u) const;
   };
   // Makes each entry in `bytes` bytes from `at` that of a page cut by a
   // truncate under way (truncate).
