@@ -418,27 +418,12 @@ off_t LocalPagefile::entry_offset(int64_t page) const {
          static_cast<off_t>(page % kGroupPages) * static_cast<off_t>(kEntryBytes * units_);
 }
 
-uint64_t LocalPagefile::Entries::current(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u); }
-uint64_t LocalPagefile::Entries::previous(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u + 8); }
-bool LocalPagefile::Entries::retired(uint32_t u) const { return current(u) == kNoChecksum && previous(u) != kNoChecksum; }
-void LocalPagefile::Entries::set(uint32_t u, uint64_t current, uint64_t previous) {
-  put_le<uint64_t>(bytes, kEntryBytes * u, current);
-  put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
-}
-
 Result<std::vector<std::byte>> LocalPagefile::read_group_block(int64_t page) const {
   std::vector<std::byte> block(static_cast<size_t>(sum_block_bytes_));
   // (Past the end of the file: zeros, no entries recorded.)
   auto got = pread_full(fd_, block, block_offset(page / kGroupPages), name_);
   if (!got) return got.status();
   return block;
-}
-
-LocalPagefile::Entries LocalPagefile::entries_in(std::span<const std::byte> block, int64_t index) const {
-  const size_t entry_bytes = kEntryBytes * units_;
-  Entries entries;
-  std::memcpy(entries.bytes.data(), block.data() + static_cast<size_t>(index) * entry_bytes, entry_bytes);
-  return entries;
 }
 
 Status LocalPagefile::read_block(int64_t page, Entries& entries) const {

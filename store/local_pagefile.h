@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <map>
@@ -45,7 +46,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/little_endian.h"
 #include "core/mutex.h"
+#include "core/page_checksum.h"
 #include "store/file_header.h"
 #include "store/kept_sums.h"
 #include "store/read_mapping.h"
@@ -260,14 +263,20 @@ class LocalPagefile {
   static_assert(kGroupPages * kEntryBytes == 4096);
   // A page's entries (units_ of them, the first kEntryBytes * units_
   // bytes; the rest is not looked at), as read from or for the disk.
+  // (Defined here: a group's block is read through them 256 entries at a
+  // time, and a shared library's out-of-line members are called, never
+  // inlined.)
   struct Entries {
     std::array<std::byte, kEntryBytes * kMaxUnits> bytes;
-    uint64_t current(uint32_t u) const;
-    uint64_t previous(uint32_t u) const;
-    void set(uint32_t u, uint64_t current, uint64_t previous);
+    uint64_t current(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u); }
+    uint64_t previous(uint32_t u) const { return get_le<uint64_t>(bytes, kEntryBytes * u + 8); }
+    void set(uint32_t u, uint64_t current, uint64_t previous) {
+      put_le<uint64_t>(bytes, kEntryBytes * u, current);
+      put_le<uint64_t>(bytes, kEntryBytes * u + 8, previous);
+    }
     // Unit `u` cut by a truncate that failed (retire_entries): no current
     // checksum, the previous one kept. Its bytes say which holds.
-    bool retired(uint32_t u) const;
+    bool retired(uint32_t u) const { return current(u) == kNoChecksum && previous(u) != kNoChecksum; }
   };
   // Makes each entry in `bytes` bytes from `at` that of a page cut by a
   // truncate under way (truncate).
@@ -351,7 +360,12 @@ class LocalPagefile {
   // The checksum block of `page`'s group as the disk holds it (zeros past
   // the file's end), and the entries of the index-th page of such a block.
   Result<std::vector<std::byte>> read_group_block(int64_t page) const;
-  Entries entries_in(std::span<const std::byte> block, int64_t index) const;
+  Entries entries_in(std::span<const std::byte> block, int64_t index) const {
+    const size_t entry_bytes = kEntryBytes * units_;
+    Entries entries;
+    std::memcpy(entries.bytes.data(), block.data() + static_cast<size_t>(index) * entry_bytes, entry_bytes);
+    return entries;
+  }
   // The page's lock stripe: a page's read and its checksum entry's read,
   // and its write's entry update and page write, each run whole under it,
   // so a reader never pairs a page with another write's entry.
