@@ -127,7 +127,7 @@ TEST_CASE("catalog on etcd: any server answers it, clients keep their own front,
   cluster.server(2).kill();
   auto killed = std::chrono::steady_clock::now();
   expected.erase(std::find(expected.begin(), expected.end(), servers[2]));
-  (void)pagefile::test::eventually([&] { return live_servers(etcd) == expected; }, 20s, 50ms);
+  (void)pagefile::test::eventually([&] { return live_servers(etcd) == expected; }, 10s, 50ms);
   auto gone_after = std::chrono::steady_clock::now() - killed;
   CHECK(live_servers(etcd) == expected);
   MESSAGE("a killed server left the live list after "

@@ -161,7 +161,19 @@ TEST_CASE("a reader open all along sees a killed writer's hot journal and rolls 
     // the writer's end (its lease running out) tells the reader.
     reader.run("BEGIN; SELECT count(*) FROM t;");
     kill_writer_mid_transaction(uri, [&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // it takes RESERVED, then waits at PENDING
+      // The reader commits only once the writer holds RESERVED (it then
+      // waits at PENDING for the reader's SHARED): until then a third
+      // connection's BEGIN IMMEDIATE is granted, and let go at once.
+      SqliteDb probe(uri);
+      sqlite3_busy_timeout(probe.get(), 0);
+      bool writer_reserved = false;
+      for (int i = 0; i < 600 && !writer_reserved; ++i) {  // at most about a minute
+        int rc = probe.exec("BEGIN IMMEDIATE");
+        writer_reserved = (rc & 0xff) == SQLITE_BUSY;
+        if (rc == SQLITE_OK) probe.run("ROLLBACK");
+        if (!writer_reserved) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      CHECK(writer_reserved);
       reader.run("COMMIT");
     });
   }
