@@ -11,6 +11,11 @@
 // or, without --trace, --ops pages drawn uniformly from [0, --pages).
 // --fill first writes every page of the disk, or the first --pages (untimed),
 // so the server returns stored data rather than the zeros of a sparse disk.
+// With --stamp NAME the pages written are pf-replay's stamps of file NAME
+// (tools/pf_replay/page_stamp.h), and every page read is checked as
+// pf-replay checks it (the stamp's checksum over the page, its file and its
+// page number): both sides of the comparison then do the same work with
+// the bytes they get.
 //
 // The loop: issue nbd_aio_pread until N are in flight, then poll(2) the
 // handle's socket in the direction libnbd asks for and hand readiness back
@@ -30,6 +35,8 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,6 +44,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <libnbd.h>
+
+#include "tools/pf_replay/page_stamp.h"
 
 namespace {
 
@@ -65,8 +74,11 @@ bool load_trace_reads(const std::string& path, std::vector<uint64_t>& pages) {
 // One connection with up to `concurrency` commands in flight.
 class Pipeline {
  public:
-  Pipeline(nbd_handle* handle, uint32_t concurrency, uint32_t page_size)
-      : handle_(handle), buffers_(concurrency, std::vector<char>(page_size)) {
+  // `stamp`: the file name whose pf-replay stamps the pages hold (written by
+  // a write run, checked by a read run), or empty for bytes unchecked.
+  Pipeline(nbd_handle* handle, uint32_t concurrency, uint32_t page_size, std::string stamp)
+      : handle_(handle), stamp_(std::move(stamp)), buffers_(concurrency, std::vector<char>(page_size)),
+        pages_(concurrency) {
     for (uint32_t i = 0; i < concurrency; ++i) free_.push_back(i);
     slots_.resize(concurrency);
     for (uint32_t i = 0; i < concurrency; ++i) slots_[i] = {this, i};
@@ -76,6 +88,7 @@ class Pipeline {
   // Returns false on an error (printed).
   bool run(const std::vector<uint64_t>& pages, bool write) {
     const size_t page_size = buffers_[0].size();
+    checking_ = !write && !stamp_.empty();
     size_t next = 0;
     size_t done_before = done_;
     while (done_ - done_before < pages.size()) {
@@ -83,11 +96,16 @@ class Pipeline {
         const uint32_t slot = free_.back();
         free_.pop_back();
         const uint64_t offset = pages[next] * page_size;
+        pages_[slot] = pages[next];
         nbd_completion_callback completion = {.callback = &Pipeline::completed,
                                                .user_data = &slots_[slot],
                                                .free = nullptr};
         int64_t cookie;
-        if (write) {
+        if (write && !stamp_.empty()) {
+          pf_replay::stamp_page(std::as_writable_bytes(std::span(buffers_[slot])), stamp_,
+                                static_cast<int64_t>(pages[next]), 1);
+          cookie = nbd_aio_pwrite(handle_, buffers_[slot].data(), page_size, offset, completion, 0);
+        } else if (write) {
           std::fill(buffers_[slot].begin(), buffers_[slot].end(),
                     static_cast<char>(1 + pages[next] % 251));
           cookie = nbd_aio_pwrite(handle_, buffers_[slot].data(), page_size, offset, completion, 0);
@@ -106,6 +124,10 @@ class Pipeline {
                    std::strerror(failed_));
         return false;
       }
+      if (!mismatch_.empty()) {
+        fmt::print(stderr, "nbd_random_read: {}\n", mismatch_);
+        return false;
+      }
     }
     return true;
   }
@@ -120,6 +142,12 @@ class Pipeline {
     auto* slot = static_cast<Slot*>(user_data);
     Pipeline* self = slot->pipeline;
     if (*error != 0 && self->failed_ == 0) self->failed_ = *error;
+    if (*error == 0 && self->checking_ && self->mismatch_.empty()) {
+      const std::vector<char>& buffer = self->buffers_[slot->index];
+      const int64_t page = static_cast<int64_t>(self->pages_[slot->index]);
+      pagefile::Status s = pf_replay::verify_stamp(std::as_bytes(std::span(buffer)), self->stamp_, page, std::nullopt);
+      if (!s) self->mismatch_ = fmt::format("page {} read back wrong: {}", page, s.message());
+    }
     self->free_.push_back(slot->index);
     ++self->done_;
     return 1;  // retire the command: no nbd_aio_command_completed needed
@@ -148,11 +176,15 @@ class Pipeline {
   }
 
   nbd_handle* handle_;
+  const std::string stamp_;
   std::vector<std::vector<char>> buffers_;
+  std::vector<uint64_t> pages_;  // the page each slot's command is for
   std::vector<uint32_t> free_;
   std::vector<Slot> slots_;
   size_t done_ = 0;
   int failed_ = 0;
+  bool checking_ = false;  // a read run with stamps: completions check them
+  std::string mismatch_;   // the first page read back wrong
 };
 
 }  // namespace
@@ -166,6 +198,7 @@ int main(int argc, char** argv) {
   uint64_t ops = 0;
   uint64_t seed = 1;
   bool fill = false;
+  std::string stamp;
   auto* unix_option = app.add_option("--unix", unix_socket, "the server's Unix socket");
   app.add_option("--tcp", tcp, "the server's HOST:PORT")->excludes(unix_option);
   app.add_option("--page-size", page_size, "bytes per read")->capture_default_str()
@@ -179,6 +212,8 @@ int main(int argc, char** argv) {
   app.add_option("--ops", ops, "without --trace: reads to do")->excludes(trace_option);
   app.add_option("--seed", seed, "without --trace: seed of the page draw")->capture_default_str();
   app.add_flag("--fill", fill, "first write the disk's pages, or the first --pages (untimed)");
+  app.add_option("--stamp", stamp, "pages hold pf-replay's stamps of this file name: --fill writes them, "
+                                   "and every page read is checked as pf-replay checks it");
   CLI11_PARSE(app, argc, argv);
   if (unix_socket.empty() == tcp.empty()) {
     fmt::print(stderr, "nbd_random_read: give --unix PATH or --tcp HOST:PORT\n");
@@ -227,7 +262,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  Pipeline pipeline(handle, concurrency, page_size);
+  if (!stamp.empty() && page_size < pf_replay::kStampHeaderSize) {
+    fmt::print(stderr, "nbd_random_read: --stamp needs pages of at least {} B\n", pf_replay::kStampHeaderSize);
+    return kExitUsage;
+  }
+  Pipeline pipeline(handle, concurrency, page_size, stamp);
   if (fill) {
     std::vector<uint64_t> all(pages_in_disk);
     for (uint64_t p = 0; p < pages_in_disk; ++p) all[p] = p;

@@ -283,14 +283,14 @@ if want nbd; then
     [[ -s "$work/nbdkit.pid" ]] || fail "nbdkit did not start within 10 s" "$work/nbdkit.out"
     echo "pagefile: pagefiled --listen unix:$pf_socket --cache-pages $big_cache; file filled and warmed by one read pass"
     echo "nbd:      nbdkit --unix $nbd_socket memory $((file_pages * page_size)) ($(nbdkit --version | head -1)); disk filled once"
-    echo "          $nbd_driver --unix SOCKET --page-size $page_size --trace TRACE --concurrency N"
-    echo "both read the pages of the same trace (pf-replay also verifies each page it reads; nbd_random_read does not look at them)"
+    echo "          $nbd_driver --unix SOCKET --page-size $page_size --trace TRACE --concurrency N --stamp data"
+    echo "both read the pages of the same trace and check each page's stamp as pf-replay does (its checksum, file and page)"
     echo "(ops sized from a 2000-op probe of pagefile for ~${seconds} s; median of $repeat runs each, alternating)"
     echo "(cpu = CPU time of client and server during the run, per page: pf-replay + pagefiled, nbd_random_read + nbdkit)"
     fill_and_warm "$peer_bus"
     replay warm.trace "$peer_bus" 24 --policy random > /dev/null
     "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --pages "$file_pages" \
-      --ops 0 --concurrency 24 --fill > nbd.out 2>&1 || fail "filling the nbd disk failed" nbd.out
+      --ops 0 --concurrency 24 --fill --stamp data > nbd.out 2>&1 || fail "filling the nbd disk failed" nbd.out
     nbd_csv="${csv%.csv}-nbd.csv"
     [[ -s "$nbd_csv" ]] || echo "started_utc,concurrency,ops,seconds,ms_per_page,pages_per_s,page_size,cpu_us_per_page,trace" > "$nbd_csv"
     printf "%-30s %5s %7s %9s %9s %7s %9s %9s %8s %8s\n" "no emulated latency, 1 server" concurrency ops \
@@ -306,7 +306,7 @@ if want nbd; then
           fi
           server_before=$(cpu_of "$nbd_pid")
           { time "$nbd_driver" --unix "$nbd_socket" --page-size "$page_size" --trace "$trace" \
-              --concurrency "$level" > nbd.out 2>&1; } 2> time.out ||
+              --concurrency "$level" --stamp data > nbd.out 2>&1; } 2> time.out ||
             fail "nbd_random_read failed at concurrency $level" nbd.out
           server_after=$(cpu_of "$nbd_pid")
           line=$(cat nbd.out)
