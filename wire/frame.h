@@ -23,12 +23,26 @@ namespace pagefile::net {
 inline constexpr size_t kMaxFrameBytes = 8u << 20;
 inline constexpr size_t kFrameHeaderBytes = 4;
 
+namespace internal {
+// Memory for frames (wire/frame_memory.cpp): the block of a large frame
+// the calling thread let go last serves its next frame of the same size.
+void* allocate_frame_bytes(size_t bytes);
+void free_frame_bytes(void* data, size_t bytes) noexcept;
+// What the calling thread holds for its next frames: at most 8 blocks.
+struct FrameBlocksHeld {
+  size_t blocks = 0;
+  size_t bytes = 0;
+};
+FrameBlocksHeld frame_blocks_held() noexcept;
+}  // namespace internal
+
 // One message body, word-aligned so Cap'n Proto reads it in place.
 // Allocates frame words without zeroing them: a frame read from a socket is
 // overwritten at once, and zeroing 8 KiB per page read is measurable. Code
 // that needs zeros (a capnp builder's segments) zeroes them itself.
 template <class T>
 struct UninitializedAllocator : std::allocator<T> {
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   template <class U>
   struct rebind {
     using other = UninitializedAllocator<U>;
@@ -36,6 +50,8 @@ struct UninitializedAllocator : std::allocator<T> {
   UninitializedAllocator() = default;
   template <class U>
   UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(internal::allocate_frame_bytes(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { internal::free_frame_bytes(p, n * sizeof(T)); }
   template <class U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
     ::new (static_cast<void*>(p)) U;  // default-, not value-initialized
