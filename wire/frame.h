@@ -28,6 +28,8 @@ namespace internal {
 // the calling thread let go last serves its next frame of the same size.
 void* allocate_frame_bytes(size_t bytes);
 void free_frame_bytes(void* data, size_t bytes) noexcept;
+// Whether blocks are kept at all (not under AddressSanitizer).
+bool frame_blocks_kept() noexcept;
 // What the calling thread holds for its next frames: at most 8 blocks.
 struct FrameBlocksHeld {
   size_t blocks = 0;

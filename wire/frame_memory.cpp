@@ -39,17 +39,26 @@ struct BlockCacheCloser {
 };
 
 bool cached_size(size_t bytes) {
-  // Under AddressSanitizer every block goes back to malloc, so a use after
-  // free of a frame is still caught.
-#if defined(__SANITIZE_ADDRESS__)
-  (void)bytes;
-  return false;
-#else
-  return bytes >= BlockCache::kMinBytes && bytes <= BlockCache::kMaxBytes;
-#endif
+  return frame_blocks_kept() && bytes >= BlockCache::kMinBytes && bytes <= BlockCache::kMaxBytes;
 }
 
 }  // namespace
+
+bool frame_blocks_kept() noexcept {
+  // Under AddressSanitizer every block goes back to malloc, so a use after
+  // free of a frame is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
 
 void* allocate_frame_bytes(size_t bytes) {
   if (cached_size(bytes)) {
