@@ -85,6 +85,11 @@ class PageIo {
   virtual bool may_be_direct() const { return false; }
   // Whether they always answer, errors aside (FileStatus::always_direct).
   virtual bool always_direct() const { return false; }
+  // Whether a write, once done, is what every other client of the file
+  // reads, its size included, with no sync: a local file's pages are the
+  // system's page cache. A remote file's writes and size are published to
+  // others by a sync.
+  virtual bool shared_without_sync() const { return false; }
 
   // Waits at most `timeout` for this file's I/O to move on, doing on this
   // thread the work that delivers answers where it can (a remote page's

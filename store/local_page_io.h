@@ -49,6 +49,7 @@ class LocalPageIo final : public PageIo {
   // Not strictly (a read that would wait goes to the I/O threads), but
   // reading ahead gains nothing here: the kernel reads ahead a local file.
   bool always_direct() const override { return true; }
+  bool shared_without_sync() const override { return true; }
 
   Status sync() override { return file_->sync(); }
   Status truncate(int64_t pages) override { return file_->truncate(pages); }

@@ -320,19 +320,23 @@ int x_unlock(sqlite3_file* f, int level) {
     MutexLock lock(st.mu);
     if (!st.main_db || level >= st.lock) return SQLITE_OK;
     Status first;
+    auto io = st.file->io();
     if (st.lock >= SQLITE_LOCK_RESERVED) {
       // Other clients must see every write (and the size) once the lock is
-      // gone; without a sync (synchronous=OFF) the size is not published.
+      // gone; a remote file's are published by a sync, so one left unsynced
+      // (synchronous=OFF) is synced here. A local file's writes are in the
+      // page cache, which every process reads: drained, they are seen, and
+      // synchronous=OFF syncs nothing, as on unix.
       // The journal's too: a finished one (a PERSIST journal's zeroed
       // header) must not be written after another writer's.
       first = drain_journals(*st.config, /*all=*/true);
-      Status own = st.file->unsynced() ? st.file->sync() : st.file->drain();
+      const bool publish_by_sync = st.file->unsynced() && !(io && (*io)->shared_without_sync());
+      Status own = publish_by_sync ? st.file->sync() : st.file->drain();
       if (first.is_ok()) first = own;
     }
     // The journals are told first: once the lock is gone another may write
     // them. (Should the unlock fail, they only read what they need not.)
     if (level < SQLITE_LOCK_RESERVED) count_write_lock(st, false);
-    auto io = st.file->io();
     Status s = io ? (*io)->set_lock_level(static_cast<LockLevel>(level)) : io.status();
     if (s) st.lock = level;
     if (first.is_ok()) first = s;

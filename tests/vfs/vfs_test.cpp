@@ -502,6 +502,13 @@ TEST_CASE("concurrency: URI parameter, PRAGMA pagefile_concurrency and PRAGMA pa
   CHECK(conn.query("PRAGMA cache_size") == "77");
 }
 
+// A fresh database's URI at `location` ("local": a Pagefile at its path
+// in the store's home; "remote": on the embedded servers).
+std::string fresh_at(const std::string& location, const std::string& stem) {
+  std::string db = location == "local" ? (store().home / fresh(stem)).string() : fresh(stem);
+  return pagefile_uri(db, "&location=") + location;
+}
+
 // A counter of PRAGMA pagefile_stats.
 uint64_t stat_of(const std::string& stats, const std::string& key) {
   auto at = stats.find(key + "=");
@@ -517,8 +524,7 @@ TEST_CASE("sequential reads: a local file's pages in runs of one read each, the 
   // vfs_process_test.
   for (const char* location : {"local", "remote"}) {
     CAPTURE(location);
-    std::string db = (std::string(location) == "local" ? (store().home / fresh("scan")).string() : fresh("scan"));
-    std::string uri = pagefile_uri(db, "&location=") + location;
+    std::string uri = fresh_at(location, "scan");
     {
       SqliteDb conn(uri);
       conn.run("CREATE TABLE t(x); INSERT INTO t SELECT randomblob(3500) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 400) SELECT value FROM s)");
@@ -540,6 +546,36 @@ TEST_CASE("sequential reads: a local file's pages in runs of one read each, the 
       CHECK(requests == pages);
       CHECK(stat_of(stats, "read_ahead_used") == 0);
     }
+  }
+}
+
+TEST_CASE("synchronous=OFF: a local database syncs nothing at its commits, as on unix; a remote one at its unlocks; "
+          "another connection reads every commit of both") {
+  for (const char* location : {"local", "remote"}) {
+    CAPTURE(location);
+    std::string uri = fresh_at(location, "nosync");
+    SqliteDb writer(uri);
+    writer.run("PRAGMA synchronous=OFF; CREATE TABLE c(n INTEGER); INSERT INTO c VALUES(0)");
+    SqliteDb reader(uri);
+    const uint64_t before = stat_of(writer.query("PRAGMA pagefile_stats"), "syncs");
+    for (int i = 1; i <= 20; ++i) {
+      writer.run("BEGIN; UPDATE c SET n = n + 1; COMMIT");
+      CHECK(reader.query("SELECT n FROM c") == std::to_string(i));
+    }
+    const uint64_t after = stat_of(writer.query("PRAGMA pagefile_stats"), "syncs");
+    if (std::string(location) == "local") {
+      // Written into the page cache, which every process reads: nothing
+      // to publish, and SQLite asked for no sync.
+      CHECK(after == before);
+    } else {
+      // A remote file's writes and size are published by a sync.
+      CHECK(after >= before + 20);
+    }
+    // And with synchronous=FULL, SQLite's own syncs are made.
+    writer.run("PRAGMA synchronous=FULL; BEGIN; UPDATE c SET n = n + 1; COMMIT");
+    CHECK(stat_of(writer.query("PRAGMA pagefile_stats"), "syncs") > after);
+    CHECK(reader.query("SELECT n FROM c") == "21");
+    CHECK(reader.query("PRAGMA integrity_check") == "ok");
   }
 }
 
