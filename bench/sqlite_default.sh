@@ -18,14 +18,17 @@
 # close (and faults it in again after) depends on where the last blocks of
 # the process lie, a lottery that moved a scan by a third either way.
 #
+# --synchronous MODE runs every connection of both with PRAGMA synchronous=MODE
+# (default: SQLite's, FULL).
+#
 # usage: bench/sqlite_default.sh [--build DIR] [--runs 5] [--rows 2000] [--reads 5000]
 #          [--procs 4] [--txns 200] [--modes "delete wal"] [--csv OUT] [--tmp DIR]
-#          [--trim-threshold BYTES]
+#          [--trim-threshold BYTES] [--synchronous MODE]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
 parse_options build="$here/../build" runs=5 rows=2000 reads=5000 procs=4 txns=200 modes="delete wal" \
-  csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" -- "$@"
+  csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" synchronous="" -- "$@"
 [ -z "$trim_threshold" ] || export GLIBC_TUNABLES="glibc.malloc.trim_threshold=$trim_threshold"
 
 build=$(cd "$build" && pwd) || die "no build directory"
@@ -54,17 +57,20 @@ uri() { if [ "$1" = unix ]; then echo "$work/$2"; else echo "file:$work/$2?vfs=p
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tmp: $work ($(stat -f -c %T "$work"))"
 echo "malloc trim threshold: ${trim_threshold:-glibc default}"
+echo "synchronous: ${synchronous:-FULL, the SQLite default}"
 echo "== $rows rows of ~3000 B; $reads point reads; $procs processes x $txns transactions; $runs runs each =="
 for mode in $modes; do
   for ((run = 0; run < runs; run++)); do
     for config in $(turns "$run" unix default); do
       rm -rf "$work"/*.db "$work"/*.db-*
       env -u PAGEFILE_BUS "$python" "$here/sqlite_vfs_workload.py" --db "$(uri $config one.db)" \
-        --extension "$extension" --journal-mode "$mode" --rows "$rows" --reads "$reads" > "$work/out" ||
+        --extension "$extension" --journal-mode "$mode" --synchronous "$synchronous" --rows "$rows" \
+        --reads "$reads" > "$work/out" ||
         fail "$mode $config workloads failed" "$work/out"
       record "$mode" "$config" "$work/out"
       env -u PAGEFILE_BUS "$python" "$here/sqlite_processes.py" --db "$(uri $config many.db)" \
-        --extension "$extension" --journal-mode "$mode" --procs "$procs" --txns "$txns" > "$work/out" ||
+        --extension "$extension" --journal-mode "$mode" --synchronous "$synchronous" --procs "$procs" \
+        --txns "$txns" > "$work/out" ||
         fail "$mode $config processes failed" "$work/out"
       record "$mode" "$config" "$work/out"
     done

@@ -49,6 +49,8 @@ def connect(args):
         mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
         if mode != args.journal_mode:
             raise SystemExit(f"journal_mode={args.journal_mode} gave {mode}")
+    if args.synchronous:
+        db.execute(f"PRAGMA synchronous={args.synchronous}")
     return db
 
 
@@ -71,6 +73,7 @@ def main():
     parser.add_argument("--page-size", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--journal-mode", default="", help="PRAGMA journal_mode for every connection (default: SQLite's, delete)")
+    parser.add_argument("--synchronous", default="", help="PRAGMA synchronous for every connection (default: SQLite's, FULL)")
     parser.add_argument("--stats", action="store_true", help="print PRAGMA pagefile_stats at the end")
     args = parser.parse_args()
     rng = random.Random(args.seed)
