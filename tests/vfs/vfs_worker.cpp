@@ -19,9 +19,10 @@
 //                                 its Nth write to the database, after the
 //                                 journal is on disk; when continued, prints
 //                                 "commit rc=RC" (SQLite's extended code)
-//   vfs_worker URI increment N [JOURNAL_MODE]
+//   vfs_worker URI increment N [JOURNAL_MODE [SYNCHRONOUS]]
 //                                 N transactions (BEGIN IMMEDIATE), each adding
-//                                 one to c.n (with PRAGMA journal_mode first)
+//                                 one to c.n (with PRAGMA journal_mode, and
+//                                 PRAGMA synchronous, first)
 //   vfs_worker URI try-write      BEGIN IMMEDIATE with no busy timeout: prints
 //                                 "rc=RC" (SQLite's extended code)
 //   vfs_worker URI hold-write MS [RELEASE]
@@ -209,8 +210,9 @@ int main(int argc, char** argv) {
     std::printf("commit rc=%d %s\n", rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db), sqlite3_errmsg(db));
     std::fflush(stdout);
     if (rc != SQLITE_OK) exec(db, "ROLLBACK");
-  } else if (mode == "increment" && (argc == 4 || argc == 5)) {
-    if (argc == 5 && !exec(db, std::string("PRAGMA journal_mode=") + argv[4])) return fail(db, "journal_mode");
+  } else if (mode == "increment" && argc >= 4 && argc <= 6) {
+    if (argc >= 5 && !exec(db, std::string("PRAGMA journal_mode=") + argv[4])) return fail(db, "journal_mode");
+    if (argc == 6 && !exec(db, std::string("PRAGMA synchronous=") + argv[5])) return fail(db, "synchronous");
     int n = std::atoi(argv[3]);
     for (int i = 1; i <= n; ++i) {
       if (!exec(db, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; COMMIT;")) {
