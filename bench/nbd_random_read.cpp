@@ -101,13 +101,13 @@ class Pipeline {
                                                .user_data = &slots_[slot],
                                                .free = nullptr};
         int64_t cookie;
-        if (write && !stamp_.empty()) {
-          pf_replay::stamp_page(std::as_writable_bytes(std::span(buffers_[slot])), stamp_,
-                                static_cast<int64_t>(pages[next]), 1);
-          cookie = nbd_aio_pwrite(handle_, buffers_[slot].data(), page_size, offset, completion, 0);
-        } else if (write) {
-          std::fill(buffers_[slot].begin(), buffers_[slot].end(),
-                    static_cast<char>(1 + pages[next] % 251));
+        if (write) {
+          if (!stamp_.empty()) {
+            pf_replay::stamp_page(std::as_writable_bytes(std::span(buffers_[slot])), stamp_,
+                                  static_cast<int64_t>(pages[next]), 1);
+          } else {
+            std::fill(buffers_[slot].begin(), buffers_[slot].end(), static_cast<char>(1 + pages[next] % 251));
+          }
           cookie = nbd_aio_pwrite(handle_, buffers_[slot].data(), page_size, offset, completion, 0);
         } else {
           cookie = nbd_aio_pread(handle_, buffers_[slot].data(), page_size, offset, completion, 0);

@@ -42,6 +42,14 @@ bool cached_size(size_t bytes) {
   return frame_blocks_kept() && bytes >= BlockCache::kMinBytes && bytes <= BlockCache::kMaxBytes;
 }
 
+// Takes the i-th block out of the cache, the later ones moving down.
+void* take_block(size_t i) {
+  void* data = cache.blocks[i].data;
+  for (size_t j = i + 1; j < cache.count; ++j) cache.blocks[j - 1] = cache.blocks[j];
+  --cache.count;
+  return data;
+}
+
 }  // namespace
 
 bool frame_blocks_kept() noexcept {
@@ -63,11 +71,7 @@ bool frame_blocks_kept() noexcept {
 void* allocate_frame_bytes(size_t bytes) {
   if (cached_size(bytes)) {
     for (size_t i = cache.count; i-- > 0;) {
-      if (cache.blocks[i].bytes != bytes) continue;
-      void* data = cache.blocks[i].data;
-      for (size_t j = i + 1; j < cache.count; ++j) cache.blocks[j - 1] = cache.blocks[j];
-      --cache.count;
-      return data;
+      if (cache.blocks[i].bytes == bytes) return take_block(i);
     }
   }
   return ::operator new(bytes);
@@ -82,9 +86,7 @@ void free_frame_bytes(void* data, size_t bytes) noexcept {
   (void)closer;
   if (cache.count == BlockCache::kBlocks) {
     // Full: the oldest goes, so a change of page size is followed.
-    ::operator delete(cache.blocks[0].data);
-    for (size_t j = 1; j < cache.count; ++j) cache.blocks[j - 1] = cache.blocks[j];
-    --cache.count;
+    ::operator delete(take_block(0));
   }
   cache.blocks[cache.count++] = {data, bytes};
 }
