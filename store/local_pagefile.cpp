@@ -432,9 +432,8 @@ Status LocalPagefile::read_block(int64_t page, Entries& entries) const {
   entries = entries_in(*block, page % kGroupPages);
   const int64_t first = page - page % kGroupPages;
   for (int64_t p = 0; p < kGroupPages; ++p) {
-    const Entries one = entries_in(*block, p);
     UnitSums current;
-    for (uint32_t u = 0; u < units_; ++u) current[u] = one.current(u);
+    for (uint32_t u = 0; u < units_; ++u) current[u] = entry_in(*block, p, u);
     keep_sums(first + p, &current);
   }
   return Status::ok();
@@ -925,9 +924,10 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   if (!block) return block.status();
   auto noted = std::make_unique<SpanBlock>();
   for (int64_t p = 0; p < kGroupPages; ++p) {
-    const Entries one = entries_in(*block, p);
-    noted->sums[static_cast<size_t>(p)] = one.current(0);
-    noted->known[static_cast<size_t>(p)] = !one.retired(0);  // (retired: its bytes say)
+    const uint64_t current = entry_in(*block, p, 0);
+    noted->sums[static_cast<size_t>(p)] = current;
+    // (Retired by a truncate that failed, as Entries::retired: its bytes say.)
+    noted->known[static_cast<size_t>(p)] = current != kNoChecksum || entry_in(*block, p, 0, true) == kNoChecksum;
   }
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
