@@ -27,6 +27,40 @@ TEST_CASE("every unit: kept, forgotten by 0, forgotten from a unit on") {
   CHECK(sums.get(KeptSums::kMaxUnits) == 0);
 }
 
+TEST_CASE("chunks that double: every unit at their edges is kept apart, and forget_from crosses them") {
+  // Chunks of 512, 512, 1024, 2048, ... slots: the units on each side of
+  // every edge, up to the last unit kept.
+  std::vector<size_t> units;
+  for (size_t edge = 512; edge < KeptSums::kMaxUnits; edge *= 2) {
+    units.push_back(edge - 1);
+    units.push_back(edge);
+  }
+  units.push_back(KeptSums::kMaxUnits - 1);
+  KeptSums sums;
+  for (size_t u : units) sums.set(u, u + 1);
+  for (size_t u : units) CHECK(sums.get(u) == u + 1);
+  CHECK(sums.get(1536) == 0);  // inside a chunk allocated, never set
+  CHECK(sums.get(3000) == 0);  // inside a chunk never allocated
+  sums.forget_from(1024);
+  for (size_t u : units) CHECK(sums.get(u) == (u < 1024 ? u + 1 : 0));
+  sums.set(KeptSums::kMaxUnits - 1, 9);  // the last chunk, allocated again
+  CHECK(sums.get(KeptSums::kMaxUnits - 1) == 9);
+
+  KeptSums bounded(/*bounded=*/true);
+  for (size_t u : {size_t{511}, size_t{512}, KeptSums::kBoundedSlots - 1, KeptSums::kBoundedSlots,
+                   KeptSums::kBoundedSlots + 512}) {
+    bounded.set(u, u + 1);
+    CHECK(bounded.get(u) == u + 1);
+  }
+  CHECK(bounded.get(511) == 511 + 1);
+  CHECK(bounded.get(0) == 0);  // its slot taken by kBoundedSlots
+  CHECK(bounded.get(512) == 0);  // likewise, by kBoundedSlots + 512
+  bounded.forget_from(KeptSums::kBoundedSlots);
+  CHECK(bounded.get(KeptSums::kBoundedSlots - 1) == KeptSums::kBoundedSlots);
+  CHECK(bounded.get(KeptSums::kBoundedSlots) == 0);
+  CHECK(bounded.get(KeptSums::kBoundedSlots + 512) == 0);
+}
+
 TEST_CASE("bounded: a unit takes the slot of the one kBoundedSlots away, which is then not kept") {
   KeptSums sums(/*bounded=*/true);
   const size_t far = 3 + KeptSums::kBoundedSlots;
