@@ -7,6 +7,25 @@
 
 namespace pagefile {
 
+namespace {
+
+// A remote open's first request. The catalog creates a file at the page
+// size the request asks, or at its default: a size for a new file alone
+// (create_page_size) is asked only once the file is known not to exist,
+// so a first request opens an existing one (exclusive: creates at once).
+OpenOptions remote_first_try(const OpenOptions& options) {
+  OpenOptions first = options;
+  if (options.page_size != 0 || options.create_page_size == 0 || !options.create) return first;
+  if (options.exclusive) {
+    first.page_size = options.create_page_size;
+  } else {
+    first.create = false;
+  }
+  return first;
+}
+
+}  // namespace
+
 Status Client::Impl::check_running() const {
   if (stopped_) return Status::invalid_argument("client", "is stopped");
   return Status::ok();
@@ -35,8 +54,9 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   if (name.find('\0') != std::string_view::npos) {
     return Status::invalid_argument("file name", "contains a NUL byte");
   }
-  if (options.page_size != 0) {
-    if (Status s = check_page_size(options.page_size); !s) return s.with_context(name);
+  for (uint32_t size : {options.page_size, options.create_page_size}) {
+    if (size == 0) continue;
+    if (Status s = check_page_size(size); !s) return s.with_context(name);
   }
   if (options.policy) {
     if (Status s = check_buffer_policy(*options.policy); !s) return s.with_context(name);
@@ -49,12 +69,19 @@ Result<Fd> Client::Impl::open(std::string_view name, const OpenOptions& options)
   if (options.location == Location::kRemote) {
     auto bus_client = bus();
     if (!bus_client) return bus_client.status();
-    auto remote = net::RemotePageIo::open(*bus_client, name, options);
+    const OpenOptions first = remote_first_try(options);
+    auto remote = net::RemotePageIo::open(*bus_client, name, first);
+    if (!remote && remote.status().is(Code::kNotFound) && first.create != options.create) {
+      OpenOptions created = options;
+      created.page_size = options.create_page_size;
+      remote = net::RemotePageIo::open(*bus_client, name, created);
+    }
     if (!remote) return remote.status();
     io = std::move(*remote);
   } else {
     LocalPagefile::OpenSpec spec;
     spec.page_size = options.page_size;
+    spec.create_page_size = options.create_page_size;
     spec.create = options.create;
     spec.exclusive = options.exclusive;
     spec.read_only = options.read_only;

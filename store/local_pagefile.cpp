@@ -242,7 +242,9 @@ Status fsync_dir(const std::string& name) {
 // newer process left beside a database of version 2, say).
 FileHeader new_header(const LocalPagefile::OpenSpec& spec) {
   FileHeader header;
-  header.page_size = spec.page_size != 0 ? spec.page_size : kDefaultPageSize;
+  header.page_size = spec.page_size != 0          ? spec.page_size
+                     : spec.create_page_size != 0 ? spec.create_page_size
+                                                  : kDefaultPageSize;
   const bool sectors = spec.sector_checksums && header.page_size > kChecksumSectorSize;
   if (spec.page_size_final || spec.sole_writer) {
     header.version = sectors ? kSectorChecksumFormatVersion : kPageChecksumFormatVersion;

@@ -61,7 +61,8 @@ namespace pagefile {
 class LocalPagefile {
  public:
   struct OpenSpec {
-    uint32_t page_size = 0;  // 0: the recorded size, or the default on create
+    uint32_t page_size = 0;  // 0: the recorded size, or on create create_page_size
+    uint32_t create_page_size = 0;  // 0: the default
     bool create = false;
     bool exclusive = false;
     bool read_only = false;

@@ -57,28 +57,20 @@ void ByteFile::traced(F&& capture) const {
 Result<std::unique_ptr<ByteFile>> ByteFile::open(Client& client, const std::string& name, OpenOptions options,
                                                      Layout layout, std::shared_ptr<IoStats> stats,
                                                      std::shared_ptr<TraceSlot> trace, uint32_t new_page_size) {
-  Result<Fd> fd = Status::not_found(name);
   // A journal's or WAL's page size is chosen at its creation, here.
   if (layout == Layout::kBytes) options.page_size_final = true;
   if (layout == Layout::kBytes && options.page_size == 0) {
-    // An existing journal keeps its page size; a new one gets ours.
-    OpenOptions existing = options;
-    existing.create = false;
-    // (An empty file at the path, left by a process that died as it made
-    // the journal, is none either: LocalPagefile::open.)
-    fd = client.open(name, existing);
-    if (!fd && fd.status().is(Code::kNotFound) && options.create) {
-      options.page_size = new_page_size;
-      // SQLite trusts a sector (SECTOR_SIZE) to be written whole or not at
-      // all, and appends to a journal after its sync from a sector boundary:
-      // a write torn between sectors must leave the records already synced
-      // in the page readable, as a disk would.
-      options.sector_checksums = true;
-      fd = client.open(name, options);
-    }
-  } else {
-    fd = client.open(name, options);
+    // An existing journal keeps its page size; a new one gets ours. (So
+    // does an empty file at the path, left by a process that died as it
+    // made the journal: LocalPagefile::open makes its header.)
+    options.create_page_size = new_page_size;
+    // SQLite trusts a sector (SECTOR_SIZE) to be written whole or not at
+    // all, and appends to a journal after its sync from a sector boundary:
+    // a write torn between sectors must leave the records already synced
+    // in the page readable, as a disk would. (Used at creation only.)
+    options.sector_checksums = true;
   }
+  Result<Fd> fd = client.open(name, options);
   if (!fd) return fd.status();
   auto st = client.status(*fd);
   auto io = st ? ClientAccess::page_io(client, *fd) : Result<std::shared_ptr<PageIo>>(st.status());

@@ -114,6 +114,11 @@ struct OpenOptions {
   // exists, kDefaultPageSize when it is created. A non-zero size that differs
   // from the recorded one makes open fail with kInvalidArgument.
   uint32_t page_size = 0;
+  // Used when the file is created and `page_size` is 0: the page size it
+  // gets (0: kDefaultPageSize). A file that exists keeps its own. (The VFS
+  // opens a journal so: an existing one, a hot journal, keeps its page
+  // size, and a new one gets the size chosen for it, in one open.)
+  uint32_t create_page_size = 0;
 
   // Create the file when it does not exist.
   bool create = false;

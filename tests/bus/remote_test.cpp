@@ -166,6 +166,26 @@ TEST_CASE("catalog: open without create, exclusive, unlink, truncate and size") 
   CHECK(buf == std::vector<std::byte>(4096));
 }
 
+TEST_CASE("catalog: create_page_size is the size of a new file alone") {
+  TempDir dir;
+  auto client = start_client(dir.path(), "inproc:2", client_options());
+  auto page_size = [&](const Result<Fd>& fd) {
+    REQUIRE_OK(fd);
+    return client->status(*fd)->page_size;
+  };
+  const OpenOptions create{.location = Location::kRemote, .create_page_size = 16384, .create = true};
+  CHECK(page_size(client->open("j", create)) == 16384);
+  OpenOptions other = create;
+  other.create_page_size = 8192;
+  CHECK(page_size(client->open("j", other)) == 16384);  // it exists: its own
+  other.exclusive = true;
+  CHECK_CODE(client->open("j", other), Code::kAlreadyExists);
+  CHECK(page_size(client->open("k", other)) == 8192);
+  other.create = false;
+  other.exclusive = false;
+  CHECK_CODE(client->open("missing", other), Code::kNotFound);
+}
+
 TEST_CASE("a server that is down: a clear error, promptly, and no hang") {
   TempDir dir;
   // Nothing listens at a free port.

@@ -208,6 +208,24 @@ TEST_CASE("open: missing file, exclusive create, page sizes, bad names, remote")
   CHECK_FALSE(std::filesystem::exists(fx.dir / "g"));
 }
 
+TEST_CASE("create_page_size: a new file gets it, one that exists keeps its own, a bad one is refused") {
+  Fixture fx;
+  auto page_size = [&](const Result<Fd>& fd) {
+    REQUIRE_OK(fd);
+    return fx.client->status(*fd)->page_size;
+  };
+  CHECK(page_size(fx.client->open("new", {.create_page_size = 16384, .create = true})) == 16384);
+  CHECK(page_size(fx.client->open("new", {.create_page_size = 8192, .create = true})) == 16384);
+  CHECK(page_size(fx.client->open("new", {.create_page_size = 8192})) == 16384);
+  CHECK(page_size(fx.client->open("excl", {.create_page_size = 8192, .create = true, .exclusive = true})) == 8192);
+  // page_size, when given, is the size asked of a new file and of one that exists.
+  CHECK(page_size(fx.client->open("both", {.page_size = 4096, .create_page_size = 8192, .create = true})) == 4096);
+  CHECK_CODE(fx.client->open("missing", {.create_page_size = 8192}), Code::kNotFound);
+  CHECK_CODE(fx.client->open("bad", {.create_page_size = 3000, .create = true}), Code::kInvalidArgument);
+  CHECK_FALSE(std::filesystem::exists(fx.dir / "bad"));
+  CHECK_FALSE(std::filesystem::exists(fx.dir / "missing"));
+}
+
 TEST_CASE("a file with a damaged header is refused") {
   Fixture fx;
   Fd fd = fx.create("f");
