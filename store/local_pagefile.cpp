@@ -6,7 +6,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -310,7 +309,9 @@ class InitByteLock {
 Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalPagefile::OpenSpec& spec,
                                    std::span<std::byte, kHeaderSize> bytes, bool& made,
                                    const std::filesystem::path* made_here) {
-  Result<size_t> got = pread_full(fd, bytes, 0, name);
+  // (A file this open created is empty, or being made by another opener
+  // that found it so: what the read under the lock below says.)
+  Result<size_t> got = made ? Result<size_t>(0) : pread_full(fd, bytes, 0, name);
   if (!got || *got == kHeaderSize) return got;
   const bool make = *got == 0 && spec.create && !spec.read_only;
   // (50 ms: a creator descheduled in between. A sole writer has no other
@@ -338,7 +339,8 @@ Result<size_t> read_or_make_header(int fd, const std::string& name, const LocalP
           return s;
         }
         made = true;  // durable at the first sync, as a new file
-        return pread_full(fd, bytes, 0, name);
+        std::copy(header.begin(), header.end(), bytes.begin());  // (what the file now holds)
+        return kHeaderSize;
       }
     }
     if (!got || *got != 0 || make || attempt == tries) return got;
@@ -470,13 +472,13 @@ LocalPagefile::~LocalPagefile() {
   ::close(fd_);
 }
 
-bool LocalPagefile::may_map(int fd) {
-  // File systems that overwrite a mapped page in place, so that a store
-  // into an allocated, populated block needs neither space nor a read. (On
-  // one that copies on write, a store after writeback needs new blocks,
-  // and a full disk would be a fault.)
-  struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return false;
+namespace {
+
+// File systems that overwrite a mapped page in place, so that a store into
+// an allocated, populated block needs neither space nor a read. (On one
+// that copies on write, a store after writeback needs new blocks, and a
+// full disk would be a fault.)
+bool mappable(const struct statfs& fs) {
   switch (static_cast<unsigned long>(fs.f_type)) {
     case EXT4_SUPER_MAGIC:  // ext2, ext3 and ext4 share it
     case XFS_SUPER_MAGIC:
@@ -485,6 +487,13 @@ bool LocalPagefile::may_map(int fd) {
     default:
       return false;
   }
+}
+
+}  // namespace
+
+bool LocalPagefile::may_map(int fd) {
+  struct statfs fs {};
+  return ::fstatfs(fd, &fs) == 0 && mappable(fs);
 }
 
 Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
@@ -696,14 +705,15 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   // A page of at most 4 KiB starts at a multiple of its size (after the
   // 4 KiB header), so if the file system's block is no smaller, the page
   // lies inside one block. (A larger page may straddle two.)
-  struct statvfs fs {};
-  bool reserve_first = header->page_size > kHeaderSize || ::fstatvfs(fd, &fs) != 0 ||
-                       fs.f_frsize < header->page_size;
+  struct statfs fs {};
+  const bool fs_known = ::fstatfs(fd, &fs) == 0;
+  bool reserve_first = header->page_size > kHeaderSize || !fs_known || fs.f_frsize < header->page_size;
+  const bool may_map_blocks = fs_known && mappable(fs);
   auto file = std::unique_ptr<LocalPagefile>(
       new LocalPagefile(fd, name, *header, spec.read_only, reserve_first, spec.checksums, spec.sole_writer,
-                        !spec.dsync && !spec.read_only && may_map(fd), spec.dsync, !spec.fixed_page_size,
+                        !spec.dsync && !spec.read_only && may_map_blocks, spec.dsync, !spec.fixed_page_size,
                         spec.page_size_final));
-  if (spec.map_reads && may_map(fd)) file->read_map_ = std::make_unique<ReadMapping>(fd);
+  if (spec.map_reads && may_map_blocks) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.
   file->unsettled_ = !spec.sole_writer && !spec.page_size_final && file->units_ == 1 && file->grouped_;
   auto pages = file->size_pages();
