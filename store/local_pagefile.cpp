@@ -716,7 +716,9 @@ Result<std::unique_ptr<LocalPagefile>> LocalPagefile::open(const std::filesystem
   if (spec.map_reads && may_map_blocks) file->read_map_ = std::make_unique<ReadMapping>(fd);
   // Until it is seen to hold a page, another descriptor may change its page size.
   file->unsettled_ = !spec.sole_writer && !spec.page_size_final && file->units_ == 1 && file->grouped_;
-  auto pages = file->size_pages();
+  // (A file whose header this open made held nothing before it: no page.
+  // Its count is needed where it maps reads or may change its page size.)
+  auto pages = created && !file->read_map_ && !file->unsettled_ ? Result<int64_t>(0) : file->size_pages();
   if (!pages) return pages.status();
   file->end_pages_ = *pages;
   file->dir_sync_due_ = created;
