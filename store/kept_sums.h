@@ -44,10 +44,6 @@ class KeptSums {
   ~KeptSums() {
     for (auto& chunk : chunks_) delete[] chunk.load();
   }
-  // Slots a chunk holds: its index, and where it starts.
-  static size_t chunk_slots(size_t chunk) { return chunk == 0 ? kFirstChunk : kFirstChunk << (chunk - 1); }
-  static size_t chunk_start(size_t chunk) { return chunk == 0 ? 0 : kFirstChunk << (chunk - 1); }
-  static size_t chunk_of(size_t slot) { return static_cast<size_t>(std::bit_width(slot / kFirstChunk)); }
   KeptSums(const KeptSums&) = delete;
   KeptSums& operator=(const KeptSums&) = delete;
 
@@ -118,6 +114,13 @@ class KeptSums {
   // The first chunk's slots (4 KiB or 8 KiB, allocated and zeroed at its
   // first use: every open journal of a SQLite process has one).
   static constexpr size_t kFirstChunk = size_t{1} << 9;
+
+  // The chunk that holds `slot`, the first slot of chunk `chunk`, and how
+  // many it holds: chunk 0 holds [0, kFirstChunk), chunk c > 0 holds
+  // [kFirstChunk 2^(c-1), kFirstChunk 2^c).
+  static size_t chunk_of(size_t slot) { return static_cast<size_t>(std::bit_width(slot / kFirstChunk)); }
+  static size_t chunk_start(size_t chunk) { return chunk == 0 ? 0 : kFirstChunk << (chunk - 1); }
+  static size_t chunk_slots(size_t chunk) { return chunk == 0 ? kFirstChunk : chunk_start(chunk); }
 
   size_t slot(size_t unit) const { return bounded_ ? unit % kBoundedSlots : unit; }
   size_t words_per_slot() const { return bounded_ ? 2 : 1; }

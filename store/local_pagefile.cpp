@@ -945,8 +945,8 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   for (int64_t p = 0; p < kGroupPages; ++p) {
     const uint64_t current = entry_in(*block, p, 0);
     noted->sums[static_cast<size_t>(p)] = current;
-    // (Retired by a truncate that failed, as Entries::retired: its bytes say.)
-    noted->known[static_cast<size_t>(p)] = current != kNoChecksum || entry_in(*block, p, 0, true) == kNoChecksum;
+    // (Retired by a truncate that failed: its bytes say.)
+    noted->known[static_cast<size_t>(p)] = !Entries::is_retired(current, entry_in(*block, p, 0, true));
   }
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();

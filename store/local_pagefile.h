@@ -277,7 +277,10 @@ class LocalPagefile {
     }
     // Unit `u` cut by a truncate that failed (retire_entries): no current
     // checksum, the previous one kept. Its bytes say which holds.
-    bool retired(uint32_t u) const { return current(u) == kNoChecksum && previous(u) != kNoChecksum; }
+    bool retired(uint32_t u) const { return is_retired(current(u), previous(u)); }
+    static bool is_retired(uint64_t current, uint64_t previous) {
+      return current == kNoChecksum && previous != kNoChecksum;
+    }
   };
   // Makes each entry in `bytes` bytes from `at` that of a page cut by a
   // truncate under way (truncate).
