@@ -916,15 +916,20 @@ void LocalPagefile::note_on_disk(int64_t page, const UnitSums& sums, uint64_t ge
   if (!writes_excluded_.load()) return;
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load()) return;
-  if (!span_sums_.contains(span_key(page, 0))) {
-    // Where its group's block is held, the page's note goes there.
-    if (auto block = span_blocks_.find(page / kGroupPages); units_ == 1 && block != span_blocks_.end()) {
-      block->second->sums[static_cast<size_t>(page % kGroupPages)] = sums[0];
-      block->second->known.set(static_cast<size_t>(page % kGroupPages));
+  if (units_ == 1) {
+    // (A group's notes, once it has some, stay in its array until the span
+    // ends: the page has no note in span_sums_ to be looked up before it.)
+    auto notes = span_notes_.find(page / kGroupPages);
+    if (notes == span_notes_.end() && span_notes_.size() < kMaxSpanBlocks) {
+      notes = span_notes_.emplace(page / kGroupPages, std::unique_ptr<SpanBlock>(new SpanBlock)).first;
+    }
+    if (notes != span_notes_.end()) {
+      notes->second->sums[static_cast<size_t>(page % kGroupPages)] = sums[0];
+      notes->second->known.set(static_cast<size_t>(page % kGroupPages));
       return;
     }
-    if (span_sums_.size() + units_ > kMaxSpanSums) return;
   }
+  if (!span_sums_.contains(span_key(page, 0)) && span_sums_.size() + units_ > kMaxSpanSums) return;
   for (uint32_t u = 0; u < units_; ++u) span_sums_[span_key(page, u)] = sums[u];
 }
 
@@ -950,7 +955,7 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
   }
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load() || begun != entry_writes_begun_.load()) return Status::ok();
-  // (A page noted in span_sums_ keeps its note: it is looked up first.)
+  // (A page noted keeps its note: it is looked up first.)
   span_blocks_.try_emplace(page / kGroupPages, std::move(noted));
   return Status::ok();
 }
@@ -958,16 +963,20 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
 bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
   if (!writes_excluded_.load()) return false;
   MutexLock lock(span_mu_);
+  if (units_ == 1) {
+    // Its own note, else its group's block.
+    const auto at = static_cast<size_t>(page % kGroupPages);
+    for (const auto* held : {&span_notes_, &span_blocks_}) {
+      if (auto found = held->find(page / kGroupPages); found != held->end() && found->second->known[at]) {
+        sums[0] = found->second->sums[at];
+        return true;
+      }
+    }
+    // (Past kMaxSpanBlocks groups of notes, in span_sums_.)
+  }
   for (uint32_t u = 0; u < units_; ++u) {
     auto found = span_sums_.find(span_key(page, u));
-    if (found == span_sums_.end()) {
-      auto block = span_blocks_.find(page / kGroupPages);
-      if (units_ != 1 || block == span_blocks_.end() || !block->second->known[static_cast<size_t>(page % kGroupPages)]) {
-        return false;
-      }
-      sums[0] = block->second->sums[static_cast<size_t>(page % kGroupPages)];
-      return true;
-    }
+    if (found == span_sums_.end()) return false;
     sums[u] = found->second;
   }
   return true;
@@ -975,10 +984,12 @@ bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
 
 void LocalPagefile::forget_on_disk(int64_t from_page, int64_t to_page) const {
   MutexLock lock(span_mu_);
-  for (auto& [group, block] : span_blocks_) {
-    const int64_t first = group * kGroupPages;
-    for (int64_t p = std::max(from_page, first); p < std::min(to_page, first + kGroupPages); ++p) {
-      block->known.reset(static_cast<size_t>(p - first));
+  for (auto* held : {&span_notes_, &span_blocks_}) {
+    for (auto& [group, block] : *held) {
+      const int64_t first = group * kGroupPages;
+      for (int64_t p = std::max(from_page, first); p < std::min(to_page, first + kGroupPages); ++p) {
+        block->known.reset(static_cast<size_t>(p - first));
+      }
     }
   }
   if (span_sums_.empty()) return;
@@ -992,6 +1003,7 @@ void LocalPagefile::new_span() {
   ++span_gen_;
   span_entry_writes_ = 0;
   span_sums_.clear();
+  span_notes_.clear();
   span_blocks_.clear();
 }
 

@@ -486,21 +486,29 @@ class LocalPagefile {
   // and this descriptor's reads and writes of a page hold its stripe.
   // Forgotten at each change of writes_excluded_ (span_gen_ counts them: a
   // read begun before one is not noted after it), and bounded (in units).
+  // Where pages have one unit, the notes of a group's pages lie in an
+  // array of the group's (span_notes_), while there are at most
+  // kMaxSpanBlocks of them; else in span_sums_, an entry per unit (a node
+  // allocated and freed for each page a transaction read or wrote: with a
+  // cold cache, a fifth of what checksums cost it).
   static constexpr size_t kMaxSpanSums = size_t{1} << 14;
   mutable Mutex span_mu_;
   mutable std::unordered_map<int64_t, uint64_t> span_sums_ GUARDED_BY(span_mu_);
-  // The same for the groups whose block note_block_on_disk read in the
-  // span (units_ == 1 only), by group: one copy of the block's current
-  // checksums where span_sums_ would take 256 entries (a commit's first
-  // write to a group made them a twentieth of a small commit's CPU). A
-  // page's latest note is in span_sums_ if it is there, else in its
-  // group's block (note_on_disk, on_disk_sum); `known` is false for a page
-  // a truncate retired or forget_on_disk forgot.
+  // A group's checksums, by page within it: `known` is false for a page
+  // with none (not noted, or retired by a truncate, or forgotten by
+  // forget_on_disk).
   struct SpanBlock {
-    std::array<uint64_t, kGroupPages> sums;
+    std::array<uint64_t, kGroupPages> sums;  // (read only where known)
     std::bitset<kGroupPages> known;
   };
   static constexpr size_t kMaxSpanBlocks = kMaxSpanSums / 2 / kGroupPages;  // (32: 65 KiB)
+  mutable std::unordered_map<int64_t, std::unique_ptr<SpanBlock>> span_notes_ GUARDED_BY(span_mu_);
+  // The groups whose block note_block_on_disk read in the span (units_ ==
+  // 1 only), by group: one copy of the block's current checksums where
+  // notes would take 256 (a commit's first write to a group made them a
+  // twentieth of a small commit's CPU). A page's latest note is its own
+  // (span_notes_ or span_sums_) if it has one, else its group's block
+  // here (note_on_disk, on_disk_sum).
   mutable std::unordered_map<int64_t, std::unique_ptr<SpanBlock>> span_blocks_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
   // Entries written since the span began (kEntryWritesBeforeMapping).

@@ -1320,6 +1320,34 @@ TEST_CASE("holding RESERVED, the writes of one group's pages read its checksum b
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
+TEST_CASE("holding RESERVED, pages read in more groups than have arrays of notes are each written reading no old checksum") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  // A page in each of 40 groups: the notes of the first 32 lie in arrays of
+  // their groups', the others' one by one (LocalPagefile::span_notes_).
+  std::vector<int64_t> pages;
+  for (int64_t group = 0; group < 40; ++group) pages.push_back(group * 256 + 7);
+  for (int64_t page : pages) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  for (int64_t page : pages) REQUIRE_OK(a->read_page(page, buf));
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  for (int64_t page : pages) {
+    CAPTURE(page);
+    CHECK_OK(write_entry_only(*a, path, page, page_pattern(4096, static_cast<int>(page) + 1)));
+  }
+  // A page of a group with notes that was not read under the lock reads its group's block.
+  CHECK_FALSE(a->write_page(8, page_pattern(4096, 80)).is_ok());
+  DiskFaults::disarm();
+  auto c = must_open(path, LocalPagefile::OpenSpec{});
+  for (int64_t page : pages) {
+    CAPTURE(page);
+    CHECK(verified(*c, page) == page_pattern(4096, static_cast<int>(page)));
+  }
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+}
+
 TEST_CASE("holding RESERVED, a group's block read before a truncate says nothing of the pages it cut, grown back as holes") {
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
