@@ -856,6 +856,7 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
   a.read = PageRead::kData;
   a.mismatch = false;
   const uint64_t gen = span_gen_.load();  // (before the read: see span_sums_)
+  if (checked_ && trust_kept) sums_.prefetch(static_cast<size_t>(page) * units_);
   Result<size_t> got = pread_full(fd_, out, page_offset(page), name_, would_block, use_cache ? read_map() : nullptr);
   if (!got) return got.status();
   if (would_block && *would_block) return Status::ok();
@@ -1075,6 +1076,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     if (s) raise_end(page + 1);
     return s;
   }
+  sums_.prefetch(static_cast<size_t>(page) * units_);  // (kept below, after the hash)
   UnitSums sums;
   if (units_ == 1 && checksum != kNoChecksum) {
     sums[0] = checksum;
