@@ -304,6 +304,11 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
     if (lowest->second.dirty()) {
       if (Status s = issue_write(lowest->first, lowest->second.data, lowest->second.changes()); !s) return s;
     }
+    // Its buffer serves the next page kept (a journal being appended to
+    // keeps a new page every few records): no allocation, no zeroing of a
+    // buffer about to be read or zeroed over. (A request copies what it
+    // sends: the buffer is free once issued.)
+    if (spare_.empty()) spare_ = std::move(lowest->second.data);
     kept_.erase(lowest);
   }
   return &it->second;
