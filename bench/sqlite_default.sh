@@ -21,14 +21,19 @@
 # --synchronous MODE runs every connection of both with PRAGMA synchronous=MODE
 # (default: SQLite's, FULL).
 #
+# --one-txns N is the 1-process workload's transactions of ~1000 rows (txn and
+# txn-cold; default 2, some 40 ms each here) and --scans N its scans (default
+# 5): larger, each figure is timed over more work and moves less from run to
+# run on a shared machine.
+#
 # usage: bench/sqlite_default.sh [--build DIR] [--runs 5] [--rows 2000] [--reads 5000]
-#          [--procs 4] [--txns 200] [--modes "delete wal"] [--csv OUT] [--tmp DIR]
-#          [--trim-threshold BYTES] [--synchronous MODE]
+#          [--procs 4] [--txns 200] [--one-txns 2] [--scans 5] [--modes "delete wal"]
+#          [--csv OUT] [--tmp DIR] [--trim-threshold BYTES] [--synchronous MODE]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-parse_options build="$here/../build" runs=5 rows=2000 reads=5000 procs=4 txns=200 modes="delete wal" \
-  csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" synchronous="" -- "$@"
+parse_options build="$here/../build" runs=5 rows=2000 reads=5000 procs=4 txns=200 one_txns=2 scans=5 \
+  modes="delete wal" csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" synchronous="" -- "$@"
 [ -z "$trim_threshold" ] || export GLIBC_TUNABLES="glibc.malloc.trim_threshold=$trim_threshold"
 
 build=$(cd "$build" && pwd) || die "no build directory"
@@ -58,14 +63,14 @@ echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuin
 echo "tmp: $work ($(stat -f -c %T "$work"))"
 echo "malloc trim threshold: ${trim_threshold:-glibc default}"
 echo "synchronous: ${synchronous:-FULL, the SQLite default}"
-echo "== $rows rows of ~3000 B; $reads point reads; $procs processes x $txns transactions; $runs runs each =="
+echo "== $rows rows of ~3000 B; $reads point reads; $scans scans; $one_txns transactions of ~1000 rows; $procs processes x $txns transactions; $runs runs each =="
 for mode in $modes; do
   for ((run = 0; run < runs; run++)); do
     for config in $(turns "$run" unix default); do
       rm -rf "$work"/*.db "$work"/*.db-*
       env -u PAGEFILE_BUS "$python" "$here/sqlite_vfs_workload.py" --db "$(uri $config one.db)" \
         --extension "$extension" --journal-mode "$mode" --synchronous "$synchronous" --rows "$rows" \
-        --reads "$reads" > "$work/out" ||
+        --reads "$reads" --txns "$one_txns" --scans "$scans" > "$work/out" ||
         fail "$mode $config workloads failed" "$work/out"
       record "$mode" "$config" "$work/out"
       env -u PAGEFILE_BUS "$python" "$here/sqlite_processes.py" --db "$(uri $config many.db)" \
