@@ -917,20 +917,30 @@ void LocalPagefile::note_on_disk(int64_t page, const UnitSums& sums, uint64_t ge
   if (!writes_excluded_.load()) return;
   MutexLock lock(span_mu_);
   if (gen != span_gen_.load()) return;
-  if (units_ == 1) {
+  const bool in_sums = span_sums_.contains(span_key(page, 0));
+  if (units_ == 1 && !in_sums) {
     // (A group's notes, once it has some, stay in its array until the span
     // ends: the page has no note in span_sums_ to be looked up before it.)
-    auto notes = span_notes_.find(page / kGroupPages);
-    if (notes == span_notes_.end() && span_notes_.size() < kMaxSpanBlocks) {
-      notes = span_notes_.emplace(page / kGroupPages, std::unique_ptr<SpanBlock>(new SpanBlock)).first;
+    const int64_t group = page / kGroupPages;
+    const auto at = static_cast<size_t>(page % kGroupPages);
+    SpanBlock* held = nullptr;
+    if (auto notes = span_notes_.find(group); notes != span_notes_.end()) {
+      held = notes->second.get();
+    } else if (span_notes_.size() < kMaxSpanBlocks) {
+      held = span_notes_.emplace(group, std::unique_ptr<SpanBlock>(new SpanBlock)).first->second.get();
+    } else if (auto block = span_blocks_.find(group); block != span_blocks_.end()) {
+      // Past the arrays' bound, where its group's block is held, the note
+      // goes there: the block is looked up for the page, and must not keep
+      // an older checksum than the page's last note (the write that read it).
+      held = block->second.get();
     }
-    if (notes != span_notes_.end()) {
-      notes->second->sums[static_cast<size_t>(page % kGroupPages)] = sums[0];
-      notes->second->known.set(static_cast<size_t>(page % kGroupPages));
+    if (held != nullptr) {
+      held->sums[at] = sums[0];
+      held->known.set(at);
       return;
     }
   }
-  if (!span_sums_.contains(span_key(page, 0)) && span_sums_.size() + units_ > kMaxSpanSums) return;
+  if (!in_sums && span_sums_.size() + units_ > kMaxSpanSums) return;
   for (uint32_t u = 0; u < units_; ++u) span_sums_[span_key(page, u)] = sums[u];
 }
 
@@ -964,20 +974,19 @@ Status LocalPagefile::note_block_on_disk(int64_t page, uint64_t gen) const {
 bool LocalPagefile::on_disk_sum(int64_t page, UnitSums& sums) const {
   if (!writes_excluded_.load()) return false;
   MutexLock lock(span_mu_);
-  if (units_ == 1) {
-    // Its own note, else its group's block.
-    const auto at = static_cast<size_t>(page % kGroupPages);
-    for (const auto* held : {&span_notes_, &span_blocks_}) {
-      if (auto found = held->find(page / kGroupPages); found != held->end() && found->second->known[at]) {
-        sums[0] = found->second->sums[at];
-        return true;
-      }
-    }
-    // (Past kMaxSpanBlocks groups of notes, in span_sums_.)
-  }
+  // Its own note (in its group's array, else in span_sums_), else its
+  // group's block.
+  const auto at = static_cast<size_t>(page % kGroupPages);
+  auto known = [&](const std::unordered_map<int64_t, std::unique_ptr<SpanBlock>>& held) {
+    auto found = held.find(page / kGroupPages);
+    if (found == held.end() || !found->second->known[at]) return false;
+    sums[0] = found->second->sums[at];
+    return true;
+  };
+  if (units_ == 1 && known(span_notes_)) return true;
   for (uint32_t u = 0; u < units_; ++u) {
     auto found = span_sums_.find(span_key(page, u));
-    if (found == span_sums_.end()) return false;
+    if (found == span_sums_.end()) return units_ == 1 && known(span_blocks_);
     sums[u] = found->second;
   }
   return true;

@@ -507,8 +507,10 @@ class LocalPagefile {
   // 1 only), by group: one copy of the block's current checksums where
   // notes would take 256 (a commit's first write to a group made them a
   // twentieth of a small commit's CPU). A page's latest note is its own
-  // (span_notes_ or span_sums_) if it has one, else its group's block
-  // here (note_on_disk, on_disk_sum).
+  // (span_notes_, else span_sums_) if it has one, else its group's block
+  // here (note_on_disk, on_disk_sum); past the arrays' bound, a page with
+  // no note in span_sums_ is noted in its group's block where one is held,
+  // so that the block never holds an older checksum than the page's note.
   mutable std::unordered_map<int64_t, std::unique_ptr<SpanBlock>> span_blocks_ GUARDED_BY(span_mu_);
   std::atomic<uint64_t> span_gen_{0};
   // Entries written since the span began (kEntryWritesBeforeMapping).

@@ -1348,6 +1348,28 @@ TEST_CASE("holding RESERVED, pages read in more groups than have arrays of notes
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
+TEST_CASE("holding RESERVED, a page of a group past the arrays of notes, written twice, keeps its first write's checksum as the old one") {
+  TwoDescriptors files;
+  auto& [dir, path, a, b] = files;
+  // Pages read in 32 groups take every array of notes: group 32's are kept
+  // one by one, beside its block once a write reads that.
+  std::vector<int64_t> pages;
+  for (int64_t group = 0; group <= 32; ++group) pages.push_back(group * 256 + 7);
+  for (int64_t page : pages) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
+  std::vector<std::byte> buf(4096);
+  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  for (size_t i = 0; i + 1 < pages.size(); ++i) REQUIRE_OK(a->read_page(pages[i], buf));
+  const int64_t last = pages.back();
+  CHECK_OK(a->write_page(last, page_pattern(4096, 1)));  // (reads its group's block)
+  // The second write, cut between entry and page: the bytes of the first
+  // still match the old checksum its entry keeps, not the block's older one.
+  CHECK_OK(write_entry_only(*a, path, last, page_pattern(4096, 2)));
+  auto c = must_open(path, LocalPagefile::OpenSpec{});
+  CHECK(verified(*c, last) == page_pattern(4096, 1));
+  REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
+}
+
 TEST_CASE("holding RESERVED, a group's block read before a truncate says nothing of the pages it cut, grown back as holes") {
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
