@@ -50,11 +50,8 @@ class KeptSums {
   // The value kept for `unit`; 0 when none.
   uint64_t get(size_t unit) const {
     if (unit >= kMaxUnits) return 0;
-    size_t at = slot(unit);
-    const size_t c = chunk_of(at);
-    const std::atomic<uint64_t>* chunk = chunks_[c].load(std::memory_order_acquire);
-    if (!chunk) return 0;
-    const std::atomic<uint64_t>* word = chunk + words_per_slot() * (at - chunk_start(c));
+    const std::atomic<uint64_t>* word = find(unit);
+    if (!word) return 0;
     if (bounded_ && word[1].load(std::memory_order_relaxed) != unit + 1) return 0;
     return word[0].load(std::memory_order_relaxed);
   }
@@ -65,11 +62,7 @@ class KeptSums {
   // was most of a point read's cost of checking) arrives meanwhile.
   void prefetch(size_t unit) const {
     if (unit >= kMaxUnits) return;
-    const size_t at = slot(unit);
-    const size_t c = chunk_of(at);
-    if (const std::atomic<uint64_t>* chunk = chunks_[c].load(std::memory_order_relaxed)) {
-      __builtin_prefetch(chunk + words_per_slot() * (at - chunk_start(c)));
-    }
+    if (const std::atomic<uint64_t>* word = find(unit)) __builtin_prefetch(word);
   }
 
   // Keeps `value` for `unit` (0: forgets it); past kMaxUnits, nothing.
@@ -85,7 +78,7 @@ class KeptSums {
         chunk = fresh.release();
       }  // else `chunk` is the one another thread put there first
     }
-    std::atomic<uint64_t>* word = chunk + words_per_slot() * (at - chunk_start(c));
+    std::atomic<uint64_t>* word = words_of(chunk, at, c);
     if (bounded_) {
       if (value == 0 && word[1].load(std::memory_order_relaxed) != unit + 1) return;  // another unit's
       word[1].store(unit + 1, std::memory_order_relaxed);
@@ -137,6 +130,19 @@ class KeptSums {
 
   size_t slot(size_t unit) const { return bounded_ ? unit % kBoundedSlots : unit; }
   size_t words_per_slot() const { return bounded_ ? 2 : 1; }
+  // The words of slot `at` in `chunk`, chunk number `c`, which holds it.
+  template <class Word>
+  Word* words_of(Word* chunk, size_t at, size_t c) const {
+    return chunk + words_per_slot() * (at - chunk_start(c));
+  }
+  // The words of `unit`'s slot, or null where its chunk was never
+  // allocated. REQUIRES: unit < kMaxUnits.
+  const std::atomic<uint64_t>* find(size_t unit) const {
+    const size_t at = slot(unit);
+    const size_t c = chunk_of(at);
+    const std::atomic<uint64_t>* chunk = chunks_[c].load(std::memory_order_acquire);
+    return chunk ? words_of(chunk, at, c) : nullptr;
+  }
 
   const bool bounded_;
   // (Slots below kMaxUnits: chunk_of(kMaxUnits - 1) is the last.)
