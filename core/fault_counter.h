@@ -28,6 +28,8 @@ class FaultCounter {
   bool armed() const { return armed_.load(std::memory_order_relaxed); }
   // Whether a fault was given since arm().
   bool fired() const { return fired_.load(); }
+  // How many events were counted since arm().
+  uint64_t seen() const { return seen_.load(); }
 
   // Counts one event: true when it gets the fault. REQUIRES: armed().
   bool strike() {

@@ -26,6 +26,8 @@ void DiskFaults::disarm() { g_counter.disarm(); }
 
 bool DiskFaults::fired() { return g_counter.fired(); }
 
+uint64_t DiskFaults::seen() { return g_counter.seen(); }
+
 std::optional<DiskFault> DiskFaults::next(DiskOp op) {
   if (!g_counter.armed() || g_op.load() != static_cast<int>(op) || !g_counter.strike()) return std::nullopt;
   return static_cast<DiskFault>(g_fault.load());

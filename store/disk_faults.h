@@ -39,6 +39,10 @@ class DiskFaults {
   static void disarm();
   // Whether the armed fault has been applied since arm().
   static bool fired();
+  // How many operations of the armed kind were asked about since arm(): a
+  // test that arms a fault for an `nth` never reached counts the reads a
+  // workload makes, say.
+  static uint64_t seen();
 
   // The seam: the store asks before each operation of kind `op`.
   static std::optional<DiskFault> next(DiskOp op);

@@ -111,6 +111,21 @@ void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
   tell_wals(*db.config, false);
 }
 
+// Tells the database descriptor `db` whether its connection holds the WAL's
+// checkpoint lock (SQLite's WAL_CKPT_LOCK), and so whether no one else
+// writes the database (Client::exclude_other_writers). In WAL mode only a
+// checkpoint writes or truncates a database, and it holds that lock
+// exclusively (recovery too, which writes nothing); with
+// locking_mode=EXCLUSIVE, where SQLite takes no wal-index lock, it holds
+// the database's EXCLUSIVE lock, which says so by itself. A checkpoint's
+// page writes then read no old checksum: one read of each group's
+// checksum block instead of an entry read per page, and the entries
+// stored into the mapped block past the first few.
+void checkpointing(StoreFile& db, bool held) REQUIRES(db.mu) {
+  if (std::exchange(db.wal_ckpt_locked, held) == held) return;
+  if (auto io = db.file->io()) (*io)->exclude_other_writers(held);  // (a stopped client's: nothing to tell)
+}
+
 // Sends what the database's journals open in this process hold back to the
 // store (DbConfig::journals). Only the holder of the database's RESERVED
 // lock writes a journal, so each holds back only that writer's records.
@@ -174,6 +189,7 @@ int x_close(sqlite3_file* f) {
   return guarded(SQLITE_IOERR_CLOSE, [&] {
     MutexLock lock(st->mu);
     end_wal_write_lock(*st);
+    checkpointing(*st, false);
     if (st->shm) (void)st->shm->close(false);
     // (Before the lock goes with the descriptor: once it is gone another
     // may write the journals.)
@@ -604,8 +620,10 @@ int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile**
   });
 }
 
-// SQLite's WAL_WRITE_LOCK (wal.c): the first of the wal-index's locks.
+// SQLite's WAL_WRITE_LOCK and WAL_CKPT_LOCK (wal.c): the first two of the
+// wal-index's locks.
 constexpr int kWalWriteLock = 0;
+constexpr int kWalCkptLock = 1;
 
 int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
   StoreFile& st = state_of(f);
@@ -622,6 +640,7 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       if (Status d = st.file->drain(); s.is_ok()) s = d;
       // (Before the lock goes: a writer in another process may follow.)
       if (offset == kWalWriteLock) end_wal_write_lock(st);
+      if (offset <= kWalCkptLock && kWalCkptLock < offset + n) checkpointing(st, false);
       if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
     }
     Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
@@ -630,6 +649,7 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       st.wal_write_locked = true;
       tell_wals(*st.config, true);
     }
+    if (!unlock && exclusive && offset <= kWalCkptLock && kWalCkptLock < offset + n) checkpointing(st, true);
     // A transaction, a checkpoint or a recovery begins: another process may
     // have written the WAL and the database since (catch_up).
     if (!unlock) st.config->fresh_locks->fetch_add(1);
@@ -654,6 +674,7 @@ int x_shm_unmap(sqlite3_file* f, int remove) {
     MutexLock lock(st.mu);
     if (!st.shm) return SQLITE_OK;
     end_wal_write_lock(st);
+    checkpointing(st, false);
     Status s = st.shm->close(remove != 0);
     st.shm.reset();
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);

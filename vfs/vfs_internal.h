@@ -40,6 +40,7 @@ struct StoreFile {
   // A local database's wal-index, from its first xShmMap to xShmUnmap.
   std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);
   bool wal_write_locked GUARDED_BY(mu) = false;  // a database: its WAL's write lock held in shm (tell_wals)
+  bool wal_ckpt_locked GUARDED_BY(mu) = false;   // a database: its WAL's checkpoint lock held in shm (checkpointing)
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to

@@ -419,6 +419,60 @@ TEST_CASE("WAL: reader processes are never blocked by the writer; a reader check
   CHECK(counter(db_uri) == "305");
 }
 
+TEST_CASE("WAL: a checkpoint writes the database reading no old checksum per page; one cut by a torn write loses nothing") {
+  // Only a checkpoint writes a database in WAL mode, and it holds the WAL's
+  // checkpoint lock: meanwhile no one else writes the database, and its
+  // page writes read one checksum block per group instead of each page's
+  // entry (as a rollback transaction's do under RESERVED).
+  register_without_bus();
+  TempDir dir;
+  SqliteDb db(uri(dir / "c.db", "pagefile"));
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  CHECK(db.query("PRAGMA journal_mode=wal") == "wal");
+  db.run("PRAGMA wal_autocheckpoint=0;"
+         "CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB);"
+         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)"
+         " INSERT INTO t SELECT i, zeroblob(3000) FROM n;");
+  CHECK(db.query("PRAGMA wal_checkpoint(TRUNCATE)") == "0|0|0");
+
+  db.run("UPDATE t SET pad = randomblob(3001)");
+  // Counted: every disk read of the checkpoint (a fault armed for a read
+  // never reached). Each of its pages is one read of the WAL at most; an
+  // entry read per page would double that.
+  pagefile::DiskFaults::arm(pagefile::DiskOp::kRead, UINT64_MAX, pagefile::DiskFault::kEio);
+  const std::string counts = db.query("PRAGMA wal_checkpoint");
+  const uint64_t reads = pagefile::DiskFaults::seen();
+  pagefile::DiskFaults::disarm();
+  REQUIRE(counts.rfind("0|", 0) == 0);
+  const int frames = std::stoi(counts.substr(counts.rfind('|') + 1));
+  INFO("checkpoint ", counts, ", reads ", reads);
+  CHECK(frames >= 200);
+  CHECK(reads <= static_cast<uint64_t>(frames) + 8);
+
+  // A torn write of the Nth write of a checkpoint (an entry or a page, one
+  // each way): the checkpoint fails, every row still reads its new bytes
+  // (from the WAL, where the wal-index still sends readers), and the next
+  // checkpoint completes.
+  for (uint64_t nth : {40, 41}) {
+    CAPTURE(nth);
+    const int pad = static_cast<int>(3000 + nth);
+    db.run(fmt::format("UPDATE t SET pad = randomblob({})", pad));
+    pagefile::DiskFaults::arm(pagefile::DiskOp::kWrite, nth, pagefile::DiskFault::kTornWrite);
+    int rc = db.exec("PRAGMA wal_checkpoint");
+    const bool fired = pagefile::DiskFaults::fired();
+    pagefile::DiskFaults::disarm();
+    CHECK(fired);
+    CHECK(rc != SQLITE_OK);
+    CHECK(db.query(fmt::format("SELECT count(*) FROM t WHERE length(pad) = {}", pad)) == "200");
+    CHECK(db.query("PRAGMA integrity_check") == "ok");
+    CHECK(db.query("PRAGMA wal_checkpoint(TRUNCATE)") == "0|0|0");
+    CHECK(db.query(fmt::format("SELECT count(*) FROM t WHERE length(pad) = {}", pad)) == "200");
+  }
+  SqliteDb again(uri(dir / "c.db", "pagefile"));
+  CHECK(again.query("SELECT count(*) FROM t WHERE length(pad) = 3041") == "200");
+  CHECK(again.query("PRAGMA integrity_check") == "ok");
+}
+
 TEST_CASE("WAL with synchronous=NORMAL: commits another process has not synced are read here at once") {
   // Such a COMMIT syncs nothing: what its process holds of the WAL must
   // reach the file when its write lock goes (drain_wals), before this
