@@ -297,10 +297,29 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
   }
   if (Status s = fetch(page, kept.data); !s) return s;
   it = kept_.emplace(page, std::move(kept)).first;
+  if (Status s = trim_kept(it); !s) return s;
+  return &it->second;
+}
+
+Status ByteFile::trim_kept(std::map<int64_t, KeptPage>::iterator keeping) {
   while (kept_.size() > kMaxCachedPages) {
     // The lowest page: for a journal being appended to, the one left behind.
-    auto lowest = kept_.begin();
-    if (lowest == it) lowest = std::next(lowest);
+    auto lowest = kept_.end();
+    if (kept_.size() > kept_limit_) {
+      lowest = kept_.begin();
+      if (lowest == keeping) lowest = std::next(lowest);
+    } else {
+      // Room for pages read (keep_read_pages): only the lowest changed one
+      // goes, when more than kMaxCachedPages are. (Counted here, in a
+      // checkpoint only: no count to keep right everywhere a page changes.)
+      size_t changed = 0;
+      for (auto at = kept_.begin(); at != kept_.end(); ++at) {
+        if (!at->second.dirty()) continue;
+        ++changed;
+        if (lowest == kept_.end() && at != keeping) lowest = at;
+      }
+      if (changed <= kMaxCachedPages) return Status::ok();
+    }
     if (lowest->second.dirty()) {
       if (Status s = issue_write(lowest->first, lowest->second.data, lowest->second.changes()); !s) return s;
     }
@@ -311,7 +330,19 @@ Result<ByteFile::KeptPage*> ByteFile::keep(int64_t page) {
     if (spare_.empty()) spare_ = std::move(lowest->second.data);
     kept_.erase(lowest);
   }
-  return &it->second;
+  return Status::ok();
+}
+
+void ByteFile::keep_read_pages(size_t pages) {
+  kept_limit_ = std::max(pages, kMaxCachedPages);
+  for (auto at = kept_.begin(); at != kept_.end() && kept_.size() > kept_limit_;) {
+    if (at->second.dirty()) {
+      ++at;
+      continue;
+    }
+    if (spare_.empty()) spare_ = std::move(at->second.data);
+    at = kept_.erase(at);
+  }
 }
 
 Status ByteFile::confirm_oldest_write() {

@@ -94,6 +94,10 @@ class ByteFile {
   static constexpr uint32_t kLocalJournalPageSize = 4096;
   // Partial pages kept at most before the lowest is requested.
   static constexpr size_t kMaxCachedPages = 16;
+  // Pages a WAL keeps at most while a checkpoint of its database runs in
+  // this process (keep_read_pages): 4 MiB, the frames of a WAL of SQLite's
+  // default auto-checkpoint size (1000 pages of 4 KiB).
+  static constexpr size_t kCheckpointPages = 256;
   // Runs: the reads in order a run waits for, the first's pages, and the
   // most bytes of one.
   static constexpr int64_t kRunAfter = 4;
@@ -139,6 +143,13 @@ class ByteFile {
   // Forgets read-ahead and kept pages (another client may have written);
   // kept pages not yet written stay.
   void drop_cache();
+  // Keeps up to `pages` pages read (at least kMaxCachedPages), the lowest
+  // let go beyond that, and changed pages beyond kMaxCachedPages requested
+  // as ever. A checkpoint reads a WAL's frames in its database's page
+  // order, four to a 16 KiB page and the pages in no order: kept, each is
+  // read (and checked) once for its four frames rather than once for each.
+  // Lowered, the read pages beyond it are let go at once.
+  void keep_read_pages(size_t pages);
   // Reads the size from the store (another client may have changed it):
   // the page count of a kPages file, the length page of a kBytes one.
   // REQUIRES: nothing unsynced beyond what the store knows (after drain).
@@ -221,6 +232,10 @@ class ByteFile {
   // Whether the run held has page `page`.
   bool in_run(int64_t page) const;
   Result<KeptPage*> keep(int64_t page);
+  // Lets kept pages go, but `keeping`, the lowest first, while more than
+  // kept_limit_ are kept, or more than kMaxCachedPages of those changed
+  // (requested first).
+  Status trim_kept(std::map<int64_t, KeptPage>::iterator keeping);
   Status issue_write(int64_t page, std::span<const std::byte> data, ChangedBytes changed = {});
   Status confirm_oldest_write();
   Status confirm_writes();
@@ -266,6 +281,7 @@ class ByteFile {
 
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
+  size_t kept_limit_ = kMaxCachedPages;  // keep_read_pages
   std::vector<std::byte> spare_;  // a kept page's buffer, for the next (keep)
   // A kBytes file's length page: read into at each refresh, and the one
   // written at each sync (magic and length, zeros after). Made once, not

@@ -120,10 +120,18 @@ void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
 // the database's EXCLUSIVE lock, which says so by itself. A checkpoint's
 // page writes then read no old checksum: one read of each group's
 // checksum block instead of an entry read per page, and the entries
-// stored into the mapped block past the first few.
+// stored into the mapped block past the first few. And the database's WAL
+// files in this process keep the pages they read meanwhile
+// (ByteFile::keep_read_pages): each is read and checked once for its four
+// frames. (Only meanwhile: 4 MiB each.)
 void checkpointing(StoreFile& db, bool held) REQUIRES(db.mu) {
   if (std::exchange(db.wal_ckpt_locked, held) == held) return;
   if (auto io = db.file->io()) (*io)->exclude_other_writers(held);  // (a stopped client's: nothing to tell)
+  MutexLock wals(db.config->wals->mu);
+  for (auto& [wal, open] : db.config->wals->files) {
+    MutexLock lock(wal->mu);
+    wal->file->keep_read_pages(held ? ByteFile::kCheckpointPages : ByteFile::kMaxCachedPages);
+  }
 }
 
 // Sends what the database's journals open in this process hold back to the
