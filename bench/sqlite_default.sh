@@ -10,7 +10,8 @@
 #                between, waiting on each other's locks
 # Each configuration runs --runs times, unix and default alternating on fresh
 # databases, each first in half the runs (turns); the table shows medians and
-# the ratio default/unix (the goal of issue 19: at most 1.1).
+# the ratio default/unix (the goal of issue 19: at most 1.1), and the median
+# of the runs' own ratios (paired: a run of each, one after the other).
 #
 # --trim-threshold BYTES runs both with glibc's malloc trim threshold fixed
 # (GLIBC_TUNABLES=glibc.malloc.trim_threshold): each workload opens fresh
@@ -99,6 +100,14 @@ for mode in $modes; do
       'BEGIN { printf "%12.2fx", (b > 0 ? a / b : 0) }'
   done
   echo
+  printf '%-8s %-8s' "$mode" "paired"
+  for w in $workloads; do
+    paste -d' ' <(tr ' ' '\n' <<< "${seconds[$mode/default/$w]}") <(tr ' ' '\n' <<< "${seconds[$mode/unix/$w]}") |
+      awk '$2 > 0 { print $1 / $2 }' | median | awk '{ printf "%12.2fx", $1 }'
+  done
+  echo
 done
 echo
-echo "seconds: medians of $runs runs; ratio: default / unix (lower is better; 1.00 is as fast as unix)"
+echo "seconds: medians of $runs runs; ratio: default / unix (lower is better; 1.00 is as fast as unix);"
+echo "paired: the median of each run's default / unix (the two run side by side, so a slow spell of the"
+echo "machine moves both)"
