@@ -310,11 +310,12 @@ Status ByteFile::trim_kept(std::map<int64_t, KeptPage>::iterator keeping) {
       if (lowest == keeping) lowest = std::next(lowest);
     } else {
       // Room for pages read (keep_read_pages): only the lowest changed one
-      // goes, when more than kMaxCachedPages are. (Counted here, in a
+      // goes, when more than kMaxCachedPages are, `keeping` counted among
+      // them (kept for a write, it is about to change). (Counted here, in a
       // checkpoint only: no count to keep right everywhere a page changes.)
       size_t changed = 0;
       for (auto at = kept_.begin(); at != kept_.end(); ++at) {
-        if (!at->second.dirty()) continue;
+        if (!at->second.dirty() && at != keeping) continue;
         ++changed;
         if (lowest == kept_.end() && at != keeping) lowest = at;
       }

@@ -915,6 +915,71 @@ TEST_CASE("a file's direct calls (lock levels, size) fail once its client stops,
   CHECK((*file)->refresh_size().is(pagefile::Code::kInvalidArgument));
 }
 
+TEST_CASE("a WAL keeps the pages it reads while a checkpoint runs, and 16 after; changed pages beyond 16 are written meanwhile") {
+  // ByteFile::keep_read_pages, as the VFS calls it while a connection of
+  // the process holds the WAL's checkpoint lock: up to kCheckpointPages
+  // pages read are kept, and lowered, the highest 16 stay.
+  TempDir dir;
+  auto client = pagefile::Client::start();
+  REQUIRE(client);
+  pagefile::OpenOptions open = new_local_file();
+  open.sector_checksums = true;  // as the VFS makes WAL files
+  using pagefile::vfs::ByteFile;
+  auto stats = std::make_shared<pagefile::vfs::IoStats>();
+  auto file = ByteFile::open(**client, (dir / "k.db-wal").string(), open, ByteFile::Layout::kBytes, stats);
+  REQUIRE(file);
+  ByteFile& wal = **file;
+  const auto page = static_cast<int64_t>(wal.page_size());
+  constexpr int kPages = 40;
+  static_assert(kPages > ByteFile::kMaxCachedPages && kPages < ByteFile::kCheckpointPages);
+  // Every byte of page p of the data holds p.
+  for (int p = 0; p < kPages; ++p) {
+    REQUIRE(wal.write(std::vector<std::byte>(static_cast<size_t>(page), static_cast<std::byte>(p)), p * page));
+  }
+  REQUIRE(wal.sync());
+  wal.drop_cache();
+  // Reads 100 bytes of each page in [from, to): the pages read to do it.
+  auto read_parts = [&](int from, int to) {
+    const uint64_t before = stats->pages_read.load();
+    for (int p = from; p < to; ++p) {
+      std::vector<std::byte> got(100);
+      REQUIRE(wal.read(got, p * page + 1000));
+      CHECK(got[0] == static_cast<std::byte>(p));
+      CHECK(got[99] == static_cast<std::byte>(p));
+    }
+    return stats->pages_read.load() - before;
+  };
+  CHECK(read_parts(0, kPages) == kPages);
+  CHECK(read_parts(0, kPages) >= kPages - ByteFile::kMaxCachedPages);  // 16 kept
+  wal.drop_cache();
+  wal.keep_read_pages(ByteFile::kCheckpointPages);
+  CHECK(read_parts(0, kPages) == kPages);
+  CHECK(read_parts(0, kPages) == 0);  // all kept
+  wal.keep_read_pages(ByteFile::kMaxCachedPages);
+  CHECK(read_parts(kPages - 16, kPages) == 0);  // the highest 16 stayed
+  CHECK(read_parts(0, kPages - 16) == kPages - 16);
+
+  // Changed in part while pages are kept: beyond 16 changed, the lowest
+  // are written at once, as ever, and nothing is lost.
+  wal.drop_cache();
+  wal.keep_read_pages(ByteFile::kCheckpointPages);
+  const uint64_t writes_before = stats->write_requests.load();
+  for (int p = 0; p < kPages; ++p) REQUIRE(wal.write(std::vector<std::byte>(10, std::byte{0xee}), p * page + 500));
+  CHECK(stats->write_requests.load() - writes_before == kPages - ByteFile::kMaxCachedPages);
+  REQUIRE(wal.sync());
+  wal.keep_read_pages(ByteFile::kMaxCachedPages);
+  auto again = ByteFile::open(**client, (dir / "k.db-wal").string(), open, ByteFile::Layout::kBytes, nullptr);
+  REQUIRE(again);
+  for (int p = 0; p < kPages; ++p) {
+    std::vector<std::byte> got(static_cast<size_t>(page));
+    REQUIRE((*again)->read(got, p * page));
+    CHECK(got[499] == static_cast<std::byte>(p));
+    CHECK(got[500] == std::byte{0xee});
+    CHECK(got[509] == std::byte{0xee});
+    CHECK(got[510] == static_cast<std::byte>(p));
+  }
+}
+
 TEST_CASE("a journal's length: read whole and checked at each refresh; under the word, written as one sector") {
   // ByteFile::refresh_size reads the length page whole and checks it (the
   // lengths another descriptor wrote, an emptied file, damage anywhere in
