@@ -336,7 +336,11 @@ Status ByteFile::trim_kept(std::map<int64_t, KeptPage>::iterator keeping) {
 
 void ByteFile::keep_read_pages(size_t pages) {
   kept_limit_ = std::max(pages, kMaxCachedPages);
-  for (auto at = kept_.begin(); at != kept_.end() && kept_.size() > kept_limit_;) {
+  let_go_unchanged(kept_limit_);
+}
+
+void ByteFile::let_go_unchanged(size_t keep_at_most) {
+  for (auto at = kept_.begin(); at != kept_.end() && kept_.size() > keep_at_most;) {
     if (at->second.dirty()) {
       ++at;
       continue;
@@ -542,14 +546,7 @@ Status ByteFile::sync() {
 
 void ByteFile::drop_cache() {
   drop_all_ahead();
-  for (auto it = kept_.begin(); it != kept_.end();) {
-    if (it->second.dirty()) {
-      ++it;
-      continue;
-    }
-    if (spare_.empty()) spare_ = std::move(it->second.data);
-    it = kept_.erase(it);
-  }
+  let_go_unchanged(0);
   last_read_page_ = -2;
   // The client's pool keeps pages per descriptor: it would not see them change.
   (void)client_.drop_cached(fd_);

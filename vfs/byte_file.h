@@ -236,6 +236,10 @@ class ByteFile {
   // kept_limit_ are kept, or more than kMaxCachedPages of those changed
   // (requested first).
   Status trim_kept(std::map<int64_t, KeptPage>::iterator keeping);
+  // Lets kept pages that hold no change go, the lowest first, until at
+  // most `keep_at_most` are kept (changed ones stay); a buffer let go
+  // serves the next page kept (spare_).
+  void let_go_unchanged(size_t keep_at_most);
   Status issue_write(int64_t page, std::span<const std::byte> data, ChangedBytes changed = {});
   Status confirm_oldest_write();
   Status confirm_writes();

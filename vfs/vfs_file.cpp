@@ -90,6 +90,17 @@ Status drain_wals(DbConfig& config) {
   return first;
 }
 
+// Calls `f` with each of the database's WAL files open in this process, under
+// OpenWals::mu and the file's own mutex.
+template <class F>
+void each_open_wal(DbConfig& config, F&& f) {
+  MutexLock wals(config.wals->mu);
+  for (auto& [wal, open] : config.wals->files) {
+    MutexLock lock(wal->mu);
+    f(*wal->file);
+  }
+}
+
 // Tells the database's WAL files open in this process whether no one else
 // writes them (Client::exclude_other_writers), so that a page's write reads
 // no old checksum that this descriptor read or wrote in that time: only the
@@ -97,11 +108,9 @@ Status drain_wals(DbConfig& config) {
 // shared-memory locks) writes, truncates or restarts a WAL, recovery
 // included, and in this process only the connection holding it.
 void tell_wals(DbConfig& config, bool excluded) {
-  MutexLock wals(config.wals->mu);
-  for (auto& [wal, open] : config.wals->files) {
-    MutexLock lock(wal->mu);
-    if (auto io = wal->file->io()) (*io)->exclude_other_writers(excluded);
-  }
+  each_open_wal(config, [&](ByteFile& wal) {
+    if (auto io = wal.io()) (*io)->exclude_other_writers(excluded);
+  });
 }
 
 // The database descriptor `db` lets its WAL's write lock go, or loses it
@@ -127,11 +136,9 @@ void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
 void checkpointing(StoreFile& db, bool held) REQUIRES(db.mu) {
   if (std::exchange(db.wal_ckpt_locked, held) == held) return;
   if (auto io = db.file->io()) (*io)->exclude_other_writers(held);  // (a stopped client's: nothing to tell)
-  MutexLock wals(db.config->wals->mu);
-  for (auto& [wal, open] : db.config->wals->files) {
-    MutexLock lock(wal->mu);
-    wal->file->keep_read_pages(held ? ByteFile::kCheckpointPages : ByteFile::kMaxCachedPages);
-  }
+  each_open_wal(*db.config, [&](ByteFile& wal) {
+    wal.keep_read_pages(held ? ByteFile::kCheckpointPages : ByteFile::kMaxCachedPages);
+  });
 }
 
 // Sends what the database's journals open in this process hold back to the
@@ -632,6 +639,8 @@ int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile**
 // wal-index's locks.
 constexpr int kWalWriteLock = 0;
 constexpr int kWalCkptLock = 1;
+// Whether the wal-index locks [offset, offset + n) include `lock`.
+constexpr bool covers(int offset, int n, int lock) { return offset <= lock && lock < offset + n; }
 
 int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
   StoreFile& st = state_of(f);
@@ -648,7 +657,7 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       if (Status d = st.file->drain(); s.is_ok()) s = d;
       // (Before the lock goes: a writer in another process may follow.)
       if (offset == kWalWriteLock) end_wal_write_lock(st);
-      if (offset <= kWalCkptLock && kWalCkptLock < offset + n) checkpointing(st, false);
+      if (covers(offset, n, kWalCkptLock)) checkpointing(st, false);
       if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
     }
     Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
@@ -657,7 +666,7 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       st.wal_write_locked = true;
       tell_wals(*st.config, true);
     }
-    if (!unlock && exclusive && offset <= kWalCkptLock && kWalCkptLock < offset + n) checkpointing(st, true);
+    if (!unlock && exclusive && covers(offset, n, kWalCkptLock)) checkpointing(st, true);
     // A transaction, a checkpoint or a recovery begins: another process may
     // have written the WAL and the database since (catch_up).
     if (!unlock) st.config->fresh_locks->fetch_add(1);
