@@ -27,14 +27,23 @@
 # 5): larger, each figure is timed over more work and moves less from run to
 # run on a shared machine.
 #
+# --paired-rounds N (default 40; 0: none) then runs bench/sqlite_paired.py in
+# each mode: the 1-process workloads once each per round, unix and the
+# default taking turns in one process, so that two figures of a pair lie
+# milliseconds apart rather than seconds. Its table gives the paired ratio
+# with a 95% interval: on this shared machine, the runs above leave each
+# ratio uncertain by about a tenth, 100 paired rounds by two to five
+# hundredths. (Its rows go to OUT-paired.csv with --csv OUT.)
+#
 # usage: bench/sqlite_default.sh [--build DIR] [--runs 5] [--rows 2000] [--reads 5000]
 #          [--procs 4] [--txns 200] [--one-txns 2] [--scans 5] [--modes "delete wal"]
 #          [--csv OUT] [--tmp DIR] [--trim-threshold BYTES] [--synchronous MODE]
+#          [--paired-rounds 40]
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
 parse_options build="$here/../build" runs=5 rows=2000 reads=5000 procs=4 txns=200 one_txns=2 scans=5 \
-  modes="delete wal" csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" synchronous="" -- "$@"
+  modes="delete wal" csv="" tmp="${TMPDIR:-/tmp}" trim_threshold="" synchronous="" paired_rounds=40 -- "$@"
 [ -z "$trim_threshold" ] || export GLIBC_TUNABLES="glibc.malloc.trim_threshold=$trim_threshold"
 
 build=$(cd "$build" && pwd) || die "no build directory"
@@ -111,3 +120,16 @@ echo
 echo "seconds: medians of $runs runs; ratio: default / unix (lower is better; 1.00 is as fast as unix);"
 echo "paired: the median of each run's default / unix (the two run side by side, so a slow spell of the"
 echo "machine moves both)"
+
+if ((paired_rounds > 0)); then
+  paired_csv=""
+  [ -z "$csv" ] || { paired_csv="${csv%.csv}-paired.csv"; echo "mode,round,config,workload,seconds" > "$paired_csv"; }
+  for mode in $modes; do
+    echo
+    rm -rf "$work"/*.db "$work"/*.db-*
+    "$python" "$here/sqlite_paired.py" --extension "$extension" --dir "$work" --rounds "$paired_rounds" \
+      --rows "$rows" --reads "$reads" --journal-mode "$mode" --synchronous "$synchronous" \
+      ${paired_csv:+--csv "$paired_csv"} > "$work/out" || fail "$mode paired rounds failed" "$work/out"
+    cat "$work/out"
+  done
+fi

@@ -42,8 +42,10 @@ from pagefile_extension import load_pagefile
 PAD_BYTES = 3000
 
 
-def connect(args):
-    db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None)
+def connect(args, db_uri=None):
+    """A connection to --db (or `db_uri`) with the run's pragmas."""
+    uri = db_uri or args.db
+    db = sqlite3.connect(uri, uri=uri.startswith("file:"), isolation_level=None)
     db.execute(f"PRAGMA page_size={args.page_size}")
     if args.journal_mode:
         mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
@@ -52,6 +54,51 @@ def connect(args):
     if args.synchronous:
         db.execute(f"PRAGMA synchronous={args.synchronous}")
     return db
+
+
+# The workloads, shared with bench/sqlite_paired.py.
+def insert(db, rows):
+    db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO t(id, pad) VALUES(?, randomblob(?))",
+                   ((i, PAD_BYTES) for i in range(1, rows + 1)))
+    db.execute("COMMIT")
+
+
+def point_reads(db, ids):
+    for i in ids:
+        row = db.execute("SELECT length(pad) FROM t WHERE id=?", (i,)).fetchone()
+        if row is None or row[0] != PAD_BYTES:
+            raise SystemExit(f"row {i} missing or wrong: {row}")
+
+
+def scan(db, rows):
+    count, total = db.execute("SELECT count(*), sum(length(pad)) FROM t").fetchone()
+    if count != rows or total != rows * PAD_BYTES:
+        raise SystemExit(f"scan saw {count} rows, {total} bytes")
+
+
+def warm(db, rows, page_size):
+    """The table read into SQLite's page cache, made to hold it."""
+    # Twice the table's pages, in KiB (a negative cache_size).
+    db.execute(f"PRAGMA cache_size=-{2 * rows * page_size // 1024}")
+    count, total = db.execute("SELECT count(*), sum(length(pad)) FROM t").fetchone()
+    if count != rows:
+        raise SystemExit(f"warming read saw {count} rows")
+
+
+def transactions(db, batches):
+    for batch in batches:
+        db.execute("BEGIN")
+        db.executemany("UPDATE t SET pad=randomblob(?) WHERE id=?",
+                       ((PAD_BYTES, i) for i in batch))
+        db.execute("COMMIT")
+
+
+def check_integrity(db):
+    check = db.execute("PRAGMA integrity_check").fetchall()
+    if check != [("ok",)]:
+        raise SystemExit(f"integrity_check: {check}")
 
 
 def timed(name, operations, work):
@@ -81,67 +128,35 @@ def main():
     load_pagefile(args.extension)
 
     db = connect(args)
-
-    def insert():
-        db.execute(f"CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
-        db.execute("BEGIN")
-        db.executemany("INSERT INTO t(id, pad) VALUES(?, randomblob(?))",
-                       ((i, PAD_BYTES) for i in range(1, args.rows + 1)))
-        db.execute("COMMIT")
-    timed("insert", args.rows, insert)
+    timed("insert", args.rows, lambda: insert(db, args.rows))
     db.close()
 
     db = connect(args)
     ids = [rng.randint(1, args.rows) for _ in range(args.reads)]
-
-    def reads():
-        for i in ids:
-            row = db.execute("SELECT length(pad) FROM t WHERE id=?", (i,)).fetchone()
-            if row is None or row[0] != PAD_BYTES:
-                raise SystemExit(f"row {i} missing or wrong: {row}")
-    timed("reads", args.reads, reads)
+    timed("reads", args.reads, lambda: point_reads(db, ids))
     db.close()
 
-    def scan(db):
-        count, total = db.execute("SELECT count(*), sum(length(pad)) FROM t").fetchone()
-        if count != args.rows or total != args.rows * PAD_BYTES:
-            raise SystemExit(f"scan saw {count} rows, {total} bytes")
     # A scan takes milliseconds on a local disk, where one run is mostly
     # noise: the median of --scans, each on a fresh connection.
     times = []
     for _ in range(args.scans):
         db = connect(args)
         start = time.perf_counter()
-        scan(db)
+        scan(db, args.rows)
         times.append(time.perf_counter() - start)
         db.close()
     print(f"scan {statistics.median(times):.4f} {args.rows}", flush=True)
 
     batches = [rng.sample(range(1, args.rows + 1), min(args.txn_rows, args.rows))
                for _ in range(args.txns)]
-
-    def transactions(db):
-        for batch in batches:
-            db.execute("BEGIN")
-            db.executemany("UPDATE t SET pad=randomblob(?) WHERE id=?",
-                           ((PAD_BYTES, i) for i in batch))
-            db.execute("COMMIT")
-
     db = connect(args)
-    # Twice the table's pages, in KiB (a negative cache_size).
-    db.execute(f"PRAGMA cache_size=-{2 * args.rows * args.page_size // 1024}")
-    count, total = db.execute("SELECT count(*), sum(length(pad)) FROM t").fetchone()
-    if count != args.rows:
-        raise SystemExit(f"warming read saw {count} rows")
-    timed("txn", args.txns, lambda: transactions(db))
+    warm(db, args.rows, args.page_size)
+    timed("txn", args.txns, lambda: transactions(db, batches))
     db.close()
 
     db = connect(args)
-    timed("txn-cold", args.txns, lambda: transactions(db))
-
-    check = db.execute("PRAGMA integrity_check").fetchall()
-    if check != [("ok",)]:
-        raise SystemExit(f"integrity_check: {check}")
+    timed("txn-cold", args.txns, lambda: transactions(db, batches))
+    check_integrity(db)
     if args.stats:
         for row in db.execute("PRAGMA pagefile_stats"):
             print("stats", *row)
