@@ -7,10 +7,12 @@ bench/sqlite_default.sh runs each VFS's workloads in a process of its own,
 one after the other: two figures of a pair lie seconds apart, and on a
 shared machine the same 20 ms of work took 15 ms in one second and 24 in
 the next. Nine such pairs left each ratio uncertain by about a tenth. Here
-one process holds a database of each (DIR/unix.db by path, DIR/default.db
+one process holds a database of each (DIR/baseline.db through unix, DIR/default.db
 through vfs=pagefile, no bus), and each round runs every workload of
 bench/sqlite_vfs_workload.py once on each, the two back to back, each first
-in every other round:
+in every other round. With --baseline-params P the baseline is the default
+too, with the URI parameters P (checksums=off: what checksums cost, issue
+15), in place of unix:
 
   insert    a fresh database: one transaction of ROWS rows of ~3000 bytes
   reads     READS point reads by random rowid, on a fresh connection
@@ -37,7 +39,7 @@ from pagefile_extension import load_pagefile
 import sqlite_vfs_workload as workload
 
 WORKLOADS = ("insert", "reads", "scan", "txn", "txn-cold")
-CONFIGS = ("unix", "default")
+CONFIGS = ("baseline", "default")
 
 
 def interval(ratios, rng, resamples=2000):
@@ -94,13 +96,18 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--journal-mode", default="delete")
     parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's, FULL)")
+    parser.add_argument("--baseline-params", default="",
+                        help="URI parameters of a default baseline (e.g. checksums=off); none: unix")
     parser.add_argument("--csv", help="append 'mode,round,config,workload,seconds' rows here")
     args = parser.parse_args()
     if not os.path.isdir(args.dir):
         raise SystemExit(f"--dir {args.dir}: not a folder")
     load_pagefile(args.extension)
     paths = {c: os.path.join(os.path.abspath(args.dir), f"{c}.db") for c in CONFIGS}
-    uris = {"unix": paths["unix"], "default": f"file:{paths['default']}?vfs=pagefile"}
+    uris = {"baseline": paths["baseline"], "default": f"file:{paths['default']}?vfs=pagefile"}
+    if args.baseline_params:
+        uris["baseline"] = f"file:{paths['baseline']}?vfs=pagefile&{args.baseline_params}"
+    baseline = args.baseline_params or "unix"
     figures = {c: {w: [] for w in WORKLOADS} for c in CONFIGS}
     for r in range(args.rounds):
         # The same rows read and updated on both, new ones each round.
@@ -117,12 +124,13 @@ def main():
             for config in CONFIGS:
                 for w in WORKLOADS:
                     for r, s in enumerate(figures[config][w]):
-                        out.write(f"{args.journal_mode},{r},{config},{w},{s:.6f}\n")
+                        name = baseline if config == "baseline" else config
+                        out.write(f"{args.journal_mode},{r},{name},{w},{s:.6f}\n")
     rng = random.Random(args.seed)
-    print(f"{args.journal_mode}: {args.rounds} rounds, unix and default in turn in one process")
-    print(f"{'workload':10} {'unix ms':>9} {'default ms':>11} {'ratio':>7} {'paired':>7}  95% interval")
+    print(f"{args.journal_mode}: {args.rounds} rounds, {baseline} and default in turn in one process")
+    print(f"{'workload':10} {'base ms':>9} {'default ms':>11} {'ratio':>7} {'paired':>7}  95% interval")
     for w in WORKLOADS:
-        unix, default = figures["unix"][w], figures["default"][w]
+        unix, default = figures["baseline"][w], figures["default"][w]
         ratios = [d / u for d, u in zip(default, unix) if u > 0]
         low, high = interval(ratios, rng)
         print(f"{w:10} {statistics.median(unix) * 1e3:9.2f} {statistics.median(default) * 1e3:11.2f} "
