@@ -127,7 +127,7 @@ if ((paired_rounds > 0)); then
   for mode in $modes; do
     echo
     rm -rf "$work"/*.db "$work"/*.db-*
-    "$python" "$here/sqlite_paired.py" --extension "$extension" --dir "$work" --rounds "$paired_rounds" \
+    env -u PAGEFILE_BUS "$python" "$here/sqlite_paired.py" --extension "$extension" --dir "$work" --rounds "$paired_rounds" \
       --rows "$rows" --reads "$reads" --journal-mode "$mode" --synchronous "$synchronous" \
       ${paired_csv:+--csv "$paired_csv"} > "$work/out" || fail "$mode paired rounds failed" "$work/out"
     cat "$work/out"

@@ -100,8 +100,13 @@ def main():
                         help="URI parameters of a default baseline (e.g. checksums=off); none: unix")
     parser.add_argument("--csv", help="append 'mode,round,config,workload,seconds' rows here")
     args = parser.parse_args()
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds {args.rounds}: at least one round")
     if not os.path.isdir(args.dir):
         raise SystemExit(f"--dir {args.dir}: not a folder")
+    # The default as an application finds it, with no bus (PAGEFILE_BUS
+    # would send it to a cluster; sqlite_default.sh unsets it too).
+    os.environ.pop("PAGEFILE_BUS", None)
     load_pagefile(args.extension)
     paths = {c: os.path.join(os.path.abspath(args.dir), f"{c}.db") for c in CONFIGS}
     uris = {"baseline": paths["baseline"], "default": f"file:{paths['default']}?vfs=pagefile"}
