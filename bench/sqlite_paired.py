@@ -135,11 +135,11 @@ def main():
     print(f"{args.journal_mode}: {args.rounds} rounds, {baseline} and default in turn in one process")
     print(f"{'workload':10} {'base ms':>9} {'default ms':>11} {'ratio':>7} {'paired':>7}  95% interval")
     for w in WORKLOADS:
-        unix, default = figures["baseline"][w], figures["default"][w]
-        ratios = [d / u for d, u in zip(default, unix) if u > 0]
+        base, default = figures["baseline"][w], figures["default"][w]
+        ratios = [d / b for d, b in zip(default, base) if b > 0]
         low, high = interval(ratios, rng)
-        print(f"{w:10} {statistics.median(unix) * 1e3:9.2f} {statistics.median(default) * 1e3:11.2f} "
-              f"{statistics.median(default) / statistics.median(unix):6.3f}x {statistics.median(ratios):6.3f}x"
+        print(f"{w:10} {statistics.median(base) * 1e3:9.2f} {statistics.median(default) * 1e3:11.2f} "
+              f"{statistics.median(default) / statistics.median(base):6.3f}x {statistics.median(ratios):6.3f}x"
               f"  {low:.3f} to {high:.3f}", flush=True)
 
 

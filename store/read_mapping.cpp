@@ -91,10 +91,10 @@ struct Copy {
 
 // Copied in pieces of 2 KiB: glibc copies those with vector loads and
 // stores, where a page or a run in one memcpy is its `rep movsb` (above
-// 2112 bytes, its threshold on the machine measured). From a file's shared mapping, that took
-// 1.4 to 2.1 µs per 4 KiB on the machine these were measured on (AMD EPYC,
-// a VM), against 0.14 in 2 KiB pieces, and 0.10 to 0.13 either way from
-// the heap (bench/README.md, "Copies out of the mapping").
+// 2112 bytes, its threshold there). On the machine measured (AMD EPYC, a
+// VM), that took 1.4 to 2.1 µs per 4 KiB out of a file's shared mapping,
+// against 0.14 in 2 KiB pieces, and 0.10 to 0.13 either way from the heap
+// (bench/README.md, "Copies out of the mapping").
 constexpr size_t kCopyPiece = 2048;
 
 void copy_bytes(void* arg) {
