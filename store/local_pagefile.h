@@ -281,6 +281,10 @@ class LocalPagefile {
     static bool is_retired(uint64_t current, uint64_t previous) {
       return current == kNoChecksum && previous != kNoChecksum;
     }
+    // The checksum of unit `u` that its bytes `unit`, hashing to `hash`,
+    // match: the current one, else the previous one; nullopt when neither.
+    // (kNoChecksum stands for a unit never written, which reads as zeros.)
+    std::optional<uint64_t> matching(uint32_t u, uint64_t hash, std::span<const std::byte> unit) const;
   };
   // Makes each entry in `bytes` bytes from `at` that of a page cut by a
   // truncate under way (truncate).

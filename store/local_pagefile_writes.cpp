@@ -1,0 +1,306 @@
+// LocalPagefile's writes: space reserved first, a page's entries before
+// its bytes, the end of the file, sync and truncate.
+
+#include "store/local_pagefile.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/mutex.h"
+#include "core/os_error.h"
+#include "core/page_bounds.h"
+#include "core/page_checksum.h"
+#include "store/file_io.h"
+
+namespace pagefile {
+
+namespace {
+
+// Pages below this have their reservation remembered (a bit each, at most
+// 2 MiB); a page beyond it is reserved before every write.
+constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
+
+// Bytes reserved at most in one call (LocalPagefile::reserve).
+constexpr off_t kMaxReservationBytes = off_t{1} << 20;
+
+}  // namespace
+
+Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum,
+                                 ChangedBytes changed) {
+  if (Status s = check_writable("write"); !s) return s;
+  if (Status s = check_page_access(page, data.size(), page_size(), name_); !s) return s;
+  off_t offset = page_offset(page);
+  // Reserve the blocks first: when the disk is full this fails before a
+  // byte of the page is written, so no page is left half old, half new.
+  if (Status s = reserve(page); !s) return s;
+  // (The context is formatted only for an error: this runs once per page.)
+  auto page_context = [page](Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); };
+  if (!checked_) {
+    Status s = page_context(pwrite_full(fd_, data, offset, name_));
+    if (s) raise_end(page + 1);
+    return s;
+  }
+  sums_.prefetch(static_cast<size_t>(page) * units_);  // (kept below, after the hash)
+  UnitSums sums;
+  if (units_ == 1 && checksum != kNoChecksum) {
+    sums[0] = checksum;
+  } else {
+    unit_sums(page, data, sums);
+  }
+  // The entries first, each old checksum kept beside the new one: until
+  // the page itself is written (or if its write fails, or tears between
+  // sectors), the old page, or each old sector, still matches.
+  std::lock_guard whole(stripe(page));
+  const uint64_t gen = span_gen_.load();  // (before the write: see span_sums_)
+  Entries entries;
+  UnitSums before{};
+  // before[] are the checksums of the page's bytes on disk, exactly (read
+  // or written here while no one else writes: on_disk_sum).
+  bool exact_before = false;
+  // A page past the end has no old content for a cut write to leave, so
+  // no old checksum is worth reading.
+  bool appended = appends(page);
+  if (is_suspect(page)) {
+    if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
+  } else if (trusted_sums(page, before) || appended) {
+    // Nothing to read: before[] holds the kept checksums, which are the
+    // file's, or the page is new and has no old bytes to keep.
+  } else if (on_disk_sum(page, before)) {
+    exact_before = true;
+  } else if (!(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {
+    if (Status s = read_entries(page, entries); !s) return page_context(s);
+    bool retired = false;
+    for (uint32_t u = 0; u < units_; ++u) {
+      before[u] = entries.current(u);
+      retired = retired || entries.retired(u);
+    }
+    // Cut by a truncate that failed (retire_entries), the page may still
+    // hold the bytes its previous checksum matches, or be a hole since: the
+    // bytes say which (rare: this reads the page).
+    if (retired) {
+      if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
+    }
+  }
+  // The units whose bytes are written, [first, last): all, but where the
+  // caller says which bytes changed and the disk's checksums say that every
+  // other unit holds the bytes the caller passed (it read them, and no one
+  // else wrote since), only those that hold changed bytes. A WAL commit
+  // changes one or two sectors of its last 16 KiB page: the others are not
+  // written again, and a sync has a quarter to a half of the blocks to
+  // write. (Only then: the disk keeps what it has in the others, so bytes
+  // that differ from it would be lost, and a unit cut short by a file's
+  // end would make the page not exist: the exact sums exist only for a
+  // page read or written whole under exclusion, which no one truncates.)
+  // Every unit's entry is written all the same (one write, in one block):
+  // a unit whose bytes match only its previous checksum (another's write
+  // cut after its entries) gets the pair (its checksum, its checksum), so
+  // that a later write of it, torn, still leaves bytes that match.
+  const size_t unit_bytes = data.size() / units_;
+  uint32_t first = 0;
+  uint32_t last = units_;
+  if (exact_before && units_ > 1 && changed.size > 0 && changed.offset + changed.size <= data.size()) {
+    const auto from = static_cast<uint32_t>(changed.offset / unit_bytes);
+    const auto to = static_cast<uint32_t>((changed.offset + changed.size + unit_bytes - 1) / unit_bytes);
+    bool others_as_on_disk = true;
+    for (uint32_t u = 0; u < units_; ++u) {
+      if ((u < from || u >= to) && sums[u] != before[u]) others_as_on_disk = false;
+    }
+    if (others_as_on_disk) {
+      first = from;
+      last = to;
+    }
+  }
+  for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
+  keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
+  entry_writes_begun_.fetch_add(1);
+  Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
+  entry_writes_done_.fetch_add(1);
+  if (!entry_written) {
+    set_suspect(page, true);
+    forget_on_disk(page, page + 1);
+    return entry_written.with_context(fmt::format("checksum of page {}", page));
+  }
+  Status s = page_context(pwrite_full(fd_, data.subspan(first * unit_bytes, (last - first) * unit_bytes),
+                                      offset + static_cast<off_t>(first * unit_bytes), name_));
+  set_suspect(page, !s);
+  if (!s) {
+    forget_on_disk(page, page + 1);
+    return s;
+  }
+  keep_sums(page, &sums);
+  note_on_disk(page, sums, gen);
+  raise_end(page + 1);
+  return s;
+}
+
+void LocalPagefile::raise_end(int64_t pages) {
+  int64_t end = end_pages_.load();
+  while (pages > end && !end_pages_.compare_exchange_weak(end, pages)) {
+  }
+}
+
+Status LocalPagefile::reserve(int64_t page) {
+  if (!reserve_first_) return Status::ok();
+  auto index = static_cast<size_t>(page);
+  {
+    MutexLock lock(reserved_mu_);
+    if (index < reserved_.size() && reserved_[index]) return Status::ok();
+  }
+  // A page appended at the end: the pages after it too, as many as come
+  // before it up to 1 MiB and no further than its group (a checksum block
+  // follows). Reserved one by one, a file growing a page at a time (a WAL)
+  // gets its pages in blocks scattered over the disk, and each sync writes
+  // each page with a request of its own. (Blocks reserved past the end
+  // stay the file's until a truncate; doubling keeps them under the
+  // file's size. "At the end" is within a run of the end this object
+  // knows, which lags behind other descriptors' appends. A page written
+  // anywhere else, a sparse file's, is reserved alone.)
+  int64_t end = page + 1;  // (pages [page, end))
+  const int64_t most = std::max<int64_t>(1, kMaxReservationBytes / page_size());
+  if (const int64_t known = end_pages_.load(); page >= known && page - known < most) {
+    const int64_t group_end = grouped_ ? (page / kGroupPages + 1) * kGroupPages : INT64_MAX;
+    end = std::min(page + std::clamp<int64_t>(page, 1, most), group_end);
+  }
+  const off_t offset = page_offset(page);
+  int rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_offset(end - 1) + page_size() - offset);
+  if (rc != 0 && end > page + 1) {
+    // Room for this page alone, perhaps (a full disk, a quota): the page's
+    // own reservation says.
+    end = page + 1;
+    rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, offset, page_size());
+  }
+  if (rc != 0) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::ok();
+    return errno_status(errno, name_, fmt::format("reserve space for page {}", page));
+  }
+  MutexLock lock(reserved_mu_);
+  // (Beyond kMaxRememberedReservations a bit per page costs too much.)
+  auto last = std::min(static_cast<size_t>(end), kMaxRememberedReservations);
+  if (last > reserved_.size()) reserved_.resize(last);
+  for (size_t i = index; i < last; ++i) reserved_[i] = true;
+  return Status::ok();
+}
+
+Status LocalPagefile::sync_data(std::string_view what) const {
+  if (auto fault = DiskFaults::next(DiskOp::kSync)) return errno_status(fault_errno(*fault), name_, what);
+  if (::fdatasync(fd_) != 0) return errno_status(errno, name_, what);
+  return Status::ok();
+}
+
+Status LocalPagefile::sync() {
+  if (Status s = sync_data("fdatasync"); !s) return s;
+  // A file this object created: its name too, once, unless a sync of its
+  // directory made since did it.
+  if (!dir_sync_due_.exchange(false)) return Status::ok();
+  if (!DirSyncs::instance().done_since(dir_, dir_syncs_before_)) {
+    if (Status s = fsync_dir(dir_); !s) {
+      dir_sync_due_ = true;
+      return s;
+    }
+  }
+  return Status::ok();
+}
+
+Status LocalPagefile::retire_entries(off_t at, size_t bytes) {
+  // Each entry's checksum becomes its previous one, and "never written"
+  // its current: a page still there (the cut fails, or a crash comes
+  // first) matches its previous checksum, and one that comes back as a
+  // hole matches "never written". Zeros alone would fail the first.
+  std::vector<std::byte> entries(bytes);
+  if (auto got = pread_full(fd_, entries, at, name_); !got) return got.status();
+  for (size_t e = 0; e + kEntryBytes <= bytes; e += kEntryBytes) {
+    auto current = get_le<uint64_t>(entries, e);
+    if (current == kNoChecksum) continue;  // never written, or retired already
+    put_le<uint64_t>(entries, e, kNoChecksum);
+    put_le<uint64_t>(entries, e + 8, current);
+  }
+  return pwrite_full(fd_, entries, at, name_);
+}
+
+Status LocalPagefile::truncate(int64_t pages) {
+  if (Status s = check_writable("truncate"); !s) return s;
+  if (pages != 0) {
+    if (Status s = check_page_number(pages - 1, name_); !s) return s;
+  }
+  {
+    // (Callers order a truncate against writes of the same object: the
+    // client and the server both do.)
+    MutexLock lock(reserved_mu_);
+    if (static_cast<size_t>(pages) < reserved_.size()) reserved_.resize(static_cast<size_t>(pages));
+  }
+  sums_.forget_from(static_cast<size_t>(pages) * units_);
+  forget_on_disk(pages);  // (cut, or kept with retired entries by a cut that fails)
+  off_t end = pages == 0 ? static_cast<off_t>(kHeaderSize) : page_offset(pages - 1) + page_size();
+  // A file whose page size may still change (set_empty_page_size) keeps its
+  // first checksum block, its entries retired below, once it has held a page: its
+  // length then says so to every descriptor.
+  bool keep_block = pages == 0 && grouped_ && units_ == 1 && !sole_writer_ && !page_size_final_;
+  if (keep_block) {
+    // (Counted for the file's length: at most the header and that block.)
+    if (auto counted = counted_pages(&end); !counted) return counted.status().with_context("truncate to 0 pages");
+    end = std::min<off_t>(end, static_cast<off_t>(kHeaderSize) + sum_block_bytes_);
+  }
+  // Held until the file is cut: a store past the end would fault, and a
+  // write meanwhile must not map a block again before it is gone.
+  MutexLock maps(maps_mu_);
+  unmap_from(end);
+  if (keep_block && end > static_cast<off_t>(kHeaderSize)) {
+    if (Status s = retire_entries(static_cast<off_t>(kHeaderSize), static_cast<size_t>(end) - kHeaderSize); !s) {
+      return s.with_context("truncate to 0 pages");
+    }
+  } else if (grouped_ && pages % kGroupPages != 0) {
+    // The entries of the pages cut from the last group go first: pages
+    // that come back later as holes must not meet their old checksums.
+    size_t bytes = static_cast<size_t>(kGroupPages - pages % kGroupPages) * kEntryBytes * units_;
+    if (Status s = retire_entries(entry_offset(pages), bytes); !s) {
+      return s.with_context(fmt::format("truncate to {} pages", pages));
+    }
+  }
+  if (read_map_) read_map_->will_cut(end);
+  auto fault = DiskFaults::next(DiskOp::kTruncate);
+  if (fault || ::ftruncate(fd_, end) != 0) {
+    return errno_status(fault ? fault_errno(*fault) : errno, name_, fmt::format("truncate to {} pages", pages));
+  }
+  end_pages_ = pages;
+  // (Again: a read meanwhile may have noted a page now cut. One that has not
+  // noted yet reads another span_gen_ when it does, and notes nothing.)
+  span_gen_.fetch_add(1);
+  forget_on_disk(pages);
+  {
+    // Only now: a page kept by a failed truncate keeps its mark.
+    MutexLock lock(suspects_mu_);
+    suspects_.erase(suspects_.lower_bound(pages), suspects_.end());
+    suspect_count_ = suspects_.size();
+  }
+  return Status::ok();
+}
+
+bool LocalPagefile::appends(int64_t page) {
+  if (sole_writer_) return page >= end_pages_.load();
+  if (!writes_excluded_.load() || page < end_pages_.load()) return false;
+  if (!end_counted_.load()) {
+    // Another descriptor may have grown the file before this one's lock:
+    // counted once for the lock's time, and raised (never lowered) to it.
+    // (Higher than the file's end, as after another's truncate, only
+    // costs reads: lower would take a page that is there for one that is
+    // not.)
+    MutexLock lock(end_mu_);
+    if (!end_counted_.load()) {
+      auto pages = size_pages();
+      if (!pages) return false;  // (its entries are read instead)
+      raise_end(*pages);
+      end_counted_ = true;
+    }
+  }
+  return page >= end_pages_.load();
+}
+
+}  // namespace pagefile
