@@ -1,6 +1,7 @@
 // The io methods of store files: one static function per method, one table
 // (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
-// in ByteFile; this file adds SQLite's codes, locks and controls.
+// in ByteFile; this file adds SQLite's codes and locks. The file controls
+// are in file_control.cpp, the wal-index (xShm*) in wal_index.cpp.
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,23 +23,9 @@ namespace pagefile::vfs {
 
 namespace {
 
-StoreFile& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
-
 // The stripe unit that keeps a file whole on one server (2^30 pages: 4 TiB
 // of 4 KiB pages).
 constexpr uint32_t kWholeFileStripe = 1u << 30;
-
-// The pragma's value says WAL on a remote database: refused unless the
-// connection is in exclusive locking mode (no shared memory between the
-// store's clients; a local database has its -shm file).
-constexpr const char* kWalRefused =
-    "pagefile: journal_mode=WAL on a remote database needs PRAGMA locking_mode=EXCLUSIVE first "
-    "(the store has no shared memory between clients)";
-
-void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
-  uint32_t wanted = st.config->concurrency.load();
-  if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
-}
 
 // A journal or WAL descriptor may have stayed open while its database was
 // unlocked (exclusive mode, or a shim claiming UNDELETABLE_WHEN_OPEN, as
@@ -67,78 +54,6 @@ Status catch_up(StoreFile& st) REQUIRES(st.mu) {
   Status s = st.file->reload();
   if (s) st.fresh_locks_seen = now;
   return s;
-}
-
-// Sends every write that the database's WAL files in this process hold to
-// the store, so that another process reading the WAL finds what the
-// wal-index in shared memory says is there.
-Status drain_wals(DbConfig& config) {
-  DbConfig::OpenWals& open_wals = *config.wals;
-  if (open_wals.sent.load() == open_wals.written.load()) return Status::ok();
-  MutexLock wals(open_wals.mu);
-  // (Every write counted by now is sent below or was sent by a drain
-  // that finished; one counted later is the next drain's.)
-  const uint64_t written = open_wals.written.load();
-  Status first;
-  for (auto& [wal, open] : open_wals.files) {
-    MutexLock lock(wal->mu);
-    if (!wal->file->pending()) continue;
-    Status s = wal->file->drain();
-    if (first.is_ok()) first = s;
-  }
-  if (first && written > open_wals.sent.load()) open_wals.sent = written;  // (a failure leaves it for the next)
-  return first;
-}
-
-// Calls `f` with each of the database's WAL files open in this process, under
-// OpenWals::mu and the file's own mutex.
-template <class F>
-void each_open_wal(DbConfig& config, F&& f) {
-  MutexLock wals(config.wals->mu);
-  for (auto& [wal, open] : config.wals->files) {
-    MutexLock lock(wal->mu);
-    f(*wal->file);
-  }
-}
-
-// Tells the database's WAL files open in this process whether no one else
-// writes them (Client::exclude_other_writers), so that a page's write reads
-// no old checksum that this descriptor read or wrote in that time: only the
-// holder of the WAL's write lock (SQLite's WAL_WRITE_LOCK, the first of its
-// shared-memory locks) writes, truncates or restarts a WAL, recovery
-// included, and in this process only the connection holding it.
-void tell_wals(DbConfig& config, bool excluded) {
-  each_open_wal(config, [&](ByteFile& wal) {
-    if (auto io = wal.io()) (*io)->exclude_other_writers(excluded);
-  });
-}
-
-// The database descriptor `db` lets its WAL's write lock go, or loses it
-// with its wal-index (closed while holding it): the WAL's files are told.
-void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
-  if (!std::exchange(db.wal_write_locked, false)) return;
-  tell_wals(*db.config, false);
-}
-
-// Tells the database descriptor `db` whether its connection holds the WAL's
-// checkpoint lock (SQLite's WAL_CKPT_LOCK), and so whether no one else
-// writes the database (Client::exclude_other_writers). In WAL mode only a
-// checkpoint writes or truncates a database, and it holds that lock
-// exclusively (recovery too, which writes nothing); with
-// locking_mode=EXCLUSIVE, where SQLite takes no wal-index lock, it holds
-// the database's EXCLUSIVE lock, which says so by itself. A checkpoint's
-// page writes then read no old checksum: one read of each group's
-// checksum block instead of an entry read per page, and the entries
-// stored into the mapped block past the first few. And the database's WAL
-// files in this process keep the pages they read meanwhile
-// (ByteFile::keep_read_pages): each is read and checked once for its four
-// frames. (Only meanwhile: 4 MiB each.)
-void checkpointing(StoreFile& db, bool held) REQUIRES(db.mu) {
-  if (std::exchange(db.wal_ckpt_locked, held) == held) return;
-  if (auto io = db.file->io()) (*io)->exclude_other_writers(held);  // (a stopped client's: nothing to tell)
-  each_open_wal(*db.config, [&](ByteFile& wal) {
-    wal.keep_read_pages(held ? ByteFile::kCheckpointPages : ByteFile::kMaxCachedPages);
-  });
 }
 
 // Sends what the database's journals open in this process hold back to the
@@ -390,185 +305,6 @@ int x_check_reserved_lock(sqlite3_file* f, int* result) {
   });
 }
 
-Result<std::string> stats_text(const StoreFile& st) REQUIRES(st.mu) {
-  const IoStats& s = *st.config->stats;
-  // The pool's counters are the descriptor's: this connection's database file since it opened.
-  auto pool = st.config->client->counters(st.file->fd());
-  if (!pool) return pool.status();
-  return fmt::format(
-      "requests={} read_requests={} write_requests={} pages_read={} pages_written={} read_ahead_used={} "
-      "waits={} wait_ms={:.3f} bytes_read={} bytes_written={} syncs={} concurrency={} location={} "
-      "hits={} misses={} prefetch_used={} prefetch_wasted={} evictions={}",
-      s.read_requests + s.write_requests, s.read_requests.load(), s.write_requests.load(), s.pages_read.load(),
-      s.pages_written.load(), s.read_ahead_used.load(), s.waits.load(), static_cast<double>(s.wait_ns.load()) / 1e6,
-      s.bytes_read.load(), s.bytes_written.load(), s.syncs.load(), st.config->concurrency.load(),
-      location_name(st.config->options.location), pool->hits, pool->misses, pool->prefetch_used,
-      pool->prefetch_wasted, pool->evictions);
-}
-
-// The policy of this descriptor as Client::status reports it, and the pool.
-Result<std::string> policy_text(const StoreFile& st) REQUIRES(st.mu) {
-  auto status = st.config->client->status(st.file->fd());
-  if (!status) return status.status();
-  const BufferPolicy& p = status->policy;
-  return fmt::format("policy={} min_pages={} max_pages={} pool_pages={}", policy_name(p), p.min_pages,
-                     p.max_pages, st.config->pool_pages);
-}
-
-// SQLITE_FCNTL_PRAGMA: azArg[1] the pragma, azArg[2] its value or null;
-// the answer (or error) goes to azArg[0].
-int file_pragma(StoreFile& st, char** arg) REQUIRES(st.mu) {
-  const char* name = arg[1];
-  const char* value = arg[2];
-  auto answer = [&](const std::string& text, int rc) {
-    arg[0] = sqlite3_mprintf("%s", text.c_str());
-    return rc;
-  };
-  if (strcasecmp(name, "pagefile_concurrency") == 0) {
-    if (value) {
-      auto n = parse_count("pagefile_concurrency", value, 1, 1024);
-      if (!n) return answer(n.status().message(), SQLITE_ERROR);
-      st.config->concurrency = *n;
-      apply_concurrency(st);
-    }
-    return answer(std::to_string(st.config->concurrency.load()), SQLITE_OK);
-  }
-  if (strcasecmp(name, "pagefile_timeout") == 0) {
-    // The bus client's: every database of this process on the same bus.
-    if (value) {
-      auto n = parse_count("pagefile_timeout", value, 1, 24u * 3600 * 1000);
-      if (!n) return answer(n.status().message(), SQLITE_ERROR);
-      if (Status s = st.config->client->set_request_timeout(static_cast<int>(*n)); !s) {
-        return answer(s.message(), SQLITE_ERROR);
-      }
-    }
-    return answer(std::to_string(st.config->client->request_timeout_ms()), SQLITE_OK);
-  }
-  if (strcasecmp(name, "pagefile_last_error") == 0) {
-    // What the store said when this thread's last VFS call failed: SQLite
-    // keeps only its code ("database disk image is malformed").
-    return answer(last_error(), SQLITE_OK);
-  }
-  if (strcasecmp(name, "pagefile_stats") == 0) {
-    auto text = stats_text(st);
-    return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
-  }
-  if (strcasecmp(name, "pagefile_policy") == 0) {
-    if (value) {
-      // For the files opened from now on (journal, WAL, other connections):
-      // an open descriptor keeps the policy it was opened with.
-      auto policy = parse_policy(value);
-      if (!policy) return answer(policy.status().message(), SQLITE_ERROR);
-      policy->max_pages = st.config->options.cache_pages;
-      st.config->set_policy(*policy);
-      DbRegistry::instance().set_policy(st.name, *policy);
-      return answer(std::string(policy_name(*policy)), SQLITE_OK);
-    }
-    auto text = policy_text(st);
-    return text ? answer(*text, SQLITE_OK) : answer(text.status().to_string(), SQLITE_ERROR);
-  }
-  if (strcasecmp(name, "pagefile_trace") == 0) {
-    // The database's trace, for every connection of this process (its
-    // journal and WAL too): PATH starts one (or joins the one open at PATH),
-    // '' stops it once what it holds is written.
-    if (value) {
-      std::shared_ptr<TraceWriter> writer;
-      if (*value != '\0') {
-        auto opened = TraceWriter::open(value);
-        if (!opened) return answer(opened.status().to_string(), SQLITE_ERROR);
-        writer = std::move(*opened);
-      } else if (auto old = st.config->trace->get()) {
-        old->flush();
-      }
-      st.config->trace->set(std::move(writer));
-    }
-    auto writer = st.config->trace->get();
-    if (!writer) return answer("", SQLITE_OK);
-    Status s = writer->status();
-    return answer(s ? writer->path() : fmt::format("{} (stopped: {})", writer->path(), s.to_string()), SQLITE_OK);
-  }
-  if (strcasecmp(name, "locking_mode") == 0 && value) {
-    if (strcasecmp(value, "exclusive") == 0) st.exclusive_mode = true;
-    if (strcasecmp(value, "normal") == 0) st.exclusive_mode = false;
-  }
-  if (strcasecmp(name, "journal_mode") == 0 && value && strcasecmp(value, "wal") == 0 && !st.exclusive_mode &&
-      st.config->options.location != Location::kLocal) {
-    return answer(kWalRefused, SQLITE_ERROR);
-  }
-  return SQLITE_NOTFOUND;
-}
-
-// A name for a temp file as os_unix.c makes them: the first usable of
-// SQLITE_TMPDIR, TMPDIR and /tmp, then "etilqs_" and 64 random bits.
-char* temp_file_name() {
-  const char* dir = nullptr;
-  for (const char* env : {"SQLITE_TMPDIR", "TMPDIR"}) {
-    const char* d = std::getenv(env);
-    if (d != nullptr && *d != '\0' && access(d, W_OK | X_OK) == 0) {
-      dir = d;
-      break;
-    }
-  }
-  if (dir == nullptr) dir = "/tmp";
-  unsigned long long random = 0;
-  sqlite3_vfs* os = unix_vfs();
-  os->xRandomness(os, sizeof random, reinterpret_cast<char*>(&random));
-  return sqlite3_mprintf("%s/etilqs_%llx", dir, random);
-}
-
-int x_file_control(sqlite3_file* f, int op, void* arg) {
-  StoreFile& st = state_of(f);
-  return guarded(SQLITE_IOERR, [&] {
-    MutexLock lock(st.mu);
-    switch (op) {
-      case SQLITE_FCNTL_SIZE_HINT:   // pages are allocated as written
-      case SQLITE_FCNTL_CHUNK_SIZE:  // likewise: nothing to pre-allocate
-      case SQLITE_FCNTL_SYNC:        // xSync follows and does the work
-      case SQLITE_FCNTL_COMMIT_PHASETWO:
-        return SQLITE_OK;
-      case SQLITE_FCNTL_CKPT_DONE: {
-        // A checkpoint wrote its pages; SQLite next tells the other
-        // connections (nBackfill in the wal-index), which then read those
-        // pages from the database rather than the WAL: they must be there.
-        Status s = st.file->drain();
-        return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
-      }
-      case SQLITE_FCNTL_VFSNAME:
-        *static_cast<char**>(arg) = sqlite3_mprintf("%s", kVfsName);
-        return SQLITE_OK;
-      case SQLITE_FCNTL_LAST_ERRNO:  // the store's errors are Statuses, never an errno
-        *static_cast<int*>(arg) = 0;
-        return SQLITE_OK;
-      case SQLITE_FCNTL_TEMPFILENAME:  // temp files go to the unix VFS: its kind of name
-        *static_cast<char**>(arg) = temp_file_name();
-        return *static_cast<char**>(arg) ? SQLITE_OK : SQLITE_NOMEM;
-      case SQLITE_FCNTL_LOCKSTATE:  // the level this connection holds (what os_unix.c reports)
-        *static_cast<int*>(arg) = st.lock;
-        return SQLITE_OK;
-      case SQLITE_FCNTL_PRAGMA:
-        return file_pragma(st, static_cast<char**>(arg));
-      case SQLITE_FCNTL_POWERSAFE_OVERWRITE: {  // -1 asks; 0 or 1 sets (x_device_characteristics)
-        int* value = static_cast<int*>(arg);
-        if (*value < 0) {
-          *value = st.powersafe ? 1 : 0;
-        } else {
-          st.powersafe = *value != 0;
-        }
-        return SQLITE_OK;
-      }
-      case SQLITE_FCNTL_MMAP_SIZE: {  // kept and answered; xFetch maps nothing, so SQLite reads
-        auto* limit = static_cast<sqlite3_int64*>(arg);
-        sqlite3_int64 asked = *limit;
-        *limit = st.mmap_limit;
-        if (asked >= 0) st.mmap_limit = asked;
-        return SQLITE_OK;
-      }
-      default:
-        return SQLITE_NOTFOUND;
-    }
-  });
-}
-
 // Journals are padded to this; it is the smallest unit the store writes.
 int x_sector_size(sqlite3_file* f) {
   StoreFile& st = state_of(f);
@@ -594,109 +330,6 @@ int x_device_characteristics(sqlite3_file* f) {
   return st.powersafe ? SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0;
 }
 
-// WAL's shared memory: a local database's -shm file (vfs/shared_memory.h).
-// A remote database has none (no memory shared between the store's
-// clients): there WAL needs locking_mode=EXCLUSIVE, where SQLite keeps the
-// wal-index in its own heap and never calls these.
-int shm_open(StoreFile& st) REQUIRES(st.mu) {
-  if (st.shm) return SQLITE_OK;
-  if (st.config->options.location != Location::kLocal) {
-    // As SQLite answers a WAL database on a VFS without shared memory.
-    return sqlite_error(Status::not_supported(st.name, kWalRefused), SQLITE_CANTOPEN);
-  }
-  struct stat db {};
-  mode_t mode = ::stat(st.name.c_str(), &db) == 0 ? (db.st_mode & 0777) : 0644;
-  auto shm = SharedMemory::open(st.name + "-shm", mode);
-  if (!shm) {
-    if (shm.status().is(Code::kBusy)) return SQLITE_BUSY;  // SQLite tries again
-    // Not even readable: as unixOpenSharedMemory answers.
-    if (shm.status().is(Code::kPermissionDenied)) return sqlite_error(shm.status(), SQLITE_CANTOPEN, SQLITE_CANTOPEN);
-    return sqlite_error(shm.status(), SQLITE_IOERR_SHMOPEN);
-  }
-  st.shm = std::move(*shm);
-  // Whatever this descriptor read before WAL mode began is stale now.
-  st.fresh_locks_seen = 0;
-  return SQLITE_OK;
-}
-
-int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
-  StoreFile& st = state_of(f);
-  *out = nullptr;
-  return guarded(SQLITE_IOERR_SHMMAP, [&] {
-    MutexLock lock(st.mu);
-    if (int rc = shm_open(st); rc != SQLITE_OK) return rc;
-    auto at = st.shm->map(region, size, extend != 0);
-    // Read-only: SQLite reads the WAL itself until a writer initialises
-    // the wal-index, then reads that without writing it.
-    if (!at && at.status().is(Code::kReadOnly)) return sqlite_error(at.status(), SQLITE_IOERR_SHMMAP, SQLITE_READONLY_CANTINIT);
-    if (!at) return sqlite_error(at.status(), SQLITE_IOERR_SHMMAP);
-    *out = *at;
-    return st.shm->read_only() ? SQLITE_READONLY : SQLITE_OK;
-  });
-}
-
-// SQLite's WAL_WRITE_LOCK and WAL_CKPT_LOCK (wal.c): the first two of the
-// wal-index's locks.
-constexpr int kWalWriteLock = 0;
-constexpr int kWalCkptLock = 1;
-// Whether the wal-index locks [offset, offset + n) include `lock`.
-constexpr bool covers(int offset, int n, int lock) { return offset <= lock && lock < offset + n; }
-
-int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
-  StoreFile& st = state_of(f);
-  return guarded(SQLITE_IOERR_SHMLOCK, [&] {
-    MutexLock lock(st.mu);
-    if (int rc = shm_open(st); rc != SQLITE_OK) return rc;
-    using Kind = SharedMemory::LockKind;
-    bool unlock = (flags & SQLITE_SHM_UNLOCK) != 0;
-    bool exclusive = (flags & SQLITE_SHM_EXCLUSIVE) != 0;
-    if (unlock && exclusive) {
-      // The end of a write transaction, a checkpoint or a recovery: what
-      // it wrote goes to the files before another connection may look.
-      Status s = drain_wals(*st.config);
-      if (Status d = st.file->drain(); s.is_ok()) s = d;
-      // (Before the lock goes: a writer in another process may follow.)
-      if (offset == kWalWriteLock) end_wal_write_lock(st);
-      if (covers(offset, n, kWalCkptLock)) checkpointing(st, false);
-      if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
-    }
-    Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
-    if (!s) return s.is(Code::kBusy) ? SQLITE_BUSY : sqlite_error(s, SQLITE_IOERR_SHMLOCK);
-    if (!unlock && exclusive && offset == kWalWriteLock) {
-      st.wal_write_locked = true;
-      tell_wals(*st.config, true);
-    }
-    if (!unlock && exclusive && covers(offset, n, kWalCkptLock)) checkpointing(st, true);
-    // A transaction, a checkpoint or a recovery begins: another process may
-    // have written the WAL and the database since (catch_up).
-    if (!unlock) st.config->fresh_locks->fetch_add(1);
-    return SQLITE_OK;
-  });
-}
-
-// SQLite calls it between writing the wal-index and publishing it (and
-// when reading it): the WAL frames it describes must be in the file first.
-void x_shm_barrier(sqlite3_file* f) {
-  StoreFile& st = state_of(f);
-  (void)guarded(SQLITE_IOERR_WRITE, [&] {
-    Status s = drain_wals(*st.config);
-    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
-  });
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
-int x_shm_unmap(sqlite3_file* f, int remove) {
-  StoreFile& st = state_of(f);
-  return guarded(SQLITE_IOERR_DELETE, [&] {
-    MutexLock lock(st.mu);
-    if (!st.shm) return SQLITE_OK;
-    end_wal_write_lock(st);
-    checkpointing(st, false);
-    Status s = st.shm->close(remove != 0);
-    st.shm.reset();
-    return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_DELETE);
-  });
-}
 // No memory mapping of remote pages: SQLite then reads with xRead.
 int x_fetch(sqlite3_file*, sqlite3_int64, int, void** pp) {
   *pp = nullptr;
@@ -705,6 +338,11 @@ int x_fetch(sqlite3_file*, sqlite3_int64, int, void** pp) {
 int x_unfetch(sqlite3_file*, sqlite3_int64, void*) { return SQLITE_OK; }
 
 }  // namespace
+
+void apply_concurrency(StoreFile& st) REQUIRES(st.mu) {
+  uint32_t wanted = st.config->concurrency.load();
+  if (wanted != st.file->concurrency()) (void)st.file->set_concurrency(wanted);
+}
 
 const sqlite3_io_methods kStoreFileMethods = {
     3,  // xFetch/xUnfetch are provided (returning no mapping)
@@ -895,50 +533,6 @@ void register_open(StoreFile& st) {
   MutexLock wals(st.config->wals->mu);
   st.config->wals->files.emplace(&st, DbConfig::OpenWal{});
   st.config->wals->count = st.config->wals->files.size();
-}
-
-// One StoreFile serves every connection of the process, so each reads what
-// another wrote at once, the size included, as unix descriptors of one
-// file do. SQLite needs that where it does not tell the VFS about its
-// shared memory (a VFS layered over this one with a wal-index of its own,
-// as SQLite's test VFS keeps): across processes the wal-index's locks and
-// barriers say when to look again (x_shm_lock, x_shm_barrier).
-StoreFile* share_open_wal(const char* sqlite_name, int flags) {
-  auto name = store_name(sqlite_name);
-  if (!name) return nullptr;
-  auto config = DbRegistry::instance().lookup(*name);
-  if (!config) return nullptr;
-  bool read_only = (flags & SQLITE_OPEN_READONLY) != 0;
-  MutexLock wals((*config)->wals->mu);
-  for (auto& [wal, open] : (*config)->wals->files) {
-    if (wal->name == *name && wal->read_only == read_only && !wal->delete_on_close && !open.removed) {
-      ++open.opens;
-      return wal;
-    }
-  }
-  return nullptr;
-}
-
-Status settle_open_wals(const std::string& path, WalAccess access) {
-  auto name = store_name(path);
-  if (!name) return Status::ok();
-  std::shared_ptr<DbConfig> config = DbRegistry::instance().find(*name);
-  if (!config) return Status::ok();
-  MutexLock wals(config->wals->mu);
-  for (auto& [wal, open] : config->wals->files) {
-    if (wal->name != *name) continue;
-    if (access == WalAccess::kRemoved) {
-      open.removed = true;
-      continue;
-    }
-    MutexLock lock(wal->mu);
-    Status s = access == WalAccess::kWillRead ? wal->file->drain() : wal->file->reload();
-    if (!s) return s;
-    // Written by another descriptor whatever lock this process holds: what
-    // this one read or wrote of it is not the disk's any more.
-    if (auto io = wal->file->io(); access == WalAccess::kWrote && io) (*io)->exclude_other_writers(false);
-  }
-  return Status::ok();
 }
 
 }  // namespace pagefile::vfs

@@ -53,6 +53,39 @@ struct PagefileFile {
 // The io methods of store files (vfs_file.cpp).
 extern const sqlite3_io_methods kStoreFileMethods;
 
+// The store file of an sqlite3_file of kStoreFileMethods.
+inline StoreFile& state_of(sqlite3_file* f) { return *reinterpret_cast<PagefileFile*>(f)->state; }
+
+// Gives the file the concurrency its database's connection last set
+// (PRAGMA pagefile_concurrency) when it has another.
+void apply_concurrency(StoreFile& st) REQUIRES(st.mu);
+
+// The pragma's value says WAL on a remote database: refused unless the
+// connection is in exclusive locking mode (no shared memory between the
+// store's clients; a local database has its -shm file).
+inline constexpr const char* kWalRefused =
+    "pagefile: journal_mode=WAL on a remote database needs PRAGMA locking_mode=EXCLUSIVE first "
+    "(the store has no shared memory between clients)";
+
+// xFileControl (file_control.cpp).
+int x_file_control(sqlite3_file* f, int op, void* arg);
+
+// The wal-index (wal_index.cpp): xShmMap, xShmLock, xShmBarrier, xShmUnmap.
+int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** out);
+int x_shm_lock(sqlite3_file* f, int offset, int n, int flags);
+void x_shm_barrier(sqlite3_file* f);
+int x_shm_unmap(sqlite3_file* f, int remove);
+// Sends every write that the database's WAL files in this process hold to
+// the store (before another connection may look: the end of a write
+// transaction, a barrier, a close).
+Status drain_wals(DbConfig& config);
+// The database descriptor `db` lets its WAL's write lock go, or loses it
+// with its wal-index (closed while holding it): the WAL files are told.
+void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu);
+// Tells the database descriptor `db` whether its connection holds the WAL's
+// checkpoint lock, and so whether no one else writes the database.
+void checkpointing(StoreFile& db, bool held) REQUIRES(db.mu);
+
 // SQLite's "unix" VFS, to which temp files and the OS services go.
 sqlite3_vfs* unix_vfs();
 
