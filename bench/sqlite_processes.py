@@ -12,6 +12,7 @@ PROCS * TXNS and integrity_check ok. Prints "processes-PROCS SECONDS TXNS_ALL".
 Run it with Debian's /usr/bin/python3 (its sqlite3 module loads extensions).
 """
 import argparse
+import os
 import random
 import sqlite3
 import subprocess
@@ -46,6 +47,16 @@ def worker(args):
     print(f"finished {time.monotonic():.6f}", flush=True)
 
 
+def disk_writes(device):
+    """(writes completed, sectors written, ms spent writing) of the block
+    device so far (Documentation/block/stat.rst), or None without one."""
+    if not device:
+        return None
+    with open(f"/sys/block/{device}/stat") as stat:
+        fields = [int(f) for f in stat.read().split()]
+    return fields[4], fields[6], fields[7]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True)
@@ -56,6 +67,10 @@ def main():
     parser.add_argument("--pad", type=int, default=500)
     parser.add_argument("--journal-mode", default="delete")
     parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's)")
+    parser.add_argument("--block-device", metavar="DEV",
+                        help="also print the disk's writes, sectors written and milliseconds spent writing "
+                             "per commit while the processes ran, from /sys/block/DEV/stat (the whole "
+                             "disk's: run nothing else meanwhile)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -63,6 +78,8 @@ def main():
         worker(args)
         return
 
+    if args.block_device and not os.path.exists(f"/sys/block/{args.block_device}/stat"):
+        raise SystemExit(f"--block-device: no /sys/block/{args.block_device}/stat (see lsblk)")
     load_pagefile(args.extension)
     db = connect(args)
     mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
@@ -81,6 +98,7 @@ def main():
     # Timed from here to the last worker's own finishing time, not to when
     # this process sees it exit: Popen.wait(timeout) polls, sleeping up to
     # 50 ms between polls, which would round every figure up to 50 ms.
+    disk_before = disk_writes(args.block_device)
     start = time.monotonic()
     procs = [subprocess.Popen(command + ["--seed", str(p)], stdout=subprocess.PIPE, text=True)
              for p in range(args.procs)]
@@ -92,6 +110,7 @@ def main():
     if any(codes) or len(finished) != args.procs:
         raise SystemExit(f"a process failed: exit codes {codes}")
     seconds = max(finished) - start
+    disk_after = disk_writes(args.block_device)
 
     db = connect(args)
     n = db.execute("SELECT n FROM c").fetchone()[0]
@@ -102,6 +121,10 @@ def main():
         raise SystemExit(f"integrity_check: {check}")
     db.close()
     print(f"processes-{args.procs} {seconds:.4f} {n}", flush=True)
+    if disk_before:
+        writes, sectors, ms = (after - before for after, before in zip(disk_after, disk_before))
+        print(f"disk {args.block_device}: {writes / n:.2f} writes, {sectors / n:.1f} sectors, "
+              f"{ms / n:.3f} ms writing per commit", flush=True)
 
 
 if __name__ == "__main__":
