@@ -1,7 +1,11 @@
 // RemotePageIo's locks (bus/remote_page_io.h): SQLite's lock levels and
 // Client::lock, held at the catalog under the bus's lease, and the fencing
-// token a write lock brings (doc/architecture.md, "Fencing").
+// token a write lock brings, taken here and announced to the servers by
+// announce_fence (remote_page_io.cpp; doc/architecture.md, "Fencing").
 #include "bus/remote_page_io.h"
+
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 

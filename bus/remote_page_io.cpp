@@ -4,9 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <deque>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
 

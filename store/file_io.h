@@ -1,7 +1,7 @@
-// Reads, writes and directory syncs of a local store file, each through
-// the disk-fault seam (store/disk_faults.h), so that tests make a disk fail
-// or tear a write where the store's own code would meet it. Internal to
-// store/.
+// Reads and writes of a local store file through the disk-fault seam
+// (store/disk_faults.h), so that tests make a disk fail or tear a write
+// where the store's own code would meet it, and the directory syncs that
+// make a new file's name durable. Internal to store/.
 #pragma once
 
 #include <sys/types.h>

@@ -13,18 +13,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <thread>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
-#include "core/little_endian.h"
 #include "core/mutex.h"
 #include "core/os_error.h"
 #include "core/page_bounds.h"
-#include "core/page_checksum.h"
 #include "store/file_io.h"
 
 namespace pagefile {
@@ -384,14 +380,6 @@ Status LocalPagefile::unlink(const std::filesystem::path& path, bool sync_dir) {
 Status LocalPagefile::check_writable(std::string_view operation) const {
   if (read_only_) return Status::read_only(name_, fmt::format("{}: file was opened read-only", operation));
   return Status::ok();
-}
-
-Result<size_t> LocalPagefile::read_part(int64_t page, size_t offset, std::span<std::byte> out) const {
-  if (page < 0 || offset + out.size() > page_size()) {
-    return Status::invalid_argument(name_, fmt::format("part of page {}: {} bytes at {} cross its end", page,
-                                                       out.size(), offset));
-  }
-  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_, nullptr, read_map());
 }
 
 Result<int64_t> LocalPagefile::size_pages() const {

@@ -1,6 +1,8 @@
 // LocalPagefile's checksum blocks (doc/page_format.md): where a page's
-// entries lie, reading them, storing them into a mapped block, and the
-// checksums known to be on disk while no one else writes (a span).
+// entries lie, reading them, storing them into a mapped block, and what it
+// knows of the checksums on disk: those kept in memory (kept_sums), those
+// noted while no one else writes (a span), and the pages whose last write
+// failed (suspects).
 
 #include "store/local_pagefile.h"
 
@@ -12,7 +14,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -171,10 +172,6 @@ Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
     give_back();
     return nullptr;
   }
-  // No read-around: a fault on a file mapping reads the pages about it too
-  // (the group's before it, most already cached: a third of the cost of
-  // mapping a new journal's block was that look-up).
-  (void)::madvise(map, size, MADV_RANDOM);
   // Read in now, so that a disk error reading the block is an error here
   // rather than a fault at a store. A kernel without MADV_POPULATE_WRITE
   // (before 5.14) cannot say: entries are then written, not stored.

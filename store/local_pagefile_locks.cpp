@@ -5,17 +5,14 @@
 #include "store/local_pagefile.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/mutex.h"
 #include "core/os_error.h"
-#include "store/file_io.h"
 
 namespace pagefile {
 

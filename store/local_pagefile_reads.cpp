@@ -13,7 +13,6 @@
 
 #include <fmt/format.h>
 
-#include "core/os_error.h"
 #include "core/page_bounds.h"
 #include "core/page_checksum.h"
 #include "store/file_io.h"
@@ -178,6 +177,14 @@ Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_
   if (all_current) keep_sums(page, &a.hash);
   if (gen) note_on_disk(page, a.hash, *gen);
   return Status::ok();
+}
+
+Result<size_t> LocalPagefile::read_part(int64_t page, size_t offset, std::span<std::byte> out) const {
+  if (page < 0 || offset + out.size() > page_size()) {
+    return Status::invalid_argument(name_, fmt::format("part of page {}: {} bytes at {} cross its end", page,
+                                                       out.size(), offset));
+  }
+  return pread_full(fd_, out, page_offset(page) + static_cast<off_t>(offset), name_, nullptr, read_map());
 }
 
 }  // namespace pagefile

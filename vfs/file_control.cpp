@@ -3,9 +3,9 @@
 // (pagefile_stats, _policy, _concurrency, _timeout, _trace, _last_error:
 // doc/sqlite_vfs.md).
 #include <strings.h>
+#include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include <fmt/format.h>

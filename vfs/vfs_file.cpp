@@ -1,15 +1,12 @@
-// The io methods of store files: one static function per method, one table
-// (the shape of os_unix.c). Byte mapping, write-behind and read-ahead live
+// The io methods of store files: one function per method, one table (the
+// shape of os_unix.c). Byte mapping, write-behind and read-ahead live
 // in ByteFile; this file adds SQLite's codes and locks. The file controls
 // are in file_control.cpp, the wal-index (xShm*) in wal_index.cpp.
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <span>
 #include <utility>
 

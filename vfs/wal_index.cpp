@@ -2,10 +2,13 @@
 // vfs/shared_memory.h: xShmMap, xShmLock, xShmBarrier, xShmUnmap), and what
 // its locks tell the database's WAL files and the database itself open in
 // this process: who may write them, and when to send what they hold back.
+// Also the WAL files this process shares between its connections
+// (share_open_wal) and what other handles tell them (settle_open_wals).
 #include <sys/stat.h>
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "core/mutex.h"
 #include "vfs/vfs_internal.h"

@@ -161,7 +161,7 @@ TEST_CASE("a full disk under the embedded bus: writes done on the caller's threa
 
 TEST_CASE("pages larger than a block are reserved in runs ahead of a growing file; a truncate gives them back; a nearly full disk still takes a page that fits") {
   // 16 KiB pages: each needs its blocks reserved before its first write
-  // (store/local_pagefile.cpp, reserve). One at a time, a file growing a
+  // (store/local_pagefile_writes.cpp, reserve). One at a time, a file growing a
   // page at a time would get them scattered over the disk.
   constexpr uint32_t kPage = 16384;
   constexpr off_t kFirstPage = 4096 + 4096;  // the header, then the first group's checksum block
