@@ -79,7 +79,8 @@ class DirSyncs {
   std::map<std::string, Dir> by_dir_ GUARDED_BY(mu_);
 };
 
-// The directory of a path ("." for none), as fsync_dir takes it.
+// Directory `dir` as fsync_dir takes it: "." for the empty path (the
+// parent of a file named without a directory).
 std::string dir_name(const std::filesystem::path& dir);
 
 // `name`: dir_name's.
