@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -322,4 +324,38 @@ TEST_CASE("under the database's write lock its journal reads nothing before its 
     }
     sqlite3_finalize(open_read);
   }
+}
+
+TEST_CASE("a rollback journal's header rewritten at a sync takes its length page along: one run of the disk") {
+  register_without_bus();
+  // What the VFS sends the store is in the trace (trace=): between the
+  // journal's syncs of a commit, the header (page 1) changes, then the
+  // length page (page 0, between the checksum block and page 1 on the
+  // disk) is written too. PERSIST's zeroed header at the commit likewise.
+  TempDir dir;
+  const fs::path trace = dir / "t.trace";
+  {
+    SqliteDb db(uri(dir / "j.db", "pagefile", "&trace=" + trace.string()));
+    REQUIRE(db.open_rc() == SQLITE_OK);
+    db.run("CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    CHECK(db.query("PRAGMA journal_mode=persist") == "persist");
+    db.run("INSERT INTO t VALUES(2)");
+    CHECK(db.query("SELECT sum(x) FROM t") == "3");
+    CHECK(db.query("PRAGMA integrity_check") == "ok");
+  }
+  // The journal's writes since its last sync, at each of its syncs.
+  std::ifstream in(trace);
+  std::vector<std::string> batches;
+  std::string line, batch;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string at, op, file, page;
+    words >> at >> op >> file >> page;
+    if (file != "j.db-journal") continue;
+    if (op == "write") batch += (batch.empty() ? "" : " ") + page;
+    if (op == "sync") batches.push_back(std::exchange(batch, ""));
+  }
+  // Two commits in DELETE mode (the journal's records and length, then its
+  // header), one in PERSIST (the same, then the header zeroed).
+  CHECK(batches == std::vector<std::string>{"1 0", "1 0", "1 2 3 0", "1 0", "1 2 3 0", "1 0", "1 0"});
 }
