@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -229,6 +230,20 @@ Status LocalPagefile::truncate(int64_t pages) {
   if (pages != 0) {
     if (Status s = check_page_number(pages - 1, name_); !s) return s;
   }
+  // No read or write of a page is midway while the file is cut: each runs
+  // under its page's stripe, and these are all of them (in index order;
+  // nothing else holds two). A read begun before the cut would otherwise
+  // keep (keep_sums) the checksum of a page the cut takes, after the
+  // forget_from below, and a sole writer's kept checksums are its writes'
+  // previous ones (trusted_sums): the page, come back as a hole and its
+  // next write failing, would match neither of its entry's.
+  for (std::mutex& m : stripes_) m.lock();
+  struct Unlock {
+    decltype(stripes_)& stripes;
+    ~Unlock() {
+      for (std::mutex& m : stripes) m.unlock();
+    }
+  } unlock{stripes_};
   {
     // (Callers order a truncate against writes of the same object: the
     // client and the server both do.)
