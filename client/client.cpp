@@ -138,6 +138,7 @@ bool Client::unchanged_since_unlock(Fd fd) {
 Status Client::pin(Fd fd, int64_t page) { return impl_->pin(fd, page); }
 Status Client::unpin(Fd fd, int64_t page) { return impl_->unpin(fd, page); }
 Status Client::drop_cached(Fd fd) { return impl_->drop_cached(fd); }
+Status Client::abandon_failed_writes(Fd fd) { return impl_->abandon_failed_writes(fd); }
 Result<FileCounters> Client::counters(Fd fd) { return impl_->counters(fd); }
 
 }  // namespace pagefile

@@ -226,6 +226,7 @@ class Client::Impl {
   Status pin(Fd fd, int64_t page);
   Status unpin(Fd fd, int64_t page);
   Status drop_cached(Fd fd);
+  Status abandon_failed_writes(Fd fd);
   Result<FileCounters> counters(Fd fd);
 
  private:

@@ -451,6 +451,14 @@ Status Client::Impl::drop_cached(Fd fd) {
   return Status::ok();
 }
 
+Status Client::Impl::abandon_failed_writes(Fd fd) {
+  MutexLock lock(mu_);
+  auto found = find_file(fd);
+  if (!found) return found.status();
+  (*found)->failed_pages.clear();
+  return Status::ok();
+}
+
 Result<FileCounters> Client::Impl::counters(Fd fd) {
   MutexLock lock(mu_);
   auto found = find_file(fd);

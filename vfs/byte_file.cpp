@@ -622,6 +622,19 @@ Status ByteFile::reload() {
   return refresh_size();
 }
 
+void ByteFile::forget_unsent() {
+  (void)confirm_writes();
+  (void)client_.abandon_failed_writes(fd_);
+  for (auto& [page, kept] : kept_) {
+    if (spare_.empty()) spare_ = std::move(kept.data);
+  }
+  kept_.clear();
+  length_dirty_ = false;
+  checked_page_ = -1;
+  drop_cache();
+  size_stale_ = true;
+}
+
 void ByteFile::reload_lazily() {
   if (pending()) return;
   drop_cache();

@@ -137,6 +137,12 @@ class ByteFile {
   // True when writes are held here that the store has not had yet (what
   // drain() sends).
   bool pending() const;
+  // Lets go of what a failed drain() left unsent (pages changed in part,
+  // the length; write-behind requests are confirmed, their errors dropped,
+  // and the failed writes abandoned: Client::abandon_failed_writes) and
+  // reads the size again when next needed: writes the caller was told
+  // failed never reach the file later, and their pages read as before.
+  void forget_unsent();
   // Whether reads in order may read runs of pages (see above); false
   // forgets the run held.
   void allow_runs(bool allowed);

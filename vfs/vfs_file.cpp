@@ -170,6 +170,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
     if (st.wal) st.config->wals->written.fetch_add(1);  // (before: see OpenWals::written)
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
+    if (s && st.wal) s = send_commit_frame(st, in, offset);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
   });
 }

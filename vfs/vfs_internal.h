@@ -41,6 +41,10 @@ struct StoreFile {
   std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);
   bool wal_write_locked GUARDED_BY(mu) = false;  // a database: its WAL's write lock held in shm (tell_wals)
   bool wal_ckpt_locked GUARDED_BY(mu) = false;   // a database: its WAL's checkpoint lock held in shm (checkpointing)
+  // A WAL: where the header of the last commit frame written lies, and
+  // whether its page followed and was sent (send_commit_frame).
+  int64_t commit_frame GUARDED_BY(mu) = -1;
+  bool commit_frame_sent GUARDED_BY(mu) = false;
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to
@@ -79,6 +83,13 @@ int x_shm_unmap(sqlite3_file* f, int remove);
 // the store (before another connection may look: the end of a write
 // transaction, a barrier, a close).
 Status drain_wals(DbConfig& config);
+// Lets go of what the database's WAL files in this process hold unsent
+// (ByteFile::forget_unsent), after a drain that failed.
+void forget_unsent_wals(DbConfig& config);
+// After `in` was written at `offset` of the WAL `wal`: once SQLite's commit
+// frame is whole, what the WAL holds back is sent, and its error is this
+// xWrite's (wal_index.cpp).
+Status send_commit_frame(StoreFile& wal, std::span<const std::byte> in, int64_t offset) REQUIRES(wal.mu);
 // The database descriptor `db` lets its WAL's write lock go, or loses it
 // with its wal-index (closed while holding it): the WAL files are told.
 void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu);

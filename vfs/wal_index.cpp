@@ -6,7 +6,10 @@
 // (share_open_wal) and what other handles tell them (settle_open_wals).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -97,6 +100,49 @@ Status drain_wals(DbConfig& config) {
   return first;
 }
 
+// SQLite commits a WAL transaction with its commit frame: a header of 24
+// bytes whose bytes 4 to 7 (the database's size after the commit) are not
+// zero, then the page after it, each one xWrite. The parts of 16 KiB pages
+// the WAL's file holds back are sent as soon as that page is written, and
+// a failure is that xWrite's, which fails the commit, as unix's pwrite
+// would. Held until the xShmBarrier before SQLite publishes the frames,
+// its error could reach no one (xShmBarrier returns nothing): the COMMIT
+// returned SQLITE_OK, and other connections, led to the frames by the
+// wal-index, read what the WAL held before, a page of an earlier
+// generation whose checksum matches. What a failed send leaves is let go,
+// never sent later: frames of a commit SQLite was told failed would pass a
+// recovery's checks. The commit frame's header written again where it was
+// (walRewriteChecksums, in a transaction that wrote a page twice) is the
+// last write of the commit: sent at once.
+Status send_commit_frame(StoreFile& wal, std::span<const std::byte> in, int64_t offset) {
+  constexpr size_t kFrameHeader = 24;
+  constexpr int64_t kWalHeader = 32;
+  if (in.size() == kFrameHeader && offset >= kWalHeader) {
+    const bool commit = std::any_of(in.begin() + 4, in.begin() + 8, [](std::byte b) { return b != std::byte{0}; });
+    if (!commit) return Status::ok();
+    const bool again = offset == wal.commit_frame && wal.commit_frame_sent;
+    wal.commit_frame = offset;
+    wal.commit_frame_sent = false;
+    if (!again) return Status::ok();  // (its page follows)
+  } else if (wal.commit_frame < 0 || wal.commit_frame_sent ||
+             offset != wal.commit_frame + static_cast<int64_t>(kFrameHeader)) {
+    return Status::ok();
+  }
+  wal.commit_frame_sent = true;
+  Status s = wal.file->drain();
+  if (!s) wal.file->forget_unsent();
+  return s;
+}
+
+void forget_unsent_wals(DbConfig& config) {
+  DbConfig::OpenWals& open_wals = *config.wals;
+  MutexLock wals(open_wals.mu);
+  for (auto& [wal, open] : open_wals.files) {
+    MutexLock lock(wal->mu);
+    wal->file->forget_unsent();
+  }
+}
+
 // The database descriptor `db` lets its WAL's write lock go, or loses it
 // with its wal-index (closed while holding it): the WAL's files are told.
 void end_wal_write_lock(StoreFile& db) REQUIRES(db.mu) {
@@ -157,7 +203,18 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       // (Before the lock goes: a writer in another process may follow.)
       if (offset == kWalWriteLock) end_wal_write_lock(st);
       if (covers(offset, n, kWalCkptLock)) checkpointing(st, false);
-      if (!s) return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
+      if (!s) {
+        // The lock goes all the same (SQLite takes an unlock for done, and
+        // kept, it would refuse every other connection until this one
+        // closed), and what was not sent is let go: the next holder may
+        // write the same pages, which a later send would overwrite with
+        // these older bytes. (A commit's frames were sent at its commit
+        // frame, send_commit_frame: what is left is no commit's.)
+        forget_unsent_wals(*st.config);
+        st.file->forget_unsent();
+        (void)st.shm->lock(offset, n, Kind::kUnlock);
+        return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
+      }
     }
     Status s = st.shm->lock(offset, n, unlock ? Kind::kUnlock : exclusive ? Kind::kExclusive : Kind::kShared);
     if (!s) return s.is(Code::kBusy) ? SQLITE_BUSY : sqlite_error(s, SQLITE_IOERR_SHMLOCK);

@@ -249,6 +249,13 @@ class Client {
   // that were never written.
   Status sync(Fd fd);
 
+  // The caller gives up the writes of `fd` that failed (it told its own
+  // caller so: a transaction that rolled back): reading those pages gives
+  // what the store holds again, the bytes before each failed write, and
+  // the next sync does not report them. kInvalidArgument for an unknown or
+  // closed descriptor.
+  Status abandon_failed_writes(Fd fd);
+
   // Waits for the file's earlier requests, then sets its size to `pages`
   // pages: pages at and beyond `pages` are gone, and a larger size adds
   // pages of zeros.

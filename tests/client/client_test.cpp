@@ -377,6 +377,18 @@ TEST_CASE("write_at_once: a local page written on the caller's thread; a failed 
   REQUIRE_OK(*fx.client->write_at_once(fd, 3, page_pattern(512, 33)));
   REQUIRE(fx.client->read(fd, 3, buf).is_ok());
   CHECK(buf == page_pattern(512, 33));
+  // A failed write its caller gives up (abandon_failed_writes): the page
+  // reads as it was before it, and no sync reports it.
+  DiskFaults::arm(DiskOp::kWrite, 1, DiskFault::kEio);
+  failed = fx.client->write_at_once(fd, 3, page_pattern(512, 98));
+  DiskFaults::disarm();
+  REQUIRE(failed.has_value());
+  CHECK(failed->is(Code::kIOError));
+  CHECK_OK(fx.client->abandon_failed_writes(fd));
+  REQUIRE(fx.client->read(fd, 3, buf).is_ok());
+  CHECK(buf == page_pattern(512, 33));
+  CHECK_OK(fx.client->sync(fd));
+  CHECK(fx.client->abandon_failed_writes(Fd{999}).is(Code::kInvalidArgument));
   CHECK_OK(fx.client->close(fd));
   CHECK(!fx.client->write_at_once(fd, 0, page_pattern(512, 0)).has_value());
 }
