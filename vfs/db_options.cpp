@@ -1,5 +1,7 @@
 #include "vfs/db_options.h"
 
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -285,18 +288,81 @@ Result<std::string> database_store_name(const std::string& sqlite_name, const st
   return relative->value_or(name);
 }
 
-Result<std::string> full_pathname(std::string_view path) {
+namespace {
+
+// `path` (absolute) with each symbolic link among its parts replaced by
+// what it points to, part by part from the root, ".." taking away the
+// part resolved before it: unixFullPathname's walk (os_unix.c), with its
+// limit of 100 links. A part that does not exist ends nothing: the rest
+// is taken as it stands. *followed says whether a link was.
+Result<std::string> resolve_links(const std::string& path, bool* followed) {
+  constexpr int kMaxLinks = 100;  // (SQLITE_MAX_SYMLINK)
+  std::vector<std::string> todo;  // parts left, the next at the back
+  auto push_parts = [&todo](std::string_view of) {
+    std::vector<std::string> parts;
+    size_t i = 0;
+    while (i <= of.size()) {
+      size_t j = of.find('/', i);
+      if (j == std::string_view::npos) j = of.size();
+      if (j > i) parts.emplace_back(of.substr(i, j - i));
+      i = j + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_parts(path);
+  std::string out;  // resolved so far; "" is the root
+  int links = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      out.resize(out.empty() ? 0 : out.rfind('/'));
+      continue;
+    }
+    std::string at = out + "/" + part;
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) {
+      if (errno != ENOENT && errno != ENOTDIR) return errno_status(errno, at, "lstat");
+    } else if (S_ISLNK(st.st_mode)) {
+      if (++links > kMaxLinks) return errno_status(ELOOP, path, "resolving its symbolic links");
+      std::string target(PATH_MAX, '\0');
+      ssize_t n = ::readlink(at.c_str(), target.data(), target.size());
+      if (n < 0) return errno_status(errno, at, "readlink");
+      target.resize(static_cast<size_t>(n));
+      if (!target.empty() && target.front() == '/') out.clear();
+      push_parts(target);
+      *followed = true;
+      continue;
+    }
+    out = std::move(at);
+  }
+  return out.empty() ? std::string("/") : out;
+}
+
+}  // namespace
+
+Result<std::string> full_pathname(std::string_view path, bool* followed) {
   auto name = lexical_name(path);
-  if (!name || name->front() == '/') return name;
-  std::string cwd(4096, '\0');
-  if (::getcwd(cwd.data(), cwd.size()) == nullptr) return errno_status(errno, "working directory", "getcwd");
-  cwd.resize(std::strlen(cwd.c_str()));
-  auto absolute = lexical_name(cwd + "/" + *name);
-  if (!absolute) return absolute;
+  if (!name) return name;
+  std::string relative;
+  if (name->front() != '/') {
+    std::string cwd(4096, '\0');
+    if (::getcwd(cwd.data(), cwd.size()) == nullptr) return errno_status(errno, "working directory", "getcwd");
+    cwd.resize(std::strlen(cwd.c_str()));
+    relative = *name;
+    name = lexical_name(cwd + "/" + *name);
+    if (!name) return name;
+  }
+  if (followed) {
+    *followed = false;
+    name = resolve_links(*name, followed);
+    if (!name) return name;
+  }
   // (A relative name with ".." may climb above the working directory: its
   // absolute name is still one file, and gives it back.)
-  MadeAbsolute::instance().add(*absolute, *name, default_location("") == Location::kRemote);
-  return absolute;
+  if (!relative.empty()) MadeAbsolute::instance().add(*name, relative, default_location("") == Location::kRemote);
+  return name;
 }
 
 namespace {

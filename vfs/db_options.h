@@ -75,8 +75,13 @@ Result<std::string> store_name(std::string_view path);
 // name is that absolute path (a file at its path, whatever the working
 // directory later). An absolute path as store_name writes it.
 // kInvalidArgument as store_name, or when the working directory cannot
-// be read.
-Result<std::string> full_pathname(std::string_view path);
+// be read. With `followed`, symbolic links among its parts are resolved
+// as unixFullPathname resolves them, and *followed says whether one was:
+// two names of one database file are then one, with one journal, WAL and
+// -shm (SQLite names those after this name). (Only there: the kernel
+// follows links when a file is opened, and a check per part at every
+// xAccess would cost a transaction a stat a part.)
+Result<std::string> full_pathname(std::string_view path, bool* followed = nullptr);
 
 // The store name of a database opened (xOpen) by `sqlite_name`, whose
 // store_name() is `name`. A remote one keeps the relative name

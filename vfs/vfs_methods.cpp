@@ -237,13 +237,15 @@ int x_access(sqlite3_vfs*, const char* name, int flags, int* result) {
 
 int x_full_pathname(sqlite3_vfs*, const char* name, int n_out, char* out) {
   return guarded(SQLITE_CANTOPEN, [&] {
-    auto full = full_pathname(name);
+    bool followed = false;
+    auto full = full_pathname(name, &followed);
     if (!full) return sqlite_error(full.status(), SQLITE_CANTOPEN);
     if (full->size() + 1 > static_cast<size_t>(n_out)) {
       return sqlite_error(Status::invalid_argument(name, "path too long"), SQLITE_CANTOPEN);
     }
     std::memcpy(out, full->c_str(), full->size() + 1);
-    return SQLITE_OK;
+    // (As unix says it: SQLite refuses it under SQLITE_OPEN_NOFOLLOW.)
+    return followed ? SQLITE_OK_SYMLINK : SQLITE_OK;
   });
 }
 

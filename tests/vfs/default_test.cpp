@@ -359,3 +359,40 @@ TEST_CASE("a rollback journal's header rewritten at a sync takes its length page
   // header), one in PERSIST (the same, then the header zeroed).
   CHECK(batches == std::vector<std::string>{"1 0", "1 0", "1 2 3 0", "1 0", "1 2 3 0", "1 0", "1 0"});
 }
+
+TEST_CASE("a database opened through a symbolic link is the file it points to, with one WAL and -shm: the unix VFS's answers") {
+  register_without_bus();
+  // Named apart, each name had its own -wal and -shm over one database:
+  // two wal-indexes, and a connection by the link missed the others'
+  // commits (found by an independent review). xFullPathname resolves links
+  // as unixFullPathname does, and SQLite names the WAL after its answer.
+  for (std::string vfs : {"unix", "pagefile"}) {
+    CAPTURE(vfs);
+    TempDir dir;
+    const fs::path real = dir / "real.db";
+    fs::create_directory(dir / "sub");
+    fs::create_symlink("real.db", dir / "alias.db");
+    fs::create_directory_symlink(dir / "sub", dir / "linked");
+    SqliteDb a(uri(real, vfs), nullptr);
+    REQUIRE(a.open_rc() == SQLITE_OK);
+    CHECK(a.query("PRAGMA journal_mode=wal") == "wal");
+    a.run("CREATE TABLE t(v); INSERT INTO t VALUES(1)");
+    // By the link, and by a path through a linked directory and "..".
+    SqliteDb b(uri(dir / "alias.db", vfs), nullptr);
+    SqliteDb c(uri(dir / "linked" / ".." / "alias.db", vfs), nullptr);
+    REQUIRE(b.open_rc() == SQLITE_OK);
+    REQUIRE(c.open_rc() == SQLITE_OK);
+    CHECK(std::string(sqlite3_db_filename(b.get(), "main")) == real.string());
+    CHECK(b.query("SELECT max(v) FROM t") == "1");
+    a.run("INSERT INTO t VALUES(2)");
+    CHECK(b.query("SELECT max(v) FROM t") == "2");
+    b.run("INSERT INTO t VALUES(10)");
+    CHECK(a.query("SELECT max(v) FROM t") == "10");
+    CHECK(c.query("SELECT count(*), max(v) FROM t") == "3|10");
+    CHECK_FALSE(fs::exists(dir / "alias.db-wal"));
+    CHECK_FALSE(fs::exists(dir / "alias.db-shm"));
+    // SQLITE_OPEN_NOFOLLOW refuses the link.
+    SqliteDb nofollow(uri(dir / "alias.db", vfs), nullptr, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW);
+    CHECK(nofollow.open_rc() == SQLITE_CANTOPEN);
+  }
+}
