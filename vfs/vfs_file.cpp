@@ -183,7 +183,10 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
     if (st.main_db) {
       if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
     }
-    if (st.wal) st.config->wals->written.fetch_add(1);
+    if (st.wal) {
+      st.config->wals->written.fetch_add(1);
+      st.commit = CommitFrame{};  // (the WAL begins again)
+    }
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });

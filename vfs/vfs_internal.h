@@ -15,6 +15,13 @@ namespace pagefile::vfs {
 
 inline constexpr const char* kVfsName = "pagefile";
 
+// A WAL's last commit frame, as its writes show it (send_commit_frame).
+struct CommitFrame {
+  int64_t header = -1;  // where its header lies; -1: none since the WAL began
+  bool sent = false;    // its page followed, and what the WAL held was sent
+  bool after = false;   // and no frame of another transaction came since
+};
+
 // One open store file (main database, journal, WAL, super-journal).
 struct StoreFile {
   // SQLite serialises a file's calls; this makes sure of it.
@@ -41,10 +48,8 @@ struct StoreFile {
   std::unique_ptr<SharedMemory> shm GUARDED_BY(mu);
   bool wal_write_locked GUARDED_BY(mu) = false;  // a database: its WAL's write lock held in shm (tell_wals)
   bool wal_ckpt_locked GUARDED_BY(mu) = false;   // a database: its WAL's checkpoint lock held in shm (checkpointing)
-  // A WAL: where the header of the last commit frame written lies, and
-  // whether its page followed and was sent (send_commit_frame).
-  int64_t commit_frame GUARDED_BY(mu) = -1;
-  bool commit_frame_sent GUARDED_BY(mu) = false;
+  // A WAL: its last commit frame (send_commit_frame).
+  CommitFrame commit GUARDED_BY(mu);
 };
 
 // What SQLite allocates (szOsFile) for a store file. Files the VFS hands to

@@ -111,24 +111,43 @@ Status drain_wals(DbConfig& config) {
 // wal-index, read what the WAL held before, a page of an earlier
 // generation whose checksum matches. What a failed send leaves is let go,
 // never sent later: frames of a commit SQLite was told failed would pass a
-// recovery's checks. The commit frame's header written again where it was
-// (walRewriteChecksums, in a transaction that wrote a page twice) is the
-// last write of the commit: sent at once.
+// recovery's checks.
+//
+// What SQLite writes after that page, before the next transaction's first
+// frame, is the commit's too, and is sent at once: its frames' headers
+// written again with new checksums (walRewriteChecksums, after a
+// transaction that wrote a page twice: headers below the commit frame's,
+// the commit frame's last), and padding frames to a sector's end (psow=0),
+// the last cut in two at the sync between them. The next transaction
+// begins with a frame header past the commit frame's, or with the WAL's
+// own header at offset 0 when it starts the WAL again (then a commit frame
+// may come again where the last one was: a new one, not a header
+// rewritten).
 Status send_commit_frame(StoreFile& wal, std::span<const std::byte> in, int64_t offset) {
   constexpr size_t kFrameHeader = 24;
   constexpr int64_t kWalHeader = 32;
-  if (in.size() == kFrameHeader && offset >= kWalHeader) {
+  CommitFrame& c = wal.commit;
+  bool send = false;
+  if (offset < kWalHeader) {
+    c = CommitFrame{};
+  } else if (in.size() == kFrameHeader) {
     const bool commit = std::any_of(in.begin() + 4, in.begin() + 8, [](std::byte b) { return b != std::byte{0}; });
-    if (!commit) return Status::ok();
-    const bool again = offset == wal.commit_frame && wal.commit_frame_sent;
-    wal.commit_frame = offset;
-    wal.commit_frame_sent = false;
-    if (!again) return Status::ok();  // (its page follows)
-  } else if (wal.commit_frame < 0 || wal.commit_frame_sent ||
-             offset != wal.commit_frame + static_cast<int64_t>(kFrameHeader)) {
-    return Status::ok();
+    const bool rewritten = c.sent && (commit ? offset == c.header : offset < c.header);
+    if (rewritten) {
+      send = commit;  // (the others go with the commit frame's, the last)
+    } else if (commit) {
+      c = CommitFrame{.header = offset};
+    } else {
+      c.after = false;  // the next transaction's
+    }
+  } else if (!c.sent && c.header >= 0 && offset == c.header + static_cast<int64_t>(kFrameHeader)) {
+    c.sent = true;
+    c.after = true;
+    send = true;
+  } else {
+    send = c.after;
   }
-  wal.commit_frame_sent = true;
+  if (!send) return Status::ok();
   Status s = wal.file->drain();
   if (!s) wal.file->forget_unsent();
   return s;

@@ -197,6 +197,20 @@ TEST_CASE("WAL: a commit whose frames cannot be written fails at its COMMIT; no 
   }
 }
 
+TEST_CASE("WAL: a commit whose frame lies where the last one did is sent at its COMMIT (a process killed then keeps it)") {
+  register_without_bus();
+  // After a TRUNCATE checkpoint the next commit frame is the WAL's first
+  // again, where the last one was: taken for that frame's header written
+  // again (walRewriteChecksums), its page stayed held back, and with no
+  // -shm (locking_mode=EXCLUSIVE) nothing sent it before the process died
+  // (found by an independent review, on a bus).
+  TempDir dir;
+  std::string db_uri = new_counter_db(dir / "x.db", "wal");
+  pid_t worker = start_worker(dir / "w.txt", {db_uri, "exclusive-wal-kill"});
+  REQUIRE(wait_worker(worker) == 128 + SIGKILL);
+  CHECK(counter(db_uri) == "3");
+}
+
 TEST_CASE("WAL: a connection that appends to the WAL after another process grew it, having read none of its frames, keeps them") {
   // This connection's transactions learn of the WAL's length only when
   // they need it (ByteFile::reload_lazily): its next frame goes after the

@@ -50,6 +50,13 @@
 //   vfs_worker URI crash-wal N    N committed transactions in WAL mode, each
 //                                 adding one to c.n, then SIGKILL itself
 //                                 (its -wal and -shm stay behind)
+//   vfs_worker URI exclusive-wal-kill
+//                                 with locking_mode=EXCLUSIVE (no -shm, no
+//                                 barrier) and synchronous=NORMAL in WAL
+//                                 mode: sets c.n to 2, then 3, a TRUNCATE
+//                                 checkpoint before each (each commit frame
+//                                 at the WAL's first frame), then SIGKILL
+//                                 itself
 //   vfs_worker URI as-other-user  as user nobody when run as root (so that
 //                                 permissions count): opens URI, reads c,
 //                                 adds one to c.n, prints
@@ -322,6 +329,15 @@ int main(int argc, char** argv) {
                         std::to_string(i) + ", randomblob(2000)); COMMIT;")) {
         return fail(db, "crash-wal");
       }
+    }
+    std::printf("killing\n");
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  } else if (mode == "exclusive-wal-kill") {
+    if (!exec(db, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                  "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 2;"
+                  "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 3;")) {
+      return fail(db, "exclusive-wal-kill");
     }
     std::printf("killing\n");
     std::fflush(stdout);
