@@ -84,6 +84,14 @@ int fail(sqlite3* db, const char* what) {
 
 bool exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK; }
 
+// Says "killing", then dies as a crash would: nothing closed, nothing flushed.
+[[noreturn]] void kill_self() {
+  std::printf("killing\n");
+  std::fflush(stdout);
+  ::raise(SIGKILL);
+  ::_exit(137);
+}
+
 // "stopper": a shim over the pagefile VFS (SQLite's test_vfs method) that
 // stops this process at the Nth write to a main database once armed.
 sqlite3_vfs* g_below = nullptr;
@@ -330,18 +338,14 @@ int main(int argc, char** argv) {
         return fail(db, "crash-wal");
       }
     }
-    std::printf("killing\n");
-    std::fflush(stdout);
-    ::raise(SIGKILL);
+    kill_self();
   } else if (mode == "exclusive-wal-kill") {
     if (!exec(db, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                   "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 2;"
                   "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 3;")) {
       return fail(db, "exclusive-wal-kill");
     }
-    std::printf("killing\n");
-    std::fflush(stdout);
-    ::raise(SIGKILL);
+    kill_self();
   } else if (mode == "hold") {
     if (!exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t(tag, i, pad) SELECT 'lost', value, randomblob(3000) "
                   "FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) "
