@@ -1,10 +1,12 @@
-#include "core/mutex.h"
 #include "server/server_pool.h"
 
 #include <algorithm>
 #include <limits>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "core/mutex.h"
 #include "policies/recency_list.h"
 
 namespace pagefile::net {
@@ -50,11 +52,17 @@ ServerPool::ServerPool(uint64_t capacity, uint32_t prefetch_pages)
       policies_(PolicyRegistry::with_builtins()),
       pool_(capacity_ > 0 ? std::make_unique<BufferPool>(static_cast<uint32_t>(capacity_)) : nullptr) {}
 
-std::string ServerPool::declare(uint64_t file, uint32_t page_size, std::string_view policy) {
+Result<std::string> ServerPool::declare(uint64_t file, uint32_t page_size, std::string_view policy, bool sized) {
   if (!pool_) return std::string(policy);
   MutexLock lock(mu_);
   auto it = files_.find(file);
-  if (it != files_.end() && (policy.empty() || it->second == policy)) return it->second;
+  if (it != files_.end() && it->second.page_size != page_size && !sized) {
+    return Status::invalid_argument(fmt::format("file {}", file), fmt::format("has page size {}, request says {}",
+                                                                           it->second.page_size, page_size));
+  }
+  if (it != files_.end() && it->second.page_size == page_size && (policy.empty() || it->second.policy == policy)) {
+    return it->second.policy;
+  }
   std::string name(policy.empty() ? kDefaultPolicy : policy);
   PolicyLimits limits{.min_pages = 0, .max_pages = 0, .read_ahead = prefetch_pages_};
   std::unique_ptr<PagePolicy> made;
@@ -68,14 +76,14 @@ std::string ServerPool::declare(uint64_t file, uint32_t page_size, std::string_v
   }
   if (it != files_.end()) pool_->remove_file(file);
   pool_->add_file(file, page_size, limits, std::move(made));
-  files_[file] = name;
+  files_[file] = PooledFile{name, page_size};
   return name;
 }
 
 std::string ServerPool::policy_of(uint64_t file) const {
   MutexLock lock(mu_);
   auto it = files_.find(file);
-  return it == files_.end() ? std::string() : it->second;
+  return it == files_.end() ? std::string() : it->second.policy;
 }
 
 void ServerPool::drop(uint64_t file, int64_t from) {
@@ -97,7 +105,7 @@ std::vector<FilePoolStats> ServerPool::stats() const {
   std::vector<FilePoolStats> out;
   if (!pool_) return out;
   MutexLock lock(mu_);
-  for (const auto& [file, policy] : files_) out.push_back({file, policy, pool_->counters(file)});
+  for (const auto& [file, pooled] : files_) out.push_back({file, pooled.policy, pool_->counters(file)});
   return out;
 }
 

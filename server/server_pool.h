@@ -59,8 +59,14 @@ class ServerPool {
   uint64_t capacity() const { return capacity_; }
 
   // Makes sure the file is in the pool under `policy` (empty: keep the one
-  // it has, "random" for a new file). Returns the policy it runs.
-  std::string declare(uint64_t file, uint32_t page_size, std::string_view policy);
+  // it has, "random" for a new file), with pages of `page_size`. Returns
+  // the policy it runs. kInvalidArgument when the pool holds the file with
+  // pages of another size, unless `sized` (the share on disk has this
+  // size: a write's, checked against it first), which starts the file's
+  // pool again at this size. (A request naming another size than the
+  // file's must never meet its pages in the pool: copied by the request's
+  // size, they would overrun a reply or give part of a page.)
+  Result<std::string> declare(uint64_t file, uint32_t page_size, std::string_view policy, bool sized = false);
   // The file's policy name; empty for a file not in the pool.
   std::string policy_of(uint64_t file) const;
 
@@ -84,7 +90,11 @@ class ServerPool {
   const std::shared_ptr<PolicyRegistry> policies_;
   std::unique_ptr<BufferPool> pool_;
   mutable Mutex mu_;
-  std::map<uint64_t, std::string> files_ GUARDED_BY(mu_);  // file -> policy name
+  struct PooledFile {
+    std::string policy;
+    uint32_t page_size = 0;
+  };
+  std::map<uint64_t, PooledFile> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile::net

@@ -77,15 +77,15 @@ Result<std::shared_ptr<LocalPagefile>> ShareStore::share(uint64_t file_id, uint3
 
 bool ShareStore::reads_at_once(const ShareRef& share) {
   // (Without a pool there is no window: such a file reads as any other.)
-  bool window = pool_.declare(share.file_id, share.page_size, share.policy) == kGlobalSequential &&
-                pool_.enabled();
+  auto policy = pool_.declare(share.file_id, share.page_size, share.policy);
+  bool window = policy && *policy == kGlobalSequential && pool_.enabled();
   return !window && !emulated_disk();
 }
 
 bool ShareStore::read_pooled(const ShareRef& share, int64_t first, uint32_t count, std::span<std::byte> out,
                              std::span<uint64_t> checksums) {
   if (!pool_.enabled()) return false;
-  pool_.declare(share.file_id, share.page_size, share.policy);
+  if (!pool_.declare(share.file_id, share.page_size, share.policy)) return false;  // (the disk's read says why)
   if (!pool_.pages()->read_run(share.file_id, first, count, out, checksums)) return false;
   tally_.pages_read += count;
   tally_.cache_hits += count;
@@ -98,7 +98,9 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
   uint32_t page_size = ref.page_size;
   auto file = share(file_id, page_size, /*create=*/false);
   if (!file && !file.status().is(Code::kNotFound)) return file.status();
-  bool global_sequential = pool_.declare(file_id, page_size, ref.policy) == kGlobalSequential;
+  auto policy = pool_.declare(file_id, page_size, ref.policy);
+  if (!policy) return policy.status();
+  bool global_sequential = *policy == kGlobalSequential;
   for (uint32_t i = 0; i < count; ++i) {
     int64_t page = first + i;
     auto buffer = out.subspan(static_cast<size_t>(i) * page_size, page_size);
@@ -250,7 +252,9 @@ Status ShareStore::write(const ShareRef& ref, int64_t first, std::span<const std
   }
   auto file = share(ref.file_id, page_size, /*create=*/true, ref.sector_checksums);
   if (!file) return file.status();
-  pool_.declare(ref.file_id, page_size, ref.policy);
+  if (auto declared = pool_.declare(ref.file_id, page_size, ref.policy, /*sized=*/true); !declared) {
+    return declared.status();
+  }
   for (size_t i = 0; i < pages; ++i) {
     int64_t page = first + static_cast<int64_t>(i);
     auto bytes = data.subspan(i * page_size, page_size);

@@ -151,6 +151,40 @@ void ping_ok(const Address& address) {
 
 }  // namespace
 
+TEST_CASE("a read naming another page size than its file's is refused, before or after the pool has its pages") {
+  // The pool kept a file's pages at the size it was first declared with,
+  // and answered a read from it at the read's size: a smaller size copied
+  // a whole page into the reply (an assertion, or a heap overrun without
+  // one); a read of a share not yet on disk fixed the size the writer's
+  // pages then went into (found by an independent review).
+  TempDir dir;
+  auto server = start_page_server(dir / "server");
+  RawClient c(server->address());
+  auto good = page_pattern(4096, 1);
+  send_write(c, 1, 5, 4096, 0, good, {page_checksum(good, 0)});
+  REQUIRE(error_of(c.next()).is_ok());
+  send_read(c, 2, 5, 1024, 0, 1);
+  CHECK(error_of(c.next()).is(Code::kInvalidArgument));
+  send_read(c, 3, 5, 4096, 0, 1);
+  auto page = c.next();
+  REQUIRE(page != nullptr);
+  REQUIRE(page->root().isPages());
+  CHECK(std::memcmp(page->root().getPages().begin(), good.data(), 4096) == 0);
+
+  send_read(c, 4, 6, 1024, 0, 1);  // zeros: no share yet
+  REQUIRE(error_of(c.next()).is_ok());
+  auto other = page_pattern(4096, 7);
+  send_write(c, 5, 6, 4096, 0, other, {page_checksum(other, 0)});
+  REQUIRE(error_of(c.next()).is_ok());
+  send_read(c, 6, 6, 4096, 0, 1);
+  page = c.next();
+  REQUIRE(page != nullptr);
+  REQUIRE(page->root().isPages());
+  CHECK(std::memcmp(page->root().getPages().begin(), other.data(), 4096) == 0);
+  send_read(c, 7, 6, 1024, 0, 1);
+  CHECK(error_of(c.next()).is(Code::kInvalidArgument));
+}
+
 TEST_CASE("a frame that is not a message: an error, the connection closed, other clients served") {
   TempDir dir;
   auto server = start_page_server(dir / "server");
