@@ -26,11 +26,17 @@
 
 namespace pagefile::net {
 
+// No version: what a release answers when the owner held nothing (its
+// lease ran out, or the catalog restarted), since what happened meanwhile
+// is unknown; a client's next grant never matches it.
+inline constexpr uint64_t kNoVersion = 0;
+
 // What a lock request answers (wire LockState).
 struct LockGrant {
   LockLevel level = LockLevel::kNone;  // what the owner holds now
   bool reserved_by_other = false;
-  // Moves whenever the file may have changed (lease_table.h, "Versions").
+  // Moves whenever the file may have changed (lease_table.h, "Versions");
+  // kNoVersion for a release of a lock the owner no longer held.
   uint64_t version = 0;
   // For a lock that lets its owner write: its fencing token, and whether
   // its owner must announce it to the file's servers before it reads (the

@@ -566,6 +566,9 @@ Result<LockGrant> EtcdCatalog::lock(uint64_t id, uint64_t owner, LockLevel level
     out.version = static_cast<uint64_t>(state_written ? revision
                                         : state_kv   ? state_kv->mod
                                                      : seen->find(rec)->create);
+    // A release of a lock the owner no longer held (its lease ran out): no
+    // version for its next grant to match (LockGrant::version).
+    if (d.level == LockLevel::kNone && held == LockLevel::kNone) out.version = kNoVersion;
     if (needs_token) {
       out.fence_token = static_cast<uint64_t>(new_token ? revision : grant_kv->mod);
       out.fence_announce = next_announcer == owner;

@@ -103,7 +103,10 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
   }
   out.size_pages = record->size_pages;
   out.replica_version = record->replica_version;
-  out.version = leases_.version(id);
+  // A release of a lock this owner no longer held here (its lease ran out,
+  // or the catalog restarted): what happened since it last held one is
+  // unknown, so no version (kNoVersion) for its next grant to match.
+  out.version = level == LockLevel::kNone && before == LockLevel::kNone ? kNoVersion : leases_.version(id);
   out.level = after;
   out.reserved_by_other = leases_.reserved_by_other(id, owner);
   out.lease = leases_.lease();

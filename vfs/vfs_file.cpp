@@ -285,7 +285,12 @@ int x_unlock(sqlite3_file* f, int level) {
     // them. (Should the unlock fail, they only read what they need not.)
     if (level < SQLITE_LOCK_RESERVED) count_write_lock(st, false);
     Status s = io ? (*io)->set_lock_level(static_cast<LockLevel>(level)) : io.status();
-    if (s) st.lock = level;
+    // Lowered even when that failed: SQLite takes the level it asked for as
+    // held whatever xUnlock says (pagerUnlockDb), so its next xLock must
+    // take a lock here and read afresh. Left higher, that xLock returned at
+    // once: a transaction with no lock at all, over pages kept from before,
+    // after a remote lock lost to its lease ("lock lost").
+    st.lock = level;
     if (first.is_ok()) first = s;
     return first ? SQLITE_OK : sqlite_error(first, SQLITE_IOERR_UNLOCK);
   });

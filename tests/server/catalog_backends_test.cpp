@@ -252,6 +252,12 @@ TEST_CASE("leases: a writer that stops renewing loses its lock and is fenced") {
   CHECK(r->fence_token > w->fence_token);
   CHECK(r->version != w->version);
   CHECK(c.set_size(w->fence_token, a->id, 3, false).is(Code::kStale));
+  // Owner 1, unaware, lets go of the lock it no longer holds: no version
+  // (a reader that took the answer's for its last lock's kept its pages
+  // over owner 2's commit and lost an update; found by a review).
+  auto late = c.lock(a->id, 1, LockLevel::kNone);
+  REQUIRE(late);
+  CHECK(late->version == kNoVersion);
   // Once it has held a write lock and let go (so it surely had a grant
   // that asked), nothing more is asked. (The catalog on etcd asks at every
   // grant until then: an answer may be lost, and a second announcement
