@@ -8,7 +8,13 @@ Result<std::unique_ptr<LocalCatalog>> LocalCatalog::open(const std::filesystem::
                                                          std::chrono::milliseconds lease) {
   auto store = CatalogStore::open(path);
   if (!store) return store.status();
-  return std::unique_ptr<LocalCatalog>(new LocalCatalog(std::move(*store), lease));
+  std::unique_ptr<LocalCatalog> catalog(new LocalCatalog(std::move(*store), lease));
+  // The first block now: every token below it was given before this start.
+  auto first = catalog->next_token();
+  if (!first) return first.status().with_context("catalog: fencing tokens");
+  catalog->next_token_ = *first;
+  catalog->restarted_ = *first > 1;  // (tokens were set aside by a run before)
+  return catalog;
 }
 
 LocalCatalog::LocalCatalog(std::unique_ptr<CatalogStore> store, std::chrono::milliseconds lease)
@@ -61,9 +67,14 @@ Result<uint64_t> LocalCatalog::next_token() {
 }
 
 Status LocalCatalog::check_token(uint64_t token) const {
-  // Tokens from before this catalog's start are not known here; their
-  // locks went with the restart, and the page servers still check them.
-  if (token == 0 || first_token_ == 0 || token < first_token_ || live_tokens_.count(token)) return Status::ok();
+  // A token from before this catalog's start held a lock that went with
+  // the restart: refused, as a superseded one (first_token_ was set aside
+  // at the start, so every earlier token is below it).
+  if (token == 0 || live_tokens_.count(token)) return Status::ok();
+  if (token < first_token_) {
+    return Status::stale("catalog", fmt::format("lock token {} is from before the catalog restarted: its lock went "
+                                                "with the restart", token));
+  }
   return Status::stale("catalog", fmt::format("lock token {} was superseded: the write lock passed to another "
                                               "client (its lease ran out)", token));
 }
@@ -85,7 +96,10 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
   // (remote_page_io.h), so they refuse the old one from then on.
   // (An owner letting go of its last lock is no one to tell: the news
   // waits for the next owner that will read.)
-  bool lost = after != LockLevel::kNone && leases_.take_writer_lost(id);
+  // (The first grant of a file since this catalog started counts as a lost
+  // writer's successor's: a writer of before the restart may be writing.)
+  const bool first_since_start = restarted_ && after != LockLevel::kNone && !granted_.contains(id);
+  bool lost = after != LockLevel::kNone && (leases_.take_writer_lost(id) || first_since_start);
   if (after >= LockLevel::kReserved || lost) {
     Grant& grant = grants_[id];
     if (lost || grant.token == 0 || grant.owner != owner) {
@@ -101,6 +115,7 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
     out.fence_token = grant.token;
     out.fence_announce = lost;
   }
+  if (first_since_start) granted_.insert(id);
   out.size_pages = record->size_pages;
   out.replica_version = record->replica_version;
   // A release of a lock this owner no longer held here (its lease ran out,

@@ -1,7 +1,11 @@
 // The built-in catalog (server/catalog.h): records in an SQLite database in
 // one server's directory (server/catalog_store.h), locks in that server's
 // memory (server/lease_table.h), fencing tokens from blocks set aside in the
-// database. A restart of its server drops every lock, as a lost lease would.
+// database. A restart of its server drops every lock, as a lost lease would;
+// and since a writer of before it may still be writing, unaware, the first
+// grant of each file after it fences that writer off as a lost lease's
+// successor's does (a new token, announced to the servers before anything
+// is read), and tokens given before it are refused here.
 //
 // Thread-safety: not thread-safe; CatalogService serialises calls.
 #pragma once
@@ -10,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "server/catalog.h"
 #include "server/catalog_store.h"
@@ -44,7 +49,8 @@ class LocalCatalog final : public Catalog {
   // The next fencing token, from a block set aside in the store.
   Result<uint64_t> next_token();
   // kStale when `token` was given by this catalog and has since been
-  // superseded by another owner's; 0 checks nothing.
+  // superseded by another owner's, or was given before this catalog
+  // started (its lock went with the restart); 0 checks nothing.
   Status check_token(uint64_t token) const;
 
   // The last write lock granted on a file: its token and owner.
@@ -58,8 +64,10 @@ class LocalCatalog final : public Catalog {
   // Tokens [next_token_, token_limit_) are set aside and not yet given.
   uint64_t next_token_ = 0;
   uint64_t token_limit_ = 0;
-  uint64_t first_token_ = 0;                      // the first this run gave
+  uint64_t first_token_ = 0;                      // the first this run set aside
   std::map<uint64_t, Grant> grants_;              // by file
+  std::set<uint64_t> granted_;                    // files locked since this run began
+  bool restarted_ = false;                        // a run before this one gave tokens
   std::map<uint64_t, uint64_t> live_tokens_;      // grants_' tokens -> file
 };
 
