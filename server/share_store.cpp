@@ -223,11 +223,16 @@ Status ShareStore::read_window(LocalPagefile& file, uint64_t file_id, const Shar
       continue;  // written since, and still held
     }
     uint64_t sum = kNoChecksum;
-    if (Status s = read_from_disk(file, file_id, p, buffer, sum); !s) return s;
+    // A page read for another reader that fails (its checksum, the disk) is
+    // not kept and is that reader's to learn: read again behind the window,
+    // it fails there (read_miss). Failing this read for it failed reads of
+    // sound pages, and every one past it, for good.
+    Status read = read_from_disk(file, file_id, p, buffer, sum);
     // The disk has passed p, kept or not (a page not kept is read again by
     // its reader, behind the window). Behind `page`: its reader is coming;
     // ahead: stop once the pool will not keep more.
     through = p;
+    if (!read) continue;
     if (!pool_.pages()->fill_prefetched(file_id, p, buffer, sum) && p > page) break;
   }
   w->read_through = std::max(w->read_through, through);

@@ -151,6 +151,63 @@ void ping_ok(const Address& address) {
 
 }  // namespace
 
+TEST_CASE("global-sequential: a damaged page the window reads ahead fails its own reads only") {
+  // The window failed the read of a sound page with the error of a page it
+  // read ahead (or behind), and did not move, so every later read past it
+  // failed the same way (found by an independent review).
+  TempDir dir;
+  constexpr uint32_t ps = 4096;
+  {
+    auto server = start_page_server(dir / "server");
+    RawClient c(server->address());
+    for (int64_t p = 0; p < 10; ++p) {
+      auto data = page_pattern(ps, p);
+      send_write(c, 100 + static_cast<uint64_t>(p), 8, ps, p, data, {page_checksum(data, p)});
+      REQUIRE(error_of(c.next()).is_ok());
+    }
+  }
+  {  // one byte of page 5 damaged on the disk
+    LocalPagefile::OpenSpec spec;
+    spec.read_only = true;
+    auto f = LocalPagefile::open(dir / "server" / "shares" / "8.pf", spec);
+    REQUIRE_OK(f);
+    off_t at = (*f)->page_offset(5);
+    f->reset();
+    std::fstream io(dir / "server" / "shares" / "8.pf", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(at + 100);
+    io.put('\x5a');
+  }
+  auto server = start_page_server(dir / "server");
+  RawClient c(server->address());
+  uint64_t id = 1;
+  auto read = [&](int64_t page) {
+    capnp::MallocMessageBuilder m;
+    auto r = request(m, id++).getRoot<wire::Request>().initRead();
+    r.getShare().setFileId(8);
+    r.getShare().setPageSize(ps);
+    r.getShare().setPolicy("global-sequential");
+    r.getShare().setStripePages(1);
+    r.getShare().setServerCount(1);
+    r.getShare().setServerIndex(0);
+    r.setPage(page);
+    r.setCount(1);
+    c.send(m);
+    return c.next();
+  };
+  for (int64_t p : {2, 0, 1, 7, 5, 9, 2, 5}) {
+    CAPTURE(p);
+    auto reply = read(p);
+    REQUIRE(reply != nullptr);
+    if (p == 5) {
+      CHECK(error_of(reply).is(Code::kCorruption));
+      continue;
+    }
+    REQUIRE(error_of(reply).is_ok());
+    REQUIRE(reply->root().isPages());
+    CHECK(std::memcmp(reply->root().getPages().begin(), page_pattern(ps, p).data(), ps) == 0);
+  }
+}
+
 TEST_CASE("a read naming another page size than its file's is refused, before or after the pool has its pages") {
   // The pool kept a file's pages at the size it was first declared with,
   // and answered a read from it at the read's size: a smaller size copied
