@@ -30,7 +30,9 @@ Result<spdlog::level::level_enum> level_of(const std::string& name) {
   for (auto level : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
                      spdlog::level::err, spdlog::level::critical, spdlog::level::off}) {
     auto text = spdlog::level::to_string_view(level);
-    if (name == std::string_view(text.data(), text.size()) || (level == spdlog::level::err && name == "error")) {
+    // (spdlog spells one "warning": the name --help gives is taken too.)
+    if (name == std::string_view(text.data(), text.size()) || (level == spdlog::level::err && name == "error") ||
+        (level == spdlog::level::warn && name == "warn")) {
       return level;
     }
   }

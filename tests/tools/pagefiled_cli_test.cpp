@@ -310,6 +310,13 @@ TEST_CASE("logs: one line per event with key=value fields, on stderr at --log-le
   Outcome quiet = pagefiled_for(dir, 1, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "q").string(),
                                          "--log-level", "off"});
   CHECK(quiet.err.empty());
+  // Every name --help gives is taken (spdlog spells "warn" "warning").
+  for (const char* level : {"warn", "warning", "error", "critical"}) {
+    CAPTURE(level);
+    Outcome named = pagefiled_for(dir, 1, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "n").string(),
+                                           "--log-level", level});
+    CHECK(named.err.find("log level") == std::string::npos);
+  }
   Outcome bad = pagefiled_for(dir, 10, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "b").string(),
                                         "--log-level", "loud"});
   CHECK(bad.exit_status == 2);
