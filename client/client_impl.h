@@ -83,6 +83,7 @@ struct Request {
   bool prefetch = false;
   std::vector<std::byte> prefetch_buffer;
   bool miss_counted = false;  // the pool was asked and its miss counted
+  uint64_t pool_drops = 0;     // reads: OpenFile::pool_drops when issued
 
   bool done = false;       // the I/O has finished
   bool in_window = true;   // counts against its file's concurrency window
@@ -148,6 +149,11 @@ struct OpenFile {
   // drops), so a read_direct that ran outside mu_ can tell whether its page
   // may have changed meanwhile, and then leaves the pool alone.
   uint64_t pool_changes = 0;
+  // Counts what empties the file's pool at once (drop_cached, an exclusive
+  // operation such as truncate): a read issued before one fills nothing
+  // when it ends after it, since what it read may be what the drop was
+  // for (another client's commit since).
+  uint64_t pool_drops = 0;
 
   // Read-ahead asks for no page at or past this one: a read found it past
   // the end of the file. Requests past the end bring nothing but fill the

@@ -267,6 +267,7 @@ Status Client::Impl::exclusively(Fd fd, std::string_view what, const std::functi
     if (file->closing) return Status::invalid_argument(fd_text(fd), fmt::format("was closed during {}", what));
     file->exclusive = true;
     ++file->pool_changes;  // a read_direct already under way may return a page now changed
+    ++file->pool_drops;
     wait_locked(file, nullptr, [&] { return file->incomplete.empty(); });
     await_writes_at_once_locked(file);
   }
@@ -446,6 +447,7 @@ Status Client::Impl::drop_cached(Fd fd) {
   auto found = find_file(fd);
   if (!found) return found.status();
   ++(*found)->pool_changes;
+  ++(*found)->pool_drops;
   (*found)->read_ahead_end = OpenFile::kEndUnknown;
   if (cache_) cache_->drop_all(fd.value);
   return Status::ok();

@@ -168,6 +168,7 @@ RequestPtr Client::Impl::new_request_locked(const OpenFilePtr& file, int64_t pag
   request->file = file;
   request->is_write = is_write;
   request->page = page;
+  request->pool_drops = file->pool_drops;
   return request;
 }
 
@@ -267,7 +268,8 @@ void Client::Impl::complete(const RequestPtr& request, Status status, PageRead r
       bool write_behind = write_queued_behind(*request);
       if (request->is_write && !status.is_ok()) {
         cache_->drop(id, request->page);  // the store may hold the old page
-      } else if (!request->is_write && status.is_ok() && read_result == PageRead::kData && !write_behind) {
+      } else if (!request->is_write && status.is_ok() && read_result == PageRead::kData && !write_behind &&
+                 request->pool_drops == request->file->pool_drops) {
         if (request->prefetch) {
           cache_->fill_prefetched(id, request->page, request->read_buffer);
         } else {
