@@ -88,18 +88,19 @@ Status BusClient::Impl::start() {
                                                      config_.etcd);
     // Leases every third of their length; the live servers twice a second.
     renewer_ = std::thread([this] {
-      auto next_renew = Clock::now();
+      auto last_renew = Clock::now();
       MutexLock lock(mu_);
       while (!stopping_) {
         auto now = Clock::now();
-        bool renew = now >= next_renew;
-        if (renew) next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
+        bool renew = now >= last_renew + renew_every();
+        if (renew) last_renew = now;
         lock.unlock();
         if (renew) renew_leases();
         watch_servers();
         lock.lock();
         if (stopping_) return;
-        cv_.wait_for(mu_, std::min<Clock::duration>(std::chrono::milliseconds(500), next_renew - Clock::now()));
+        cv_.wait_for(mu_, std::min<Clock::duration>(std::chrono::milliseconds(500),
+                                                     last_renew + renew_every() - Clock::now()));
       }
     });
   }
@@ -315,7 +316,7 @@ void BusClient::Impl::watch_servers() {
 
 void BusClient::Impl::service_loop() {
   auto next_expiry = Clock::now();
-  auto next_renew = Clock::now();
+  auto last_renew = Clock::now();
   MutexLock lock(mu_);
   while (!stopping_) {
     // Often while answers may be waiting for the sweep; seldom else.
@@ -327,8 +328,8 @@ void BusClient::Impl::service_loop() {
       next_expiry = now + std::chrono::milliseconds(50);
       expire();
     }
-    if (now >= next_renew && !etcd_catalog_) {
-      next_renew = now + std::max<int64_t>(20, lease_ms_ / 3) * std::chrono::milliseconds(1);
+    if (now >= last_renew + renew_every() && !etcd_catalog_) {
+      last_renew = now;
       lock.unlock();
       renew_leases();
       lock.lock();

@@ -50,6 +50,13 @@ class BusClient::Impl : public std::enable_shared_from_this<BusClient::Impl> {
   bool lease_lost(uint64_t owner) EXCLUDES(owners_mu_);
   uint64_t new_owner() { return owner_ + (next_owner_++ << 1); }
   void note_lease(int64_t ms) { lease_ms_ = ms; }
+  // Leases are renewed every third of their length (at least 20 ms apart),
+  // from the last renewal: a lease the catalog says is shorter than the one
+  // assumed (1 s) makes the next renewal due sooner at once, not after a
+  // renewal at the old pace, which came too late for a lease under 333 ms.
+  std::chrono::milliseconds renew_every() const {
+    return std::chrono::milliseconds(std::max<int64_t>(20, lease_ms_.load() / 3));
+  }
   void set_request_timeout(int ms) { request_timeout_ms_ = ms; }
 
   // Waiter reading (waiter_reading.cpp).
