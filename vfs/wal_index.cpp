@@ -219,18 +219,25 @@ int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
       // it wrote goes to the files before another connection may look.
       Status s = drain_wals(*st.config);
       if (Status d = st.file->drain(); s.is_ok()) s = d;
+      // (This connection the WAL's writer, or the database's: a checkpoint.)
+      const bool wrote = offset == kWalWriteLock && st.wal_write_locked;
+      const bool checkpointed = covers(offset, n, kWalCkptLock) && st.wal_ckpt_locked;
       // (Before the lock goes: a writer in another process may follow.)
       if (offset == kWalWriteLock) end_wal_write_lock(st);
       if (covers(offset, n, kWalCkptLock)) checkpointing(st, false);
       if (!s) {
         // The lock goes all the same (SQLite takes an unlock for done, and
         // kept, it would refuse every other connection until this one
-        // closed), and what was not sent is let go: the next holder may
-        // write the same pages, which a later send would overwrite with
-        // these older bytes. (A commit's frames were sent at its commit
-        // frame, send_commit_frame: what is left is no commit's.)
-        forget_unsent_wals(*st.config);
-        st.file->forget_unsent();
+        // closed). Where it is the WAL's write lock this connection held,
+        // what the WAL was not sent is let go (and a checkpoint's database
+        // pages where it is the checkpoint lock): the next writer may write
+        // the same pages, which a later send would overwrite with these
+        // older bytes (a commit's frames were sent at its commit frame,
+        // send_commit_frame: what is left is no commit's). Any other lock's
+        // drain (a read mark, a checkpoint) may meet another connection's
+        // frames, held by it as the writer: left to be sent again.
+        if (wrote) forget_unsent_wals(*st.config);
+        if (checkpointed) st.file->forget_unsent();  // (likewise: the next checkpoint's pages)
         (void)st.shm->lock(offset, n, Kind::kUnlock);
         return sqlite_error(s, SQLITE_IOERR_SHMLOCK);
       }
