@@ -72,7 +72,11 @@ Status RemotePageIo::set_lock_level_locked(LockLevel level) {
       version_at_unlock_ = state.getVersion();
     }
   } else if (!reply && before != LockLevel::kNone && level == LockLevel::kNone) {
-    version_at_unlock_ = 0;  // whether the catalog let go is unknown
+    // Whether the catalog let go is unknown: nothing kept is trusted at the
+    // next lock, which may find this descriptor's level still held here
+    // (and so not compute unchanged_ again).
+    version_at_unlock_ = 0;
+    unchanged_ = false;
   }
   if (!reply && reply.status().is(Code::kBusy) && level == LockLevel::kExclusive &&
       before >= LockLevel::kShared) {
