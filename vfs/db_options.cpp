@@ -246,11 +246,9 @@ Result<std::string> lexical_name(std::string_view path) {
     if (part == "..") {
       if (!parts.empty() && parts.back() != "..") {
         parts.pop_back();
-      } else if (absolute) {
-        return Status::invalid_argument(path, "goes above the root");
-      } else {
+      } else if (!absolute) {
         parts.push_back(part);
-      }
+      }  // (else "/.." is "/", as on unix)
     } else if (!part.empty() && part != ".") {
       parts.push_back(part);
     }
@@ -344,21 +342,24 @@ Result<std::string> resolve_links(const std::string& path, bool* followed) {
 
 Result<std::string> full_pathname(std::string_view path, bool* followed) {
   auto name = lexical_name(path);
-  if (!name) return name;
   std::string relative;
-  if (name->front() != '/') {
+  std::string raw(path);
+  if (!path.empty() && path.front() != '/') {
     std::string cwd(4096, '\0');
     if (::getcwd(cwd.data(), cwd.size()) == nullptr) return errno_status(errno, "working directory", "getcwd");
     cwd.resize(std::strlen(cwd.c_str()));
-    relative = *name;
-    name = lexical_name(cwd + "/" + *name);
-    if (!name) return name;
+    if (name) relative = *name;
+    raw = cwd + "/" + raw;
+    if (!followed) name = name ? lexical_name(raw) : name;
   }
   if (followed) {
+    // From the path as given: a ".." after a link goes up from where the
+    // link leads, as unix's walk does, not from the link's own directory.
+    if (path.empty()) return name;  // (its error)
     *followed = false;
-    name = resolve_links(*name, followed);
-    if (!name) return name;
+    name = resolve_links(raw, followed);
   }
+  if (!name) return name;
   // (A relative name with ".." may climb above the working directory: its
   // absolute name is still one file, and gives it back.)
   if (!relative.empty()) MadeAbsolute::instance().add(*name, relative, default_location("") == Location::kRemote);

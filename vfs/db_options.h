@@ -65,8 +65,8 @@ Result<uint32_t> parse_count(std::string_view what, std::string_view text, uint3
 // name of a remote database that was made absolute of a relative one
 // (database_store_name), and the journal, WAL and super-journal names SQLite
 // makes of it, give back that relative name, the same from every
-// directory and machine. kInvalidArgument for an empty path or ".." above
-// the root.
+// directory and machine ("/.." is "/", as on unix). kInvalidArgument for an
+// empty path.
 Result<std::string> store_name(std::string_view path);
 
 // xFullPathname: a relative path made absolute, the working directory put

@@ -391,6 +391,16 @@ TEST_CASE("a database opened through a symbolic link is the file it points to, w
     CHECK(c.query("SELECT count(*), max(v) FROM t") == "3|10");
     CHECK_FALSE(fs::exists(dir / "alias.db-wal"));
     CHECK_FALSE(fs::exists(dir / "alias.db-shm"));
+    // ".." after a link goes up from where the link leads, as on unix.
+    fs::create_directories(dir / "other" / "deep");
+    fs::create_directory_symlink(dir / "other" / "deep", dir / "jump");
+    {
+      SqliteDb up(uri(dir / "jump" / ".." / "x.db", vfs), nullptr);
+      REQUIRE(up.open_rc() == SQLITE_OK);
+      up.run("CREATE TABLE u(x)");
+    }
+    CHECK(fs::exists(dir / "other" / "x.db"));
+    CHECK_FALSE(fs::exists(dir / "x.db"));
     // SQLITE_OPEN_NOFOLLOW refuses the link.
     SqliteDb nofollow(uri(dir / "alias.db", vfs), nullptr, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW);
     CHECK(nofollow.open_rc() == SQLITE_CANTOPEN);

@@ -56,7 +56,9 @@ TEST_CASE("store names: a normal path is its own name, others are made normal; a
   }
   CHECK(store_name("").status().is(pagefile::Code::kInvalidArgument));
   CHECK(store_name(".").status().is(pagefile::Code::kInvalidArgument));
-  CHECK(store_name("/../b.db").status().is(pagefile::Code::kInvalidArgument));
+  auto above = store_name("/../b.db");  // "/.." is "/", as on unix
+  REQUIRE(above);
+  CHECK(*above == "/b.db");
 }
 
 TEST_CASE("registration: VFS 'pagefile' exists and is not the default") {
@@ -204,7 +206,8 @@ TEST_CASE("xDelete and xAccess are exact; names are normalised deterministically
   CHECK(std::string(full) == cwd + "/a/" + db);
   REQUIRE(vfs()->xFullPathname(vfs(), "/x/./y/../z.db", sizeof full, full) == SQLITE_OK);
   CHECK(std::string(full) == "/x/z.db");
-  CHECK(vfs()->xFullPathname(vfs(), "/..", sizeof full, full) == SQLITE_CANTOPEN);
+  REQUIRE(vfs()->xFullPathname(vfs(), "/../z.db", sizeof full, full) == SQLITE_OK);  // "/.." is "/", as on unix
+  CHECK(std::string(full) == "/z.db");
   CHECK(vfs()->xFullPathname(vfs(), "abc", 3, full) == SQLITE_CANTOPEN);
 
   CHECK(access(db) == 0);
