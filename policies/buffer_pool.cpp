@@ -82,8 +82,12 @@ bool BufferPool::read_run(uint64_t file, int64_t first, uint32_t count, std::spa
 
 bool BufferPool::copy_run(PoolFile& f, int64_t first, uint32_t count, std::span<std::byte> out,
                           std::span<uint64_t> checksums, bool count_hits) {
-  assert(out.size() == static_cast<size_t>(count) * f.page_size);
-  assert(checksums.empty() || checksums.size() == count);
+  // A caller whose pages are of another size than the file's here misses
+  // (checked under mu_: the file may have started again at another size,
+  // ServerPool::declare, since the caller looked).
+  if (out.size() != static_cast<size_t>(count) * f.page_size || (!checksums.empty() && checksums.size() != count)) {
+    return false;
+  }
   // One lookup a page: find them all, then copy. The policy hears of the
   // uses only after every copy, since a use may toss a page of the run.
   constexpr uint32_t kOnStack = 16;
@@ -209,7 +213,7 @@ FileCounters BufferPool::counters(uint64_t file) const {
 
 bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> data, uint64_t checksum,
                        bool prefetched) {
-  assert(data.size() == f.page_size);
+  if (data.size() != f.page_size) return false;  // (likewise: never kept)
   auto it = f.frames.find(page);
   if (it != f.frames.end()) {
     std::memcpy(it->second.data.data(), data.data(), data.size());

@@ -62,8 +62,9 @@ class ServerPool {
   // it has, "random" for a new file), with pages of `page_size`. Returns
   // the policy it runs. kInvalidArgument when the pool holds the file with
   // pages of another size, unless `sized` (the share on disk has this
-  // size: a write's, checked against it first), which starts the file's
-  // pool again at this size. (A request naming another size than the
+  // size, checked first), which starts the file's pool again at this size.
+  // (BufferPool checks the size again at every copy, under its own lock: a
+  // read that passed here before such a start misses.) (A request naming another size than the
   // file's must never meet its pages in the pool: copied by the request's
   // size, they would overrun a reply or give part of a page.)
   Result<std::string> declare(uint64_t file, uint32_t page_size, std::string_view policy, bool sized = false);

@@ -98,7 +98,10 @@ Status ShareStore::read(const ShareRef& ref, int64_t first, uint32_t count, std:
   uint32_t page_size = ref.page_size;
   auto file = share(file_id, page_size, /*create=*/false);
   if (!file && !file.status().is(Code::kNotFound)) return file.status();
-  auto policy = pool_.declare(file_id, page_size, ref.policy);
+  // A share on disk has this page size (share() checked): the pool takes
+  // it, whatever size a read before named (that read was refused, or found
+  // no share); with no share, a size other than the pool's is refused.
+  auto policy = pool_.declare(file_id, page_size, ref.policy, /*sized=*/static_cast<bool>(file));
   if (!policy) return policy.status();
   bool global_sequential = *policy == kGlobalSequential;
   for (uint32_t i = 0; i < count; ++i) {

@@ -240,6 +240,26 @@ TEST_CASE("a read naming another page size than its file's is refused, before or
   CHECK(std::memcmp(page->root().getPages().begin(), other.data(), 4096) == 0);
   send_read(c, 7, 6, 1024, 0, 1);
   CHECK(error_of(c.next()).is(Code::kInvalidArgument));
+
+  // Started again (an empty pool), a wrong size read first: refused, and
+  // the right size read after it is not (the share on disk says which).
+  TempDir again;
+  {
+    auto first = start_page_server(again / "server");
+    RawClient w(first->address());
+    send_write(w, 1, 9, 4096, 0, good, {page_checksum(good, 0)});
+    REQUIRE(error_of(w.next()).is_ok());
+  }
+  auto restarted = start_page_server(again / "server");
+  RawClient r(restarted->address());
+  send_read(r, 1, 9, 1024, 0, 1);
+  CHECK(error_of(r.next()).is(Code::kInvalidArgument));
+  send_read(r, 2, 9, 4096, 0, 1);
+  page = r.next();
+  REQUIRE(page != nullptr);
+  INFO(error_of(page).to_string());
+  REQUIRE(page->root().isPages());
+  CHECK(std::memcmp(page->root().getPages().begin(), good.data(), 4096) == 0);
 }
 
 TEST_CASE("a frame that is not a message: an error, the connection closed, other clients served") {
@@ -691,5 +711,9 @@ TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher 
   CHECK(a3);
   auto [t4, a4] = lock(3, kReserved);
   CHECK(t4 == t3);  // it was owner 3's already
-  CHECK_FALSE(a4);
+  CHECK(a4);        // asked again until it has held a write lock and let go
+  lock(3, kShared);
+  auto [t5, a5] = lock(3, kReserved);
+  CHECK(t5 == t3);
+  CHECK_FALSE(a5);
 }
