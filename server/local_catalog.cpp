@@ -98,9 +98,23 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
   // waits for the next owner that will read.)
   // (The first grant of a file since this catalog started counts as a lost
   // writer's successor's: a writer of before the restart may be writing.)
+  // The duty to announce stays with the owner it fell to, asked again at
+  // each of its grants, until it lets go of a write lock (it can only have
+  // taken one through such a grant, so it surely heard, and announced) or
+  // the token passes to another owner: an answer may be lost, and an
+  // announcement that fails leaves the old writer unfenced (as the catalog
+  // on etcd keeps it in its state key).
   const bool first_since_start = restarted_ && after != LockLevel::kNone && !granted_.contains(id);
-  bool lost = after != LockLevel::kNone && (leases_.take_writer_lost(id) || first_since_start);
-  if (after >= LockLevel::kReserved || lost) {
+  const bool lost = after != LockLevel::kNone && (leases_.take_writer_lost(id) || first_since_start);
+  if (lost) {
+    announcers_[id] = owner;
+  } else if (auto duty = announcers_.find(id); duty != announcers_.end() && duty->second == owner &&
+                                                before >= LockLevel::kReserved && after < LockLevel::kReserved) {
+    announcers_.erase(duty);
+  }
+  auto duty = announcers_.find(id);
+  bool announce = after != LockLevel::kNone && duty != announcers_.end() && duty->second == owner;
+  if (after >= LockLevel::kReserved || announce) {
     Grant& grant = grants_[id];
     if (lost || grant.token == 0 || grant.owner != owner) {
       auto token = next_token();
@@ -111,9 +125,13 @@ Result<LockGrant> LocalCatalog::lock(uint64_t id, uint64_t owner, LockLevel leve
       live_tokens_.erase(grant.token);
       grant = {*token, owner};
       live_tokens_[*token] = id;
+      if (!lost && duty != announcers_.end()) {
+        announcers_.erase(duty);  // (passed on with no one lost: nothing left to fence)
+        announce = false;
+      }
     }
     out.fence_token = grant.token;
-    out.fence_announce = lost;
+    out.fence_announce = announce;
   }
   if (first_since_start) granted_.insert(id);
   out.size_pages = record->size_pages;

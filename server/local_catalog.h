@@ -67,6 +67,7 @@ class LocalCatalog final : public Catalog {
   uint64_t first_token_ = 0;                      // the first this run set aside
   std::map<uint64_t, Grant> grants_;              // by file
   std::set<uint64_t> granted_;                    // files locked since this run began
+  std::map<uint64_t, uint64_t> announcers_;       // file -> the owner to announce its token
   bool restarted_ = false;                        // a run before this one gave tokens
   std::map<uint64_t, uint64_t> live_tokens_;      // grants_' tokens -> file
 };

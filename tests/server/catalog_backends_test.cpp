@@ -259,9 +259,9 @@ TEST_CASE("leases: a writer that stops renewing loses its lock and is fenced") {
   REQUIRE(late);
   CHECK(late->version == kNoVersion);
   // Once it has held a write lock and let go (so it surely had a grant
-  // that asked), nothing more is asked. (The catalog on etcd asks at every
-  // grant until then: an answer may be lost, and a second announcement
-  // costs nothing.)
+  // that asked), nothing more is asked. (Both catalogs ask at every grant
+  // until then: an answer may be lost, or an announcement fail, and a
+  // second announcement costs nothing.)
   REQUIRE(c.lock(a->id, 2, LockLevel::kReserved));
   REQUIRE(c.lock(a->id, 2, LockLevel::kShared));
   auto again = c.lock(a->id, 2, LockLevel::kReserved);
@@ -291,12 +291,22 @@ TEST_CASE("the built-in catalog restarted: the writer before it is fenced off, i
   CHECK(r->fence_token > w->fence_token);
   CHECK(f.catalog->set_size(w->fence_token, a->id, 3, false).is(Code::kStale));
   CHECK(f.catalog->remove(w->fence_token, "a.db-journal").status().is(Code::kStale));
-  // Once fenced, the file's grants go on as usual.
+  // Asked again at its next grant (the answer may be lost, or its
+  // announcement fail), until it has held a write lock and let go.
+  REQUIRE(f.catalog->lock(a->id, 2, LockLevel::kNone));
+  auto asked = f.catalog->lock(a->id, 2, LockLevel::kShared);
+  REQUIRE(asked);
+  CHECK(asked->fence_announce);
+  CHECK(asked->fence_token == r->fence_token);
   auto w2 = f.catalog->lock(a->id, 2, LockLevel::kReserved);
   REQUIRE(w2);
-  CHECK_FALSE(w2->fence_announce);
+  CHECK(w2->fence_announce);
   CHECK(f.catalog->set_size(w2->fence_token, a->id, 3, false));
   CHECK(f.catalog->remove(w2->fence_token, "a.db-journal"));
+  REQUIRE(f.catalog->lock(a->id, 2, LockLevel::kShared));
+  auto w3 = f.catalog->lock(a->id, 2, LockLevel::kReserved);
+  REQUIRE(w3);
+  CHECK_FALSE(w3->fence_announce);
 }
 
 TEST_CASE("leases: a lost writer's successor announces its token, even when its first lock after the loss is busy") {
