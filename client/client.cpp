@@ -69,7 +69,11 @@ std::optional<Result<int64_t>> Client::read_pages_at_once(Fd fd, int64_t first, 
 
 std::optional<Status> Client::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
                                             ChangedBytes changed) {
-  return impl_->write_at_once(fd, page, data, changed);
+  return impl_->write_at_once(fd, page, 1, data, changed);
+}
+
+std::optional<Status> Client::write_pages_at_once(Fd fd, int64_t first, std::span<const std::byte> data) {
+  return impl_->write_at_once(fd, first, -1, data, ChangedBytes{});
 }
 
 Status Client::write(Fd fd, int64_t page, std::span<const std::byte> data) {

@@ -211,9 +211,10 @@ class Client::Impl {
   // Client::read_pages_at_once.
   std::optional<Result<int64_t>> read_pages_at_once(Fd fd, int64_t first, int64_t count,
                                                     std::span<std::byte> buffer) EXCLUDES(mu_);
-  // Client::write_at_once.
-  std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data, ChangedBytes changed)
-      EXCLUDES(mu_);
+  // Client::write_at_once (`count` 1) and write_pages_at_once (`count` -1:
+  // as many pages as `data` holds).
+  std::optional<Status> write_at_once(Fd fd, int64_t first, int64_t count, std::span<const std::byte> data,
+                                      ChangedBytes changed) EXCLUDES(mu_);
   Status sync(Fd fd);
   Status truncate(Fd fd, int64_t pages);
   Status set_page_size(Fd fd, uint32_t page_size);

@@ -1,5 +1,8 @@
 // The request path: tickets, the concurrency window, per-page order, the
 // client's pool on the way, dispatch to the file's PageIo and completion.
+#include <algorithm>
+#include <ranges>
+
 #include <fmt/format.h>
 
 #include "core/mutex.h"
@@ -368,10 +371,15 @@ std::optional<Result<int64_t>> Client::Impl::read_pages_at_once(Fd fd, int64_t f
   return (**io)->read_pages_here(first, count, buffer);
 }
 
-std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
-                                                  ChangedBytes changed) {
+std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t first, int64_t count,
+                                                  std::span<const std::byte> data, ChangedBytes changed) {
   OpenFilePtr file;
   std::shared_ptr<PageIo> io;
+  auto pages = [&] { return std::views::iota(first, first + count); };
+  auto under_way = [&](int64_t page) {
+    return file->page_queues.contains(page) ||
+           std::ranges::find(file->writing_at_once, page) != file->writing_at_once.end();
+  };
   {
     MutexLock lock(mu_);
     // With a pool, a write updates it in request order (the usual path).
@@ -379,21 +387,34 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t page, std::span
     auto found = find_file(fd);
     if (!found) return std::nullopt;  // the usual path says what is wrong
     file = *found;
-    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->awaiting_at_once > 0 ||
-        file->page_queues.contains(page) || std::ranges::find(file->writing_at_once, page) != file->writing_at_once.end()) {
+    if (!file->io->may_be_direct() || file->exclusive || file->closing || file->awaiting_at_once > 0) {
       return std::nullopt;
     }
-    if (Status s = check_page_access(page, data.size(), file->io->page_size(), file->name); !s) return s;
+    const uint32_t page_size = file->io->page_size();
+    if (count < 0) {
+      if (data.empty() || data.size() % page_size != 0) {
+        return Status::invalid_argument(file->name, fmt::format("write of {} bytes: not whole pages of {}",
+                                                                data.size(), page_size));
+      }
+      count = static_cast<int64_t>(data.size() / page_size);
+    }
+    if (std::ranges::any_of(pages(), under_way)) return std::nullopt;
+    for (int64_t page : pages()) {
+      size_t bytes = count == 1 ? data.size() : page_size;
+      if (Status s = check_page_access(page, bytes, page_size, file->name); !s) return s;
+    }
     if (file->io->read_only()) return Status::read_only(file->name, "write: file was opened read-only");
     io = file->io;
-    file->writing_at_once.push_back(page);
+    for (int64_t page : pages()) file->writing_at_once.push_back(page);
   }
-  std::optional<Status> done = io->write_direct(page, data, changed);
+  std::optional<Status> done = count == 1 ? io->write_direct(first, data, changed) : io->write_pages_here(first, data);
   {
     MutexLock lock(mu_);
-    file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));
+    for (int64_t page : pages()) {
+      file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));
+      if (done) file->write_done(page, *done);
+    }
     ++file->pool_changes;
-    if (done) file->write_done(page, *done);
     if (file->awaiting_at_once > 0) done_cv_.notify_all();
   }
   return done;

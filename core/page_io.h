@@ -80,6 +80,14 @@ class PageIo {
     (void)changed;
     return std::nullopt;
   }
+  // Likewise the pages from `first` that `data` holds (whole pages, one
+  // after the other), each as write_direct writes it but with fewer system
+  // calls: nothing when not so (then write them one by one).
+  virtual std::optional<Status> write_pages_here(int64_t first, std::span<const std::byte> data) {
+    (void)first;
+    (void)data;
+    return std::nullopt;
+  }
   // Whether read_direct or write_direct can ever answer, so callers skip them
   // (and what they do around them) for files where they never do.
   virtual bool may_be_direct() const { return false; }

@@ -45,6 +45,10 @@ class LocalPageIo final : public PageIo {
     if (file_->dsync()) return std::nullopt;
     return file_->write_page(page, data, kNoChecksum, changed);
   }
+  std::optional<Status> write_pages_here(int64_t first, std::span<const std::byte> data) override {
+    if (file_->dsync()) return std::nullopt;
+    return file_->write_pages(first, data);
+  }
   bool may_be_direct() const override { return true; }
   // Not strictly (a read that would wait goes to the I/O threads), but
   // reading ahead gains nothing here: the kernel reads ahead a local file.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <mutex>
 #include <vector>
@@ -31,6 +32,9 @@ constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
 // Bytes reserved at most in one call (LocalPagefile::reserve).
 constexpr off_t kMaxReservationBytes = off_t{1} << 20;
 
+// (The context is formatted only for an error: this runs once per page.)
+Status page_context(int64_t page, Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); }
+
 }  // namespace
 
 Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum,
@@ -41,15 +45,81 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // Reserve the blocks first: when the disk is full this fails before a
   // byte of the page is written, so no page is left half old, half new.
   if (Status s = reserve(page); !s) return s;
-  // (The context is formatted only for an error: this runs once per page.)
-  auto page_context = [page](Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); };
   if (!checked_) {
-    Status s = page_context(pwrite_full(fd_, data, offset, name_));
+    Status s = page_context(page, pwrite_full(fd_, data, offset, name_));
     if (s) raise_end(page + 1);
     return s;
   }
+  std::lock_guard whole(stripe(page));
+  PageWrite w;
+  if (Status s = begin_write(page, data, checksum, changed, w); !s) return s;
+  const size_t unit_bytes = data.size() / units_;
+  Status s = page_context(page, pwrite_full(fd_, data.subspan(w.first * unit_bytes, (w.last - w.first) * unit_bytes),
+                                            offset + static_cast<off_t>(w.first * unit_bytes), name_));
+  end_write(w, s);
+  return s;
+}
+
+Status LocalPagefile::write_pages(int64_t first, std::span<const std::byte> data) {
+  const size_t page_bytes = page_size();
+  if (data.size() % page_bytes != 0) {
+    return Status::invalid_argument(name_, fmt::format("write of {} bytes: not whole pages of {}", data.size(), page_bytes));
+  }
+  const auto count = static_cast<int64_t>(data.size() / page_bytes);
+  if (count == 1) return write_page(first, data);
+  if (Status s = check_writable("write"); !s) return s;
+  for (int64_t page = first; page < first + count; ++page) {
+    if (Status s = check_page_access(page, page_bytes, page_size(), name_); !s) return s;
+    if (Status s = reserve(page); !s) return s;
+  }
+  // A group's pages lie one after the other on disk; the next group's
+  // checksum block comes between it and the next page.
+  for (int64_t from = first; from < first + count;) {
+    int64_t to = grouped_ ? std::min(first + count, (from / kGroupPages + 1) * kGroupPages) : first + count;
+    auto bytes = data.subspan(static_cast<size_t>(from - first) * page_bytes, static_cast<size_t>(to - from) * page_bytes);
+    if (Status s = write_run(from, to, bytes); !s) return s;
+    from = to;
+  }
+  return Status::ok();
+}
+
+Status LocalPagefile::write_run(int64_t from, int64_t to, std::span<const std::byte> data) {
+  const off_t offset = page_offset(from);
+  if (!checked_) {
+    Status s = page_context(from, pwrite_full(fd_, data, offset, name_));
+    if (s) raise_end(to);
+    return s;
+  }
+  // Each page's stripe, taken in the stripes' order (as truncate takes them
+  // all), for the whole run: the entries first, then the bytes.
+  std::array<bool, std::tuple_size_v<decltype(stripes_)>> held{};
+  for (int64_t page = from; page < to; ++page) held[static_cast<uint64_t>(page) % held.size()] = true;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i]) locks.emplace_back(stripes_[i]);
+  }
+  const size_t page_bytes = page_size();
+  std::vector<PageWrite> writes(static_cast<size_t>(to - from));
+  for (int64_t page = from; page < to; ++page) {
+    auto at = static_cast<size_t>(page - from);
+    if (Status s = begin_write(page, data.subspan(at * page_bytes, page_bytes), kNoChecksum, ChangedBytes{}, writes[at]);
+        !s) {
+      // The pages whose entries were written hold their old bytes, which
+      // those entries still match: as a page whose own write failed.
+      for (size_t i = 0; i < at; ++i) end_write(writes[i], s);
+      return s;
+    }
+  }
+  Status s = page_context(from, pwrite_full(fd_, data, offset, name_));
+  for (const PageWrite& w : writes) end_write(w, s);
+  return s;
+}
+
+Status LocalPagefile::begin_write(int64_t page, std::span<const std::byte> data, uint64_t checksum,
+                                  ChangedBytes changed, PageWrite& w) {
+  w.page = page;
   sums_.prefetch(static_cast<size_t>(page) * units_);  // (kept below, after the hash)
-  UnitSums sums;
+  UnitSums& sums = w.sums;
   if (units_ == 1 && checksum != kNoChecksum) {
     sums[0] = checksum;
   } else {
@@ -58,8 +128,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // The entries first, each old checksum kept beside the new one: until
   // the page itself is written (or if its write fails, or tears between
   // sectors), the old page, or each old sector, still matches.
-  std::lock_guard whole(stripe(page));
-  const uint64_t gen = span_gen_.load();  // (before the write: see span_sums_)
+  w.gen = span_gen_.load();  // (before the write: see span_sums_)
   Entries entries;
   UnitSums before{};
   // before[] are the checksums of the page's bytes on disk, exactly (read
@@ -69,14 +138,14 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // no old checksum is worth reading.
   bool appended = appends(page);
   if (is_suspect(page)) {
-    if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
+    if (Status s = checksums_on_disk(page, before); !s) return page_context(page, s);
   } else if (trusted_sums(page, before) || appended) {
     // Nothing to read: before[] holds the kept checksums, which are the
     // file's, or the page is new and has no old bytes to keep.
   } else if (on_disk_sum(page, before)) {
     exact_before = true;
-  } else if (!(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, gen) && on_disk_sum(page, before))) {
-    if (Status s = read_entries(page, entries); !s) return page_context(s);
+  } else if (!(units_ == 1 && writes_excluded_.load() && note_block_on_disk(page, w.gen) && on_disk_sum(page, before))) {
+    if (Status s = read_entries(page, entries); !s) return page_context(page, s);
     bool retired = false;
     for (uint32_t u = 0; u < units_; ++u) {
       before[u] = entries.current(u);
@@ -86,7 +155,7 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     // hold the bytes its previous checksum matches, or be a hole since: the
     // bytes say which (rare: this reads the page).
     if (retired) {
-      if (Status s = checksums_on_disk(page, before); !s) return page_context(s);
+      if (Status s = checksums_on_disk(page, before); !s) return page_context(page, s);
     }
   }
   // The units whose bytes are written, [first, last): all, but where the
@@ -104,8 +173,8 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
   // cut after its entries) gets the pair (its checksum, its checksum), so
   // that a later write of it, torn, still leaves bytes that match.
   const size_t unit_bytes = data.size() / units_;
-  uint32_t first = 0;
-  uint32_t last = units_;
+  w.first = 0;
+  w.last = units_;
   if (exact_before && units_ > 1 && changed.size > 0 && changed.offset + changed.size <= data.size()) {
     const auto from = static_cast<uint32_t>(changed.offset / unit_bytes);
     const auto to = static_cast<uint32_t>((changed.offset + changed.size + unit_bytes - 1) / unit_bytes);
@@ -114,8 +183,8 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
       if ((u < from || u >= to) && sums[u] != before[u]) others_as_on_disk = false;
     }
     if (others_as_on_disk) {
-      first = from;
-      last = to;
+      w.first = from;
+      w.last = to;
     }
   }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
@@ -128,17 +197,18 @@ Status LocalPagefile::write_page(int64_t page, std::span<const std::byte> data, 
     forget_on_disk(page, page + 1);
     return entry_written.with_context(fmt::format("checksum of page {}", page));
   }
-  Status s = page_context(pwrite_full(fd_, data.subspan(first * unit_bytes, (last - first) * unit_bytes),
-                                      offset + static_cast<off_t>(first * unit_bytes), name_));
-  set_suspect(page, !s);
-  if (!s) {
-    forget_on_disk(page, page + 1);
-    return s;
+  return Status::ok();
+}
+
+void LocalPagefile::end_write(const PageWrite& w, const Status& written) {
+  set_suspect(w.page, !written);
+  if (!written) {
+    forget_on_disk(w.page, w.page + 1);
+    return;
   }
-  keep_sums(page, &sums);
-  note_on_disk(page, sums, gen);
-  raise_end(page + 1);
-  return s;
+  keep_sums(w.page, &w.sums);
+  note_on_disk(w.page, w.sums, w.gen);
+  raise_end(w.page + 1);
 }
 
 void LocalPagefile::raise_end(int64_t pages) {

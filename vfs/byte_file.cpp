@@ -321,6 +321,22 @@ Status ByteFile::trim_kept(std::map<int64_t, KeptPage>::iterator keeping) {
       }
       if (changed <= kMaxCachedPages) return Status::ok();
     }
+    if (kept_.size() > kept_limit_ && lowest->second.dirty()) {
+      // A journal being appended to: the lowest pages that follow one
+      // another go out together (never `keeping` and the highest, which
+      // are being written), and are let go.
+      auto end = std::prev(kept_.end());
+      if (keeping != end && keeping->first > lowest->first) end = keeping;
+      auto last = write_kept_run(lowest, end);
+      if (!last) return last.status();
+      if (*last != lowest) {
+        while (lowest != *last) {
+          if (spare_.empty()) spare_ = std::move(lowest->second.data);
+          lowest = kept_.erase(lowest);
+        }
+        continue;
+      }
+    }
     if (lowest->second.dirty()) {
       if (Status s = issue_write(lowest->first, lowest->second.data, lowest->second.changes()); !s) return s;
     }
@@ -389,6 +405,62 @@ Status ByteFile::issue_write(int64_t page, std::span<const std::byte> data, Chan
   return first;
 }
 
+Result<ByteFile::KeptIt> ByteFile::write_kept_run(KeptIt from, KeptIt end) {
+  // A local journal's pages only: 4 KiB, each written whole anyway (no
+  // sectors to leave alone, as a WAL's 16 KiB pages have), and a system
+  // call each is what they cost most (LocalPagefile::write_pages).
+  if (!local_ || layout_ != Layout::kBytes || page_size_ != kLocalJournalPageSize) return from;
+  auto last = from;
+  int64_t count = 0;
+  while (last != end && last->second.dirty() && last->first == from->first + count && count < kMaxRunPages) {
+    ++last;
+    ++count;
+  }
+  if (count < 2) return from;
+  run_out_.resize(static_cast<size_t>(count) * page_size_);
+  size_t at = 0;
+  for (auto it = from; it != last; ++it, at += page_size_) {
+    std::memcpy(run_out_.data() + at, it->second.data.data(), page_size_);
+  }
+  auto done = send_run(from->first, run_out_);
+  if (!done) return from;  // one by one, then
+  if (!done->is_ok()) return *done;
+  for (auto it = from; it != last; ++it) it->second.written();
+  return last;
+}
+
+std::optional<Status> ByteFile::send_run(int64_t first, std::span<const std::byte> pages) {
+  const auto count = static_cast<int64_t>(pages.size() / page_size_);
+  for (int64_t page = first; page < first + count; ++page) drop_ahead(page);
+  if (checked_page_ >= first && checked_page_ < first + count) checked_page_ = -1;
+  auto done = client_.write_pages_at_once(fd_, first, pages);
+  if (!done || !done->is_ok()) return done;
+  for (int64_t page = first; page < first + count; ++page) {
+    traced([&](TraceWriter& w, const TraceWriter::File& f) {
+      w.write(f, page, pages.subspan(static_cast<size_t>(page - first) * page_size_, page_size_));
+    });
+  }
+  stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
+  stats_->pages_written.fetch_add(static_cast<uint64_t>(count), std::memory_order_relaxed);
+  unsynced_ = true;
+  return done;
+}
+
+Status ByteFile::send_deferred() {
+  if (deferred_pages_ == 0) return Status::ok();
+  const int64_t first = deferred_first_;
+  const int64_t count = std::exchange(deferred_pages_, 0);
+  auto pages = std::span<const std::byte>(run_out_).first(static_cast<size_t>(count) * page_size_);
+  if (count > 1) {
+    if (auto done = send_run(first, pages)) return *done;
+  }
+  for (int64_t page = first; page < first + count; ++page) {
+    auto bytes = pages.subspan(static_cast<size_t>(page - first) * page_size_, page_size_);
+    if (Status s = issue_write(page, bytes); !s) return s;
+  }
+  return Status::ok();
+}
+
 Status ByteFile::confirm_writes() {
   Status first;
   while (!writes_.empty()) {
@@ -399,6 +471,7 @@ Status ByteFile::confirm_writes() {
 }
 
 Status ByteFile::flush_kept() {
+  if (Status s = send_deferred(); !s) return s;
   // A local rollback journal's header (page 1) changed in place, its length
   // not: SQLite's second sync of a commit (the record count), and PERSIST's
   // zeroed header. Its length page is written again as it is, because on
@@ -410,10 +483,20 @@ Status ByteFile::flush_kept() {
   // length is the last one written or read (length_dirty_ false).
   const bool length_between = local_ && layout_ == Layout::kBytes && page_size_ == kLocalJournalPageSize &&
                               !length_dirty_ && size_ > 0 && kept_.contains(1) && kept_.at(1).dirty();
-  for (auto& [page, kept] : kept_) {
-    if (!kept.dirty()) continue;
-    if (Status s = issue_write(page, kept.data, kept.changes()); !s) return s;
-    kept.written();
+  for (auto at = kept_.begin(); at != kept_.end();) {
+    if (!at->second.dirty()) {
+      ++at;
+      continue;
+    }
+    auto next = write_kept_run(at, kept_.end());
+    if (!next) return next.status();
+    if (*next == at) {
+      if (Status s = issue_write(at->first, at->second.data, at->second.changes()); !s) return s;
+      at->second.written();
+      ++at;
+    } else {
+      at = *next;
+    }
   }
   if (layout_ == Layout::kBytes && (length_dirty_ || length_between)) {
     std::vector<std::byte>& length = length_out_;
@@ -436,6 +519,7 @@ Status ByteFile::flush_kept() {
 
 Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("read", "negative offset");
+  if (Status s = send_deferred(); !s) return s;
   stats_->bytes_read.fetch_add(out.size(), std::memory_order_relaxed);
   if (offset + static_cast<int64_t>(out.size()) > size_) {
     // Past the end as this descriptor last saw it: another may have grown
@@ -473,8 +557,16 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   return avail;
 }
 
-Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
+Status ByteFile::write(std::span<const std::byte> data, int64_t offset, bool may_defer) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
+  // A local database's whole page, while the caller says a call whose
+  // error SQLite sees follows: held, to go with the pages after it.
+  may_defer = may_defer && local_ && layout_ == Layout::kPages && data.size() == page_size_ &&
+              offset % page_size_ == 0 && !(size_ == 0 && offset == 0);
+  if (deferred_pages_ > 0 &&
+      !(may_defer && offset / page_size_ == deferred_first_ + deferred_pages_ && deferred_pages_ < kMaxRunPages)) {
+    if (Status s = send_deferred(); !s) return s;
+  }
   // (A page written in part is read first, and one past a stale end would
   // read as zeros.)
   if (auto size = current_size(); !size) return size.status();
@@ -493,7 +585,14 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
     int64_t page = page_of(at);
     size_t in_page = static_cast<size_t>(at % page_size_);
     size_t n = std::min<size_t>(page_size_ - in_page, data.size() - done);
-    if (n == page_size_) {
+    if (n == page_size_ && may_defer) {
+      kept_.erase(page);  // wholly replaced
+      if (deferred_pages_ == 0) deferred_first_ = page;
+      run_out_.resize(static_cast<size_t>(deferred_pages_ + 1) * page_size_);
+      std::memcpy(run_out_.data() + static_cast<size_t>(deferred_pages_) * page_size_, data.data() + done, n);
+      ++deferred_pages_;
+      unsynced_ = true;
+    } else if (n == page_size_) {
       kept_.erase(page);  // wholly replaced
       if (Status s = issue_write(page, data.subspan(done, n)); !s) return s;
     } else {
@@ -516,6 +615,7 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
 
 Status ByteFile::truncate(int64_t size) {
   if (size < 0) return Status::invalid_argument("truncate", "negative size");
+  if (Status s = send_deferred(); !s) return s;
   if (auto known = current_size(); !known) return known.status();  // (the new last page is read first)
   drop_all_ahead();
   // Emptied, a journal or WAL keeps no length page either: a file of no
@@ -579,6 +679,7 @@ Result<PageIo*> ByteFile::io() const {
 }
 
 Status ByteFile::refresh_size() {
+  if (Status s = send_deferred(); !s) return s;
   // Through the PageIo (client/client_access.h): no request bookkeeping.
   auto io = this->io();
   if (!io) return io.status();
@@ -613,7 +714,7 @@ Status ByteFile::refresh_size() {
 
 bool ByteFile::pending() const {
   bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty(); });
-  return dirty || length_dirty_ || !writes_.empty();
+  return dirty || length_dirty_ || !writes_.empty() || deferred_pages_ > 0;
 }
 
 Status ByteFile::reload() {
@@ -629,6 +730,7 @@ void ByteFile::forget_unsent() {
     if (spare_.empty()) spare_ = std::move(kept.data);
   }
   kept_.clear();
+  deferred_pages_ = 0;
   length_dirty_ = false;
   checked_page_ = -1;
   drop_cache();

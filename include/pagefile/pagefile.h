@@ -237,6 +237,13 @@ class Client {
   // that the others are unchanged on disk (fewer blocks for a sync).
   std::optional<Status> write_at_once(Fd fd, int64_t page, std::span<const std::byte> data,
                                       ChangedBytes changed = {});
+  // write_at_once of the pages from `first` that `data` holds (whole pages,
+  // one after the other), with one system call where it can (a local
+  // file's pages between two of its checksum blocks): its outcome, or
+  // nothing when they cannot be written so (then write them one by one).
+  // On failure each page holds its old bytes or its new ones, and reads
+  // as write_at_once's failure leaves it.
+  std::optional<Status> write_pages_at_once(Fd fd, int64_t first, std::span<const std::byte> data);
 
   // Returns once every write of `fd` requested before the call is durable.
   // Fails when the disk refuses to flush, and when a page's latest write

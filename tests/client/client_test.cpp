@@ -394,6 +394,50 @@ TEST_CASE("write_at_once: a local page written on the caller's thread; a failed 
 }
 
 TEST_CASE("write_at_once beside sync, truncate and requests of other threads: every call ends, the last writes read back") {
+TEST_CASE("write_pages_at_once: a local file's pages written with one call; a failed run reads as its error until written again") {
+  Fixture fx;
+  Fd fd = fx.create("f", 512);
+  auto run = [](int64_t first, int64_t count, uint64_t seed) {
+    std::vector<std::byte> out;
+    for (int64_t p = first; p < first + count; ++p) {
+      auto one = page_pattern(512, p, seed);
+      out.insert(out.end(), one.begin(), one.end());
+    }
+    return out;
+  };
+  auto done = fx.client->write_pages_at_once(fd, 0, run(0, 8, 1));
+  REQUIRE(done.has_value());
+  REQUIRE_OK(*done);
+  CHECK(fx.client->status(fd)->pages == 8);
+  std::vector<std::byte> buf(512);
+  for (int64_t p = 0; p < 8; ++p) {
+    REQUIRE(fx.client->read(fd, p, buf).is_ok());
+    CHECK(buf == page_pattern(512, p, 1));
+  }
+  // Bad input is refused as a request would be.
+  CHECK(fx.client->write_pages_at_once(fd, 0, std::vector<std::byte>(700))->is(Code::kInvalidArgument));
+  CHECK(fx.client->write_pages_at_once(fd, -1, run(0, 2, 1))->is(Code::kInvalidArgument));
+  CHECK(!fx.client->write_pages_at_once(Fd{999}, 0, run(0, 2, 1)).has_value());
+
+  // A run whose bytes fail: every page of it reads as the error, the next
+  // sync says so once, and written again they read.
+  DiskFaults::arm(DiskOp::kWrite, 1, DiskFault::kEio);
+  auto failed = fx.client->write_pages_at_once(fd, 2, run(2, 3, 3));
+  DiskFaults::disarm();
+  REQUIRE(failed.has_value());
+  CHECK(failed->is(Code::kIOError));
+  for (int64_t p = 2; p < 5; ++p) CHECK(fx.client->read(fd, p, buf).status().is(Code::kIOError));
+  REQUIRE(fx.client->read(fd, 5, buf).is_ok());
+  CHECK(fx.client->sync(fd).is(Code::kIOError));
+  CHECK_OK(fx.client->sync(fd));
+  REQUIRE_OK(*fx.client->write_pages_at_once(fd, 2, run(2, 3, 4)));
+  for (int64_t p = 2; p < 5; ++p) {
+    REQUIRE(fx.client->read(fd, p, buf).is_ok());
+    CHECK(buf == page_pattern(512, p, 4));
+  }
+  CHECK_OK(fx.client->close(fd));
+}
+
   Fixture fx;
   Fd fd = fx.create("f", 512);
   constexpr int64_t kPages = 64;

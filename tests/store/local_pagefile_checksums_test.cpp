@@ -629,3 +629,68 @@ TEST_CASE("a page read while another descriptor writes it is read again until pa
   CHECK(write_errors.load() == 0);
   CHECK(reads > 100);
 }
+
+TEST_CASE("write_pages: pages written together, each checked; a run crosses a checksum block; a failed one leaves each page old or new") {
+  constexpr uint32_t kPage = 4096;
+  constexpr int64_t g = LocalPagefile::kGroupPages;
+  for (bool checksums : {true, false}) {
+    CAPTURE(checksums);
+    TempDir dir;
+    auto path = dir / "f";
+    auto spec = create_spec(kPage);
+    spec.checksums = checksums;
+    auto f = must_open(path, spec);
+    auto pages_of = [&](int64_t first, int64_t count, uint64_t seed) {
+      std::vector<std::byte> out;
+      for (int64_t p = first; p < first + count; ++p) {
+        auto one = page_pattern(kPage, p, seed);
+        out.insert(out.end(), one.begin(), one.end());
+      }
+      return out;
+    };
+    // Across a group's end: the checksum block between is left as it is.
+    REQUIRE_OK(f->write_pages(g - 2, pages_of(g - 2, 4, 1)));
+    CHECK(*f->size_pages() == g + 2);
+    auto other = must_open(path, LocalPagefile::OpenSpec{});  // nothing kept
+    std::vector<std::byte> buf(kPage);
+    for (int64_t p = g - 2; p < g + 2; ++p) {
+      CAPTURE(p);
+      REQUIRE_OK(f->read_page(p, buf));
+      CHECK(buf == page_pattern(kPage, p, 1));
+      if (!checksums) continue;
+      REQUIRE_OK(other->read_page(p, buf));
+      CHECK(buf == page_pattern(kPage, p, 1));
+    }
+    CHECK_CODE(f->write_pages(0, std::vector<std::byte>(kPage + 512)), Code::kInvalidArgument);
+    if (!checksums) continue;
+
+    // Written over, the disk tearing the pages' write in its middle: the
+    // first two pages new, the last two old, each reads.
+    REQUIRE_OK(f->write_pages(10, pages_of(10, 4, 1)));
+    DiskFaults::arm(DiskOp::kWrite, 5, DiskFault::kTornWrite);  // after the four entries
+    CHECK_CODE(f->write_pages(10, pages_of(10, 4, 2)), Code::kIOError);
+    CHECK(DiskFaults::fired());
+    DiskFaults::disarm();
+    for (auto* d : {f.get(), other.get()}) {
+      for (int64_t p = 10; p < 14; ++p) {
+        CAPTURE(p);
+        REQUIRE_OK(d->read_page(p, buf));
+        CHECK(buf == page_pattern(kPage, p, p < 12 ? 2 : 1));
+      }
+    }
+    // An entry that cannot be written: no page's bytes are, each reads old.
+    DiskFaults::arm(DiskOp::kWrite, 3, DiskFault::kEio);
+    CHECK_CODE(f->write_pages(10, pages_of(10, 4, 3)), Code::kIOError);
+    DiskFaults::disarm();
+    for (int64_t p = 10; p < 14; ++p) {
+      REQUIRE_OK(other->read_page(p, buf));
+      CHECK(buf == page_pattern(kPage, p, p < 12 ? 2 : 1));
+    }
+    // And once the disk is well, the same pages are written again.
+    REQUIRE_OK(f->write_pages(10, pages_of(10, 4, 4)));
+    for (int64_t p = 10; p < 14; ++p) {
+      REQUIRE_OK(other->read_page(p, buf));
+      CHECK(buf == page_pattern(kPage, p, 4));
+    }
+  }
+}

@@ -65,6 +65,9 @@ struct Case {
   DiskOp op;
   DiskFault fault;
   std::string journal_mode = "DELETE";  // TRUNCATE: the commit truncates the journal
+  // OFF: no xSync after the commit's pages, only SQLITE_FCNTL_SYNC, whose
+  // error is the one for the pages the VFS held to write together.
+  std::string synchronous = "FULL";
 };
 
 // `sticky`: the fault stays from the Nth operation on (a disk gone bad),
@@ -97,6 +100,7 @@ void run_ioerr(const std::string& params, const Case& c, bool sticky) {
       SqliteDb db(uri(name));
       REQUIRE(db.open_rc() == SQLITE_OK);
       db.run("PRAGMA journal_mode = " + c.journal_mode);
+      db.run("PRAGMA synchronous = " + c.synchronous);
       DiskFaults::arm(c.op, n, c.fault, sticky);
       rc = db.exec(kWork);
       through = !DiskFaults::fired();
@@ -138,6 +142,8 @@ const Case kCases[] = {
     {"sync EIO", DiskOp::kSync, DiskFault::kEio},
     {"read EIO", DiskOp::kRead, DiskFault::kEio},
     {"truncate EIO", DiskOp::kTruncate, DiskFault::kEio, "TRUNCATE"},
+    {"write EIO, synchronous=OFF", DiskOp::kWrite, DiskFault::kEio, "DELETE", "OFF"},
+    {"torn write, synchronous=OFF", DiskOp::kWrite, DiskFault::kTornWrite, "PERSIST", "OFF"},
 };
 
 }  // namespace
