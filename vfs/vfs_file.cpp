@@ -178,6 +178,14 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
         st.main_db && st.lock == SQLITE_LOCK_EXCLUSIVE && st.config->wals->count.load(std::memory_order_relaxed) == 0;
     Status s = st.file->write(in, offset, may_defer);
     if (s && st.wal) s = send_commit_frame(st, in, offset);
+    // A journal's header zeroed: the commit of PERSIST mode and of
+    // exclusive locking mode (zeroJournalHdr), which no unlock follows in
+    // the latter, nor any xSync at synchronous=OFF. Sent now, so that a
+    // crash after COMMIT returned finds the journal finished, as unix's
+    // pwrite leaves it, and its failure is the commit's.
+    if (s && st.journal && offset == 0 && std::ranges::all_of(in, [](std::byte b) { return b == std::byte{0}; })) {
+      s = st.file->drain();
+    }
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
   });
 }

@@ -57,6 +57,12 @@
 //                                 checkpoint before each (each commit frame
 //                                 at the WAL's first frame), then SIGKILL
 //                                 itself
+//   vfs_worker URI exclusive-journal-kill MODE
+//                                 with locking_mode=EXCLUSIVE and
+//                                 synchronous=OFF in journal mode MODE:
+//                                 sets c.n to 2, then 3, then SIGKILL
+//                                 itself (the journal's header zeroed is
+//                                 its commit: no unlock, no sync after it)
 //   vfs_worker URI as-other-user  as user nobody when run as root (so that
 //                                 permissions count): opens URI, reads c,
 //                                 adds one to c.n, prints
@@ -344,6 +350,13 @@ int main(int argc, char** argv) {
                   "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 2;"
                   "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 3;")) {
       return fail(db, "exclusive-wal-kill");
+    }
+    kill_self();
+  } else if (mode == "exclusive-journal-kill" && argc > 3) {
+    if (!exec(db, (std::string("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=") + argv[3] +
+                   "; PRAGMA synchronous=OFF; UPDATE c SET n = 2; UPDATE c SET n = 3;")
+                      .c_str())) {
+      return fail(db, "exclusive-journal-kill");
     }
     kill_self();
   } else if (mode == "hold") {
