@@ -372,7 +372,10 @@ bool LocalPagefile::is_foreign(const std::filesystem::path& path) {
   return got && *got > 0 && !has_header_magic(std::span(bytes).first(*got));
 }
 
-Status LocalPagefile::unlink(const std::filesystem::path& path, bool sync_dir) {
+Status LocalPagefile::unlink(const std::filesystem::path& path, bool sync_dir, Unlinking which) {
+  if (which == Unlinking::kPagefileOnly && is_foreign(path)) {
+    return Status::invalid_argument(path.string(), "not a Pagefile: left as it is");
+  }
   if (::unlink(path.c_str()) != 0) return errno_status(errno, path.string(), "unlink");
   return sync_dir ? fsync_dir(dir_name(path.parent_path())) : Status::ok();
 }

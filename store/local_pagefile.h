@@ -124,11 +124,17 @@ class LocalPagefile {
   // beginning as a Pagefile's header does (a damaged Pagefile is not).
   static bool is_foreign(const std::filesystem::path& path);
 
-  // Removes the Pagefile at `path`; kNotFound when there is none. With
-  // `sync_dir`, the removal is durable when this returns (its directory
-  // synced); without, as durable as the file system makes it (SQLite
-  // deletes a journal so unless told otherwise: xDelete's syncDir).
-  static Status unlink(const std::filesystem::path& path, bool sync_dir = true);
+  // Removes the Pagefile at `path`; kNotFound when there is none, and
+  // kInvalidArgument, removing nothing, when the file there is something
+  // else (is_foreign: a text file named as a share, or by a trace's unlink),
+  // unless `Unlinking::kAnyFile` (SQLite's xDelete removes what SQLite
+  // names, as the unix VFS does). With `sync_dir`, the removal is durable
+  // when this returns (its directory synced); without, as durable as the
+  // file system makes it (SQLite deletes a journal so unless told
+  // otherwise: xDelete's syncDir).
+  enum class Unlinking { kPagefileOnly, kAnyFile };
+  static Status unlink(const std::filesystem::path& path, bool sync_dir = true,
+                       Unlinking which = Unlinking::kPagefileOnly);
 
   ~LocalPagefile();
   LocalPagefile(const LocalPagefile&) = delete;
@@ -197,12 +203,6 @@ class LocalPagefile {
   // the caller's bytes (below, write_page).
   Status write_page(int64_t page, std::span<const std::byte> data, uint64_t checksum = 0,
                     ChangedBytes changed = {});
-
-  // Makes every write that returned before this call durable (fdatasync).
-  Status sync();
-
-  // Sets the size to `pages` pages.
-  Status truncate(int64_t pages);
   // Writes the pages from `first` that `data` holds, one after the other
   // (whole pages), each as write_page writes it, but the bytes of those
   // between two checksum blocks with one pwrite: appended one at a time,
@@ -210,6 +210,12 @@ class LocalPagefile {
   // page on this machine, 1.3 in runs of 16: bench/README.md). On failure,
   // each page holds its old bytes or its new ones.
   Status write_pages(int64_t first, std::span<const std::byte> data);
+
+  // Makes every write that returned before this call durable (fdatasync).
+  Status sync();
+
+  // Sets the size to `pages` pages.
+  Status truncate(int64_t pages);
 
   // The number of whole pages in the file. While it has not been seen to
   // hold a page, the page size is read again with it (another descriptor
@@ -338,12 +344,6 @@ class LocalPagefile {
   bool is_suspect(int64_t page) const;
   void set_suspect(int64_t page, bool suspect);
   Status checksums_on_disk(int64_t page, UnitSums& sums) const;
-  // A read that fails its check is read again (another process may be
-  // writing the page) until it fails the same way for kSettle, or for
-  // kRereadFor in all.
-  static constexpr std::chrono::milliseconds kSettle{100};
-  static constexpr std::chrono::milliseconds kRereadFor{2000};
-  // read_page and verify_page; with `would_block` as pread_full's (the
   // A page's write between its entries and its bytes (write_page,
   // write_run): what end_write records once the bytes are written or not.
   struct PageWrite {
@@ -361,6 +361,12 @@ class LocalPagefile {
   void end_write(const PageWrite& w, const Status& written);
   // write_pages' pages [from, to), which lie between two checksum blocks.
   Status write_run(int64_t from, int64_t to, std::span<const std::byte> data);
+  // A read that fails its check is read again (another process may be
+  // writing the page) until it fails the same way for kSettle, or for
+  // kRereadFor in all.
+  static constexpr std::chrono::milliseconds kSettle{100};
+  static constexpr std::chrono::milliseconds kRereadFor{2000};
+  // read_page and verify_page; with `would_block` as pread_full's (the
   // page's first read only).
   Result<PageRead> read_checked(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
                                 bool* would_block) const;

@@ -442,7 +442,7 @@ Status remove_stored(const std::string& path, bool fenced, bool sync_dir) {
   if (Status s = settle_open_wals(*name, WalAccess::kRemoved); !s) return s;
   Status s;
   if ((*config)->options.location == Location::kLocal) {
-    s = LocalPagefile::unlink(*name, sync_dir);
+    s = LocalPagefile::unlink(*name, sync_dir, LocalPagefile::Unlinking::kAnyFile);
     if (s.is(Code::kNotFound)) s = Status::not_found(*name, "does not exist");
   } else {
     // A journal or WAL goes under the database's write lock (deleting the

@@ -1,5 +1,6 @@
 // PFEI over local Pagefiles: every operation and every bad input.
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "pagefile/pagefile.h"
@@ -393,7 +394,6 @@ TEST_CASE("write_at_once: a local page written on the caller's thread; a failed 
   CHECK(!fx.client->write_at_once(fd, 0, page_pattern(512, 0)).has_value());
 }
 
-TEST_CASE("write_at_once beside sync, truncate and requests of other threads: every call ends, the last writes read back") {
 TEST_CASE("write_pages_at_once: a local file's pages written with one call; a failed run reads as its error until written again") {
   Fixture fx;
   Fd fd = fx.create("f", 512);
@@ -438,6 +438,7 @@ TEST_CASE("write_pages_at_once: a local file's pages written with one call; a fa
   CHECK_OK(fx.client->close(fd));
 }
 
+TEST_CASE("write_at_once beside sync, truncate and requests of other threads: every call ends, the last writes read back") {
   Fixture fx;
   Fd fd = fx.create("f", 512);
   constexpr int64_t kPages = 64;
@@ -526,6 +527,10 @@ TEST_CASE("unlink removes the file; open descriptors keep working") {
   CHECK_CODE(fx.client->open("f"), Code::kNotFound);
   CHECK_CODE(fx.client->unlink(""), Code::kInvalidArgument);
   CHECK_CODE(fx.client->unlink("f", Location::kRemote), Code::kNotFound);
+  // A file that is not a Pagefile is not the client's to remove.
+  { std::ofstream(fx.dir / "keepme.txt") << "not pages\n"; }
+  CHECK_CODE(fx.client->unlink("keepme.txt"), Code::kInvalidArgument);
+  CHECK(std::filesystem::exists(fx.dir / "keepme.txt"));
 }
 
 TEST_CASE("locks: shared with shared, exclusive with nothing, per descriptor") {

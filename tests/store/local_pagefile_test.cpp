@@ -310,6 +310,15 @@ TEST_CASE("open without create, exclusive create, unlink") {
   CHECK_OK(LocalPagefile::unlink(dir / "f"));
   CHECK_FALSE(std::filesystem::exists(dir / "f"));
   CHECK_CODE(LocalPagefile::unlink(dir / "f"), Code::kNotFound);
+  // A file that is not a Pagefile is left as it is, unless any file will
+  // do (SQLite's xDelete, as unix's).
+  { std::ofstream(dir / "notes.txt") << "keep me\n"; }
+  auto refused = LocalPagefile::unlink(dir / "notes.txt");
+  CHECK_CODE(refused, Code::kInvalidArgument);
+  CHECK(refused.message().find("not a Pagefile") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "notes.txt"));
+  CHECK_OK(LocalPagefile::unlink(dir / "notes.txt", true, LocalPagefile::Unlinking::kAnyFile));
+  CHECK_FALSE(std::filesystem::exists(dir / "notes.txt"));
   // No temporary files are left behind by creation.
   CHECK(std::filesystem::is_empty(dir.path()));
 }
