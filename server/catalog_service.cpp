@@ -124,6 +124,24 @@ Status CatalogService::answer_without_catalog(wire::Request::Reader request, wir
   }
 }
 
+Status CatalogService::may_create() const {
+  // A directory that holds a file's pages serves a cluster whose catalog is
+  // elsewhere (a client whose bus lists its servers in another order names
+  // this one first): a catalog made here would be another cluster's, and
+  // give again the ids that name the pages held here, whose writes would
+  // then land in them.
+  std::error_code ec;
+  const std::filesystem::path shares = dir_ / "shares";
+  std::filesystem::directory_iterator entries(shares, ec);
+  if (ec || entries == std::filesystem::directory_iterator()) return Status::ok();
+  uint64_t cluster = membership_ != nullptr ? membership_->cluster() : 0;
+  return Status::invalid_argument(
+      fmt::format("server {}", dir_.string()),
+      fmt::format("holds pages of cluster {:016x} and no catalog: that cluster's catalog is on another server, "
+                  "which the bus must list first (or catalog= name); none is made here",
+                  cluster));
+}
+
 Status CatalogService::open_existing() {
   MutexLock lock(mu_);
   if (dir_.empty()) return open();  // elsewhere: reachable and answering, or no start
@@ -149,6 +167,9 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
   MutexLock lock(mu_);
   const bool creates = request.which() == wire::Request::OPEN && request.getOpen().getCreate();
   if (!catalog_ && !closed_ && !creates && !present()) return answer_without_catalog(request, response);
+  if (!catalog_ && !closed_ && creates && !present()) {
+    if (Status s = may_create(); !s) return s;
+  }
   if (Status s = open(); !s) return s;
   // A file id means a file only in the cluster that gave it.
   if (uint64_t cluster = request.getCluster(); cluster != 0 && cluster != catalog_->cluster_id()) {

@@ -67,6 +67,9 @@ class CatalogService {
   Status open() REQUIRES(mu_);
   // A built-in catalog is in the directory (or the catalog is elsewhere).
   bool present() const REQUIRES(mu_);
+  // Whether a catalog may be made in the directory: not where it holds
+  // pages already (kInvalidArgument).
+  Status may_create() const REQUIRES(mu_);
   // What a server that holds no catalog answers to `request`, making none.
   Status answer_without_catalog(wire::Request::Reader request, wire::Response::Builder response) REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,6 +20,14 @@ using namespace pagefile;
 using namespace pagefile::test;
 
 namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 
 // The clients here keep 12 requests of a file in flight, and give a request
 // 10 s before it counts as lost.
@@ -549,4 +559,34 @@ TEST_CASE("a file opened before its cluster was created again on empty directori
 
   REQUIRE_OK(new_client->read(*new_fd, 0, got));
   CHECK(got == b);
+}
+
+TEST_CASE("a bus that lists a server holding pages first makes no catalog there: the cluster's files stay whole") {
+  PagefiledCluster servers(2);
+  auto client = servers.client(client_options());
+  auto fd = client->open("f1", remote(Placement::kStripe, 2, 4096));
+  REQUIRE_OK(fd);
+  for (int64_t p = 0; p < 4; ++p) REQUIRE_OK(client->write(*fd, p, page_pattern(4096, p)));
+  REQUIRE_OK(client->sync(*fd));
+  const auto second_dir = servers.dir() / "s1";
+  REQUIRE(std::filesystem::exists(second_dir / "cluster"));
+  const auto cluster_before = read_text(second_dir / "cluster");
+
+  // The same servers, the second first: it holds f1's pages and no catalog.
+  const std::string bus = servers.bus();
+  const auto comma = bus.find(',');
+  REQUIRE(comma != std::string::npos);
+  auto reversed = start_client(servers.dir() / "reversed", bus.substr(comma + 1) + "," + bus.substr(0, comma),
+                               client_options());
+  auto refused = reversed->open("g1", remote(Placement::kStripe, 2, 4096));
+  CHECK_CODE(refused, Code::kInvalidArgument);
+  CHECK(refused.status().message().find("no catalog") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(second_dir / "catalog.db"));
+  CHECK(read_text(second_dir / "cluster") == cluster_before);
+
+  std::vector<std::byte> got(4096);
+  for (int64_t p = 0; p < 4; ++p) {
+    REQUIRE_OK(client->read(*fd, p, got));
+    CHECK(got == page_pattern(4096, p));
+  }
 }
