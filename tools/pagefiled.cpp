@@ -40,9 +40,15 @@
 #include "server/etcd_catalog.h"
 #include "server/page_server.h"
 #include "tools/common/config_file.h"
+#include "tools/common/flag_checks.h"
 #include "tools/common/metrics_http.h"
 
 namespace {
+
+// The largest --cache-pages: 2^40 pages (4 PiB of 4 KiB pages) is more than
+// any machine holds, and far enough below 2^64 that "-1", which CLI11 wraps
+// to 2^64-1, is refused instead of taken as a pool with no bound.
+constexpr uint64_t kMaxCachePages = uint64_t{1} << 40;
 
 // A path for the log: "none" when empty.
 std::string_view or_none(const std::string& path) { return path.empty() ? std::string_view("none") : path; }
@@ -65,7 +71,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", options.threads, "page-work threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--cache-pages", options.cache_pages,
                  "pages the server's buffer pool holds, shared by the files under their policies")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, kMaxCachePages));
   app.add_option("--prefetch-pages", options.prefetch_pages,
                  "global-sequential files: a miss beyond the window reads ahead to it plus this many pages")
       ->capture_default_str()
@@ -73,6 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--disk-latency", disk_latency_ms,
                  "emulate one disk: every uncached page access waits this many ms, one at a time")
       ->capture_default_str()
+      ->check(tools::kFinite)
       ->check(CLI::Range(0.0, 10000.0));
   app.add_option("--sync", sync, "how sync makes writes durable")
       ->capture_default_str()

@@ -171,6 +171,11 @@ TEST_CASE("--config: a typo, a bad value, a table, a syntax error or a missing f
   const std::vector<Case> cases = {
       {"cache-pages = 10\ncahce-pages = 20\n", "bad.toml:2: cahce-pages: is no setting"},
       {"threads = 0\n", "bad.toml:1: threads: --threads: Value 0 not in range"},
+      // (-5 wrapped to 2^64-5 pages, a pool with no bound; a NaN latency
+      // was turned into an integer, which is undefined.)
+      {"cache-pages = -5\n", "bad.toml:1: cache-pages: --cache-pages: Value -5 not in range"},
+      {"disk-latency = nan\n", "bad.toml:1: disk-latency: --disk-latency: Value nan is not a finite number"},
+      {"disk-latency = inf\n", "bad.toml:1: disk-latency: --disk-latency: Value inf is not a finite number"},
       {"sync = \"sometimes\"\n", "bad.toml:1: sync:"},
       {"insecure = \"yes\"\n", "bad.toml:1: insecure: is a flag: true or false"},
       {"[server]\nthreads = 2\n", "bad.toml:1: server: is a table"},
@@ -191,6 +196,29 @@ TEST_CASE("--config: a typo, a bad value, a table, a syntax error or a missing f
                                             "--dir", (dir / "d").string()});
   CHECK(missing.exit_status == 2);
   CHECK(missing.err.find("none.toml") != std::string::npos);
+}
+
+TEST_CASE("a numeric flag that is negative, NaN or infinite is refused by name, not wrapped or truncated") {
+  TempDir dir;
+  // Each flag's value the command line cannot mean: CLI11 took "-1" for an
+  // unsigned flag as 2^64-1, and let NaN through every range.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--cache-pages", "-1"},       {"--disk-latency", "nan"},  {"--disk-latency", "inf"},
+      {"--disk-latency", "-1"},      {"--threads", "-1"},        {"--prefetch-pages", "-1"},
+      {"--max-connections", "-1"},   {"--max-frame-bytes", "-1"}, {"--max-inflight", "-1"},
+      {"--idle-timeout-s", "-1"},    {"--lease-ms", "-1"},       {"--poll-us", "-1"},
+      {"--slow-ms", "-1"},
+  };
+  for (const auto& [flag, value] : cases) {
+    CAPTURE(flag);
+    CAPTURE(value);
+    Outcome refused = pagefiled_for(dir, 10, {"--listen", "tcp://127.0.0.1:0", "--dir", (dir / "d").string(), flag,
+                                              value});
+    INFO(refused.err);
+    CHECK(refused.exit_status != 0);
+    CHECK(refused.err.find(flag + ": Value " + value) != std::string::npos);
+    CHECK(refused.out.find("listening on") == std::string::npos);
+  }
 }
 
 namespace {

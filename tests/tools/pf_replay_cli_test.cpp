@@ -218,6 +218,26 @@ TEST_CASE("remote options are checked before anything runs") {
   CHECK_FALSE(std::filesystem::exists(dir / "pagefile-home"));
 }
 
+TEST_CASE("a negative value of an unsigned flag is refused, not wrapped to the largest") {
+  // CLI11 took "--cache-pages -1" as a client pool of 2^32-1 pages.
+  TempDir dir;
+  write_file(dir / "t.trace", "open data 8192\nwrite data 0\nclose data\n");
+  for (const char* flag : {"--cache-pages", "--version-base", "--page-size"}) {
+    CAPTURE(flag);
+    Outcome run = pf_replay(dir.path(), {"run", "t.trace", flag, "-1"});
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find(std::string(flag) + ": Value -1") != std::string::npos);
+  }
+  for (const char* flag : {"--seed", "--page-size"}) {
+    CAPTURE(flag);
+    Outcome generated = pf_replay(dir.path(), {"generate", "--pattern", "random", "--file", "f", "--file-pages", "4",
+                                               "--ops", "1", flag, "-1"});
+    CHECK(generated.exit_status == 2);
+    CHECK(generated.err.find(std::string(flag) + ": Value -1") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "data"));
+}
+
 TEST_CASE("the CSV says where the files were: local rows leave bus and placement empty; a CSV "
           "of an older pf-replay is refused") {
   TempDir dir;

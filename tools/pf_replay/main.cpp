@@ -23,6 +23,7 @@
 #include "tools/pf_replay/replay.h"
 #include "tools/pf_replay/stats.h"
 #include "tools/pf_replay/trace.h"
+#include "tools/common/flag_checks.h"
 #include "tools/common/tls_flags.h"
 
 namespace {
@@ -186,10 +187,14 @@ int main(int argc, char** argv) {
                    "share of the ops that write, 0 (only reads) to 1 (only writes)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  // (Unsigned flags need a Range or kNotNegative: CLI11 takes "-1" as the
+  // type's largest value, tools/common/flag_checks.h.)
   generate_command->add_option("--page-size", generate.page_size, "page size in bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(pagefile::kMinPageSize, pagefile::kMaxPageSize));
   generate_command->add_option("--seed", generate.seed, "seed of the generator")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pagefile::tools::kNotNegative);
   generate_command->add_option("--loop-pages", generate.loop_pages,
                                "looping: pages in one loop (default: the whole file)");
   generate_command->add_option("--hot-pages", generate.hot_pages,
@@ -268,18 +273,21 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "captured"}))
       ->capture_default_str();
   run_command->add_option("--page-size", replay.page_size,
-                          "page size of every open, instead of the trace's");
+                          "page size of every open, instead of the trace's")
+      ->check(CLI::Range(pagefile::kMinPageSize, pagefile::kMaxPageSize));
   run_command->add_option("--policy", replay.policy,
                           "buffer policy of every open, instead of the trace's: random, sequential, "
                           "looping or global-sequential");
   run_command->add_option("--cache-pages", replay.cache_pages,
                           "the client's buffer pool in pages (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pagefile::tools::kNotNegative);
   run_command->add_option("--csv", csv_path,
                           "append one row per run to this CSV file (header when new)");
   run_command->add_option("--version-base", replay.version_base,
                           "versions of this run's writes start after this number (default: "
-                          "the time in ns); equal bases make equal files");
+                          "the time in ns); equal bases make equal files")
+      ->check(pagefile::tools::kNotNegative);
   run_command->add_flag("--no-progress", no_progress, "never show the progress line");
 
   std::string stats_trace;
