@@ -7,7 +7,9 @@
 //   pagefile locks             [--bus BUS]   locks held, with their leases
 //   pagefile import LOCAL NAME [--bus BUS] [--page-size B] [--placement stripe|hash]
 //                              [--stripe-pages N] [--replicas R] [--concurrency N]
-//   pagefile export NAME LOCAL [--bus BUS] [--concurrency N]
+//   pagefile export NAME LOCAL [--bus BUS] [--concurrency N] [--force]
+//                                            LOCAL replaced only when whole (an existing one
+//                                            only with --force)
 //   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
 //   pagefile resync [FILE] [--wait [--timeout-s N]] [--bus BUS]
 //                                            stale copies brought up to date
@@ -28,11 +30,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -43,6 +47,7 @@
 #include "core/sqlite_header.h"
 #include "server/etcd_catalog.h"
 #include "server/lease_table.h"
+#include "store/file_io.h"
 #include "wire/address.h"
 #include "wire/wire_convert.h"
 #include "pagefile/pagefile.h"
@@ -375,6 +380,7 @@ struct CopyOptions {
   uint32_t stripe_pages = 1;
   uint32_t replicas = 0;  // 0: the bus's replicas=, else 1
   uint32_t concurrency = 12;
+  bool force = false;  // export: replace an existing local file
 };
 
 int cmd_import(const CopyOptions& o, const std::string& local, const std::string& name) {
@@ -457,7 +463,90 @@ Status check_room_for(const std::string& path, int64_t bytes) {
   return Status::ok();
 }
 
+Status already_there(const std::string& target) {
+  return Status::already_exists(target, "exists; give --force to replace it");
+}
+
+// The local file of an export: written under a temporary name beside
+// `target` (so the rename that publishes it stays in one file system),
+// created with O_EXCL so it is never another's file, and renamed over
+// `target` only once whole and synced; otherwise removed, leaving `target`
+// as it was.
+class ExportFile {
+ public:
+  // Creates the temporary file, or fails with the operating system's error.
+  static Result<std::unique_ptr<ExportFile>> create(const std::string& target) {
+    const std::filesystem::path path(target);
+    // (A bounded number of names: pid and time make a clash unlikely, and
+    // O_EXCL makes one harmless.)
+    const uint64_t seed = static_cast<uint64_t>(::getpid()) ^
+                          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (uint64_t attempt = 0; attempt < 100; ++attempt) {
+      std::filesystem::path temp = path;
+      temp.replace_filename(fmt::format(".{}.export-{:016x}", path.filename().string(), seed + attempt));
+      int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) return std::unique_ptr<ExportFile>(new ExportFile(target, temp.string(), fd));
+      if (errno != EEXIST) {
+        return Status::io_error(target, fmt::format("creating {}: {}", temp.string(), std::strerror(errno)));
+      }
+    }
+    return Status::io_error(target, "no free temporary name beside it");
+  }
+  ExportFile(const ExportFile&) = delete;
+  ExportFile& operator=(const ExportFile&) = delete;
+  // Not published: the temporary file goes.
+  ~ExportFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!published_) ::unlink(temp_.c_str());
+  }
+
+  int fd() const { return fd_; }
+
+  // Sizes the file to `bytes` (pages of zeros never written stay holes),
+  // syncs it and renames it over the target, replacing an existing one only
+  // with `replace` (else kAlreadyExists); the directory is synced too, so
+  // the name is durable. On failure the temporary file is removed.
+  Status publish(int64_t bytes, bool replace) {
+    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0 || ::fsync(fd_) != 0) return error("writing");
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) return error("writing");
+    if (Status s = rename_to_target(replace); !s) return s;
+    published_ = true;
+    return fsync_dir(dir_name(std::filesystem::path(target_).parent_path()));
+  }
+
+ private:
+  ExportFile(std::string target, std::string temp, int fd)
+      : target_(std::move(target)), temp_(std::move(temp)), fd_(fd) {}
+
+  Status error(std::string_view doing) const {
+    return Status::io_error(target_, fmt::format("{} {}: {}", doing, temp_, std::strerror(errno)));
+  }
+
+  Status rename_to_target(bool replace) const {
+    if (replace) return ::rename(temp_.c_str(), target_.c_str()) == 0 ? Status::ok() : error("renaming");
+    // RENAME_NOREPLACE: a file made at the target while the export ran is
+    // refused as one there before it was.
+    if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) == 0) return Status::ok();
+    if (errno == EEXIST) return already_there(target_);
+    if (errno != EINVAL) return error("renaming");
+    // A file system without RENAME_NOREPLACE: checked, then renamed.
+    struct stat st {};
+    if (::lstat(target_.c_str(), &st) == 0) return already_there(target_);
+    return ::rename(temp_.c_str(), target_.c_str()) == 0 ? Status::ok() : error("renaming");
+  }
+
+  const std::string target_;
+  const std::string temp_;
+  int fd_;
+  bool published_ = false;
+};
+
 int cmd_export(const CopyOptions& o, const std::string& name, const std::string& local) {
+  // Refused before anything is read; checked again when the copy is
+  // renamed into place (ExportFile::publish).
+  struct stat existing {};
+  if (!o.force && ::lstat(local.c_str(), &existing) == 0) return fail(already_there(local));
   auto client = Client::start({.concurrency = o.concurrency, .bus = o.bus});
   if (!client) return fail(client.status());
   auto fd = (*client)->open(name, {.location = Location::kRemote, .read_only = true});
@@ -468,21 +557,29 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
   // (Sizes are bounded where they enter the catalog, so this cannot overflow.)
   const int64_t bytes = st->pages * int64_t{page_size};
   if (Status s = check_room_for(local, bytes); !s) return fail(s);
-  int out = ::open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) return fail(Status::io_error(local, std::strerror(errno)));
+  auto out = ExportFile::create(local);
+  if (!out) return fail(out.status());
   pagefile::tools::ProgressLine progress(stderr, "export", isatty(fileno(stderr)) != 0, st->pages);
   std::vector<std::vector<std::byte>> buffers(o.concurrency, std::vector<std::byte>(page_size));
   std::deque<std::pair<Ticket, int64_t>> in_flight;
+  // Every way out of the copy goes through here: closing the file waits
+  // for the reads still in flight, which write into `buffers`
+  // (Client::read_request), so none is left to write into freed memory.
+  auto leave = [&](const Status& why) {
+    Status closed = (*client)->close(*fd);
+    if (!why) return fail(why);
+    return closed ? 0 : fail(closed);
+  };
   auto finish_oldest = [&]() -> Status {
     auto [ticket, p] = in_flight.front();
     in_flight.pop_front();
     auto r = (*client)->read_confirm(ticket);
     if (!r) return r.status();
     auto& buf = buffers[static_cast<size_t>(p) % o.concurrency];
-    // A page of zeros stays a hole (the final size is set below).
+    // A page of zeros stays a hole (the final size is set by publish).
     const bool zeros = std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0}; });
-    if (!zeros &&
-        ::pwrite(out, buf.data(), page_size, static_cast<off_t>(p) * page_size) != static_cast<ssize_t>(page_size)) {
+    if (!zeros && ::pwrite((*out)->fd(), buf.data(), page_size, static_cast<off_t>(p) * page_size) !=
+                      static_cast<ssize_t>(page_size)) {
       return Status::io_error(local, std::strerror(errno));
     }
     progress.update(p + 1);
@@ -490,22 +587,20 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
   };
   for (int64_t p = 0; p < st->pages; ++p) {
     if (in_flight.size() >= o.concurrency) {
-      if (Status s = finish_oldest(); !s) return fail(s);
+      if (Status s = finish_oldest(); !s) return leave(s);
     }
     auto t = (*client)->read_request(*fd, p, buffers[static_cast<size_t>(p) % o.concurrency]);
-    if (!t) return fail(t.status());
+    if (!t) return leave(t.status());
     in_flight.emplace_back(*t, p);
   }
   while (!in_flight.empty()) {
-    if (Status s = finish_oldest(); !s) return fail(s);
+    if (Status s = finish_oldest(); !s) return leave(s);
   }
   progress.clear();
-  if (::ftruncate(out, static_cast<off_t>(bytes)) != 0 || ::fsync(out) != 0 || ::close(out) != 0) {
-    return fail(Status::io_error(local, std::strerror(errno)));
-  }
+  if (Status s = (*out)->publish(bytes, o.force); !s) return leave(s);
   fmt::print("exported {} to {}: {} pages of {} B ({} bytes)\n", name, local, st->pages, page_size,
              st->pages * page_size);
-  return 0;
+  return leave(Status::ok());
 }
 
 int cmd_keygen(const std::string& path, const std::string& role_text) {
@@ -556,6 +651,9 @@ int main(int argc, char** argv) {
   export_->add_option("NAME", name)->required();
   export_->add_option("LOCALFILE", local)->required();
   export_->add_option("--concurrency", copy.concurrency, "requests in flight")->capture_default_str()->check(CLI::Range(1, 1024));
+  export_->add_flag("--force", copy.force,
+                    "replace LOCALFILE if it exists (without: refused). The copy is written beside it under a "
+                    "temporary name and takes its place only when whole, so a failed export leaves it as it was");
   auto* scrub = app.add_subcommand("scrub", "every server verifies every page it holds of FILE (or of all files)");
   scrub->add_option("FILE", name);
   bool wait = false;

@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 
 #include "pagefile/pagefile.h"
+#include "tests/support/page_file.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 
+using pagefile::test::damage_page;
 using pagefile::test::free_tcp_port;
 using pagefile::test::Outcome;
 using pagefile::test::read_file;
@@ -51,6 +53,16 @@ void make_database(const std::filesystem::path& path) {
   char* error = nullptr;
   REQUIRE_MESSAGE(sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK, (error ? error : ""));
   sqlite3_close(db);
+}
+
+// Names in `dir` that start with `prefix`.
+std::vector<std::string> names_starting(const std::filesystem::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
 }
 
 }  // namespace
@@ -283,4 +295,53 @@ TEST_CASE("pagefiled refuses to start on a damaged catalog, saying what to do; a
   std::ofstream(server_dir / "catalog.db", std::ios::binary | std::ios::trunc) << good;
   ServerProcess again(fmt::format("unix:{}", (dir / "s.sock").string()), server_dir);
   check_prints(dir, {"ls", "--bus", again.address()}, {"one"});
+}
+
+TEST_CASE("pagefile export: a failed read leaves the local file as it was and nothing beside it; one there is "
+          "replaced only with --force") {
+  // It returned at the first failed read with reads still in flight into
+  // buffers it then freed, after truncating the local file it wrote over.
+  TempDir dir;
+  ServerProcess a(fmt::format("unix:{}", (dir / "a.sock").string()), dir / "a");
+  const std::string b_listen = fmt::format("unix:{}", (dir / "b.sock").string());
+  auto b = std::make_unique<ServerProcess>(b_listen, dir / "b");
+  const std::string bus = a.address() + "," + b->address();
+  make_database(dir / "app.db");
+  REQUIRE(admin(dir, {"import", "app.db", "app", "--bus", bus}).exit_status == 0);
+  // Damaged on b's disk behind its back: pages 1 and 2 (one of them is b's).
+  b.reset();
+  const auto shares = names_starting(dir / "b" / "shares", "");
+  REQUIRE(shares.size() == 1);
+  for (int64_t page : {1, 2}) damage_page(dir / "b" / "shares" / shares[0], page, 100);
+  b = std::make_unique<ServerProcess>(b_listen, dir / "b");
+
+  const std::string precious(100000, 'p');
+  pagefile::test::write_file(dir / "precious.txt", precious);
+  Outcome refused = admin(dir, {"export", "app", "precious.txt", "--bus", bus});
+  CHECK(refused.exit_status == 1);
+  CHECK_MESSAGE(refused.err.find("AlreadyExists: precious.txt: exists; give --force to replace it") !=
+                    std::string::npos,
+                refused.err);
+  // (A few times: the reads in flight at the failure differ from run to run.)
+  for (int run = 0; run < 3; ++run) {
+    CAPTURE(run);
+    Outcome failed = admin(dir, {"export", "app", "precious.txt", "--force", "--bus", bus});
+    CHECK(failed.exit_status == 1);  // (not a crash)
+    CHECK_MESSAGE(failed.err.find("Corruption") != std::string::npos, failed.err);
+    CHECK(read_file(dir / "precious.txt") == precious);
+    CHECK(names_starting(dir.path(), ".precious.txt.export-").empty());
+    Outcome fresh = admin(dir, {"export", "app", "fresh.db", "--bus", bus});
+    CHECK(fresh.exit_status == 1);
+    CHECK_FALSE(std::filesystem::exists(dir / "fresh.db"));
+    CHECK(names_starting(dir.path(), ".fresh.db.export-").empty());
+  }
+
+  // A sound file replaces it with --force, whole.
+  make_database(dir / "other.db");
+  REQUIRE(admin(dir, {"import", "other.db", "other", "--bus", bus}).exit_status == 0);
+  Outcome replaced = admin(dir, {"export", "other", "precious.txt", "--force", "--bus", bus});
+  INFO(replaced.err);
+  CHECK(replaced.exit_status == 0);
+  CHECK(read_file(dir / "precious.txt") == read_file(dir / "other.db"));
+  CHECK(names_starting(dir.path(), ".precious.txt.export-").empty());
 }
