@@ -7,6 +7,8 @@
 //   pagefile locks             [--bus BUS]   locks held, with their leases
 //   pagefile import LOCAL NAME [--bus BUS] [--page-size B] [--placement stripe|hash]
 //                              [--stripe-pages N] [--replicas R] [--concurrency N]
+//                                            an SQLite database as SQLite reads it (a hot
+//                                            journal rolled back, a WAL checkpointed first)
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N] [--force]
 //                                            LOCAL replaced only when whole (an existing one
 //                                            only with --force)
@@ -34,12 +36,12 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 #include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "bus/bus_client.h"
 #include "bus/remote_page_io.h"
@@ -366,12 +368,97 @@ int cmd_scrub(net::BusClient& bus, const std::string& name) {
   return problems == 0 ? 0 : 1;
 }
 
-uint32_t sqlite_page_size(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::array<std::byte, 18> header{};
-  if (!in.read(reinterpret_cast<char*>(header.data()), header.size())) return 0;
-  return sqlite_header_page_size(header);
-}
+// An SQLite database held still while `pagefile import` copies its file,
+// so that the copy is the database as SQLite reads it, not its file as it
+// happens to be. Opened through SQLite's unix VFS (and so under the locks
+// every other SQLite program takes): its first read rolls a hot journal
+// back; in WAL mode the WAL's commits are checkpointed into the file
+// (PRAGMA wal_checkpoint(TRUNCATE)); then a read transaction is held until
+// this is destroyed. Meanwhile no writer changes the file: in rollback mode
+// a writer cannot commit under the read lock, and in WAL mode it appends
+// to the WAL only, which the read lock keeps out of the file.
+//
+// The copy must not open and close another descriptor of the file while
+// this lives: POSIX drops all of a process's locks on a file at the close
+// of any of its descriptors.
+class SqliteReadHold {
+ public:
+  // Fails with kBusy when another connection keeps the database from being
+  // read (a writer mid-commit for longer than kBusyMs) or its WAL from
+  // being checkpointed (a reader or writer on it), else with kIOError and
+  // SQLite's message (a hot journal that cannot be rolled back for want of
+  // write permission, a damaged file, ...).
+  static Result<std::unique_ptr<SqliteReadHold>> take(const std::string& path) {
+    sqlite3* db = nullptr;
+    const int opened = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, "unix");
+    std::unique_ptr<SqliteReadHold> hold(new SqliteReadHold(path, db));  // (closes even a failed open's handle)
+    if (opened != SQLITE_OK) return hold->error("opening it");
+    sqlite3_busy_timeout(db, kBusyMs);
+    // The first read: a hot journal is rolled back, a WAL opened.
+    if (auto read = hold->first_row("SELECT count(*) FROM sqlite_schema"); !read) return read.status();
+    auto mode = hold->first_row("PRAGMA journal_mode");
+    if (!mode) return mode.status();
+    const bool wal = mode->at(0) == "wal";
+    // A commit that lands between the checkpoint and the read transaction
+    // is in the WAL and not in the file: checkpointed again, a few times.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (wal) {
+        auto checkpoint = hold->first_row("PRAGMA wal_checkpoint(TRUNCATE)");
+        if (!checkpoint) return checkpoint.status();
+        if (checkpoint->at(0) != "0") break;
+      }
+      if (auto begun = hold->first_row("BEGIN"); !begun) return begun.status();
+      if (auto read = hold->first_row("SELECT count(*) FROM sqlite_schema"); !read) return read.status();
+      if (!wal || hold->wal_is_empty()) return hold;
+      if (auto ended = hold->first_row("ROLLBACK"); !ended) return ended.status();
+    }
+    return Status::busy(path, "in WAL mode, with commits in its WAL that a checkpoint could not move into the "
+                              "database file (another connection is reading or writing it): import it when it is "
+                              "idle");
+  }
+  ~SqliteReadHold() { sqlite3_close(db_); }  // (the read transaction ends with it)
+  SqliteReadHold(const SqliteReadHold&) = delete;
+  SqliteReadHold& operator=(const SqliteReadHold&) = delete;
+
+ private:
+  // How long a statement waits for another connection's lock.
+  static constexpr int kBusyMs = 5000;
+
+  SqliteReadHold(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+  Status error(std::string_view doing) const {
+    const std::string detail = fmt::format("{}: {}", doing, sqlite3_errmsg(db_));
+    return (sqlite3_errcode(db_) & 0xff) == SQLITE_BUSY ? Status::busy(path_, detail) : Status::io_error(path_, detail);
+  }
+
+  // The first row of `sql` as text (empty when it has none).
+  Result<std::vector<std::string>> first_row(const char* sql) {
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &statement, nullptr) != SQLITE_OK) return error(sql);
+    std::vector<std::string> row;
+    const int stepped = sqlite3_step(statement);
+    if (stepped == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(statement); ++i) {
+        const unsigned char* text = sqlite3_column_text(statement, i);
+        row.emplace_back(text != nullptr ? reinterpret_cast<const char*>(text) : "");
+      }
+    }
+    sqlite3_finalize(statement);
+    if (stepped != SQLITE_ROW && stepped != SQLITE_DONE) return error(sql);
+    return row;
+  }
+
+  // Whether the WAL holds no frame: nothing was committed since the
+  // checkpoint truncated it, so the read transaction sees the file alone.
+  bool wal_is_empty() const {
+    struct stat st {};
+    const char* wal = sqlite3_filename_wal(sqlite3_db_filename(db_, "main"));
+    return ::stat(wal, &st) != 0 ? errno == ENOENT : st.st_size == 0;
+  }
+
+  const std::string path_;
+  sqlite3* const db_;
+};
 
 struct CopyOptions {
   std::string bus;
@@ -383,17 +470,39 @@ struct CopyOptions {
   bool force = false;  // export: replace an existing local file
 };
 
+// The file an import reads, and the hold on it when it is an SQLite
+// database: let go of in that order, since closing the descriptor first
+// would drop the hold's locks.
+struct ImportInput {
+  int fd = -1;
+  std::unique_ptr<SqliteReadHold> hold;
+  ~ImportInput() {
+    hold.reset();
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 int cmd_import(const CopyOptions& o, const std::string& local, const std::string& name) {
+  ImportInput input;
   // O_NONBLOCK: a FIFO must be refused, not waited on for a writer.
-  int in = ::open(local.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const int in = input.fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (in < 0) return fail(Status::not_found(local, std::strerror(errno)));
   struct stat st {};
   if (::fstat(in, &st) != 0) return fail(Status::io_error(local, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) {
-    ::close(in);
-    return fail(Status::invalid_argument(local, "is not a regular file"));
+  if (!S_ISREG(st.st_mode)) return fail(Status::invalid_argument(local, "is not a regular file"));
+  // An SQLite database is copied as SQLite reads it, held still meanwhile
+  // (SqliteReadHold); its header and size are read again once held, since
+  // a rollback or a checkpoint may have changed them. (Through `in`, never
+  // another descriptor: see SqliteReadHold.)
+  std::array<std::byte, 18> header{};
+  auto read_header = [&] { return ::pread(in, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()); };
+  if (read_header() && has_sqlite_magic(header)) {
+    auto hold = SqliteReadHold::take(local);
+    if (!hold) return fail(hold.status());
+    input.hold = std::move(*hold);
+    if (::fstat(in, &st) != 0 || !read_header()) return fail(Status::io_error(local, std::strerror(errno)));
   }
-  uint32_t page_size = o.page_size != 0 ? o.page_size : sqlite_page_size(local);
+  uint32_t page_size = o.page_size != 0 ? o.page_size : sqlite_header_page_size(header);
   if (page_size == 0) page_size = kDefaultPageSize;
   auto placement = parse_placement(o.placement);
   if (!placement) return fail(placement.status());
@@ -414,7 +523,6 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
     if (Status gone = (*client)->unlink(name, Location::kRemote); !gone) {
       fmt::print(stderr, "pagefile: could not remove the partial import '{}': {}\n", name, gone.to_string());
     }
-    ::close(in);
     return fail(why);
   };
   int64_t pages = (st.st_size + page_size - 1) / page_size;
@@ -440,7 +548,6 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
   }
   if (Status s = (*client)->sync(*fd); !s) return abandon(s);
   progress.clear();
-  ::close(in);
   fmt::print("imported {} ({} bytes) as {}: {} pages of {} B{}\n", local, st.st_size, name, pages, page_size,
              st.st_size % page_size ? " (last page padded with zeros)" : "");
   if (Status s = (*client)->close(*fd); !s) return fail(s);
@@ -638,7 +745,11 @@ int main(int argc, char** argv) {
   auto* rm = app.add_subcommand("rm", "remove a file and its pages");
   rm->add_option("FILE", name)->required();
   auto* locks = app.add_subcommand("locks", "locks held, with their leases");
-  auto* import = app.add_subcommand("import", "copy a local file into the store, page by page");
+  auto* import = app.add_subcommand(
+      "import",
+      "copy a local file into the store, page by page. An SQLite database is copied as SQLite reads it: a hot "
+      "journal rolled back, a WAL checkpointed into the file first (refused while another connection keeps the "
+      "checkpoint from finishing), and writers held off by a read transaction until the copy is done");
   import->add_option("LOCALFILE", local)->required();
   import->add_option("NAME", name)->required();
   import->add_option("--page-size", copy.page_size, "page size (default: an SQLite database's own, else 4096)");

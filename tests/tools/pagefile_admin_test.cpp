@@ -3,6 +3,8 @@
 // its errors.
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -53,6 +55,44 @@ void make_database(const std::filesystem::path& path) {
   char* error = nullptr;
   REQUIRE_MESSAGE(sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK, (error ? error : ""));
   sqlite3_close(db);
+}
+
+// Runs `sql` on the database at `path` through SQLite's unix VFS; the rows
+// it gives, each as its columns' text joined by '|', one a line.
+std::string sqlite_rows(const std::filesystem::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, "unix") == SQLITE_OK);
+  std::string rows;
+  auto add_row = [](void* out, int columns, char** values, char**) {
+    std::string& text = *static_cast<std::string*>(out);
+    for (int i = 0; i < columns; ++i) text += fmt::format("{}{}", i > 0 ? "|" : "", values[i] ? values[i] : "NULL");
+    text += "\n";
+    return 0;
+  };
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), add_row, &rows, &error);
+  INFO(sql, (error ? error : ""));
+  CHECK(rc == SQLITE_OK);
+  sqlite3_free(error);
+  sqlite3_close(db);
+  return rows;
+}
+
+// Runs `sql` on the database at `path` in a child process that then dies
+// without closing it, as a crash would leave it (a WAL not checkpointed,
+// a hot journal).
+void run_and_die(const std::filesystem::path& path, const std::string& sql) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix") != SQLITE_OK) ::_exit(1);
+    ::_exit(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK ? 0 : 2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
 }
 
 // Names in `dir` that start with `prefix`.
@@ -344,4 +384,68 @@ TEST_CASE("pagefile export: a failed read leaves the local file as it was and no
   CHECK(replaced.exit_status == 0);
   CHECK(read_file(dir / "precious.txt") == read_file(dir / "other.db"));
   CHECK(names_starting(dir.path(), ".precious.txt.export-").empty());
+}
+
+TEST_CASE("pagefile import copies an SQLite database as SQLite reads it: a WAL's commits in, a hot journal's "
+          "uncommitted changes out") {
+  // It copied the main file as it lay, under no lock: a commit still in the
+  // WAL was lost, and pages a crashed transaction had written were kept.
+  TempDir dir;
+  ServerProcess a(fmt::format("unix:{}", (dir / "a.sock").string()), dir / "a");
+
+  SUBCASE("a commit only in the WAL") {
+    run_and_die(dir / "w.db",
+                "PRAGMA page_size=4096; PRAGMA journal_mode=wal; PRAGMA wal_autocheckpoint=0;"
+                "CREATE TABLE t(x); INSERT INTO t VALUES('base'); PRAGMA wal_checkpoint(TRUNCATE);"
+                "INSERT INTO t VALUES('committed-in-wal');");
+    REQUIRE(std::filesystem::file_size(dir / "w.db-wal") > 0);
+    Outcome imported = admin(dir, {"import", "w.db", "w", "--bus", a.address()});
+    INFO(imported.err);
+    REQUIRE(imported.exit_status == 0);
+    REQUIRE(admin(dir, {"export", "w", "copy.db", "--bus", a.address()}).exit_status == 0);
+    // The commit was checkpointed into the file, and the copy is that file.
+    CHECK(read_file(dir / "copy.db") == read_file(dir / "w.db"));
+    CHECK(sqlite_rows(dir / "copy.db", "SELECT group_concat(x) FROM t") == "base,committed-in-wal\n");
+  }
+
+  SUBCASE("a hot journal") {
+    // Rows of 'a' committed; then all of them made 'b' in a transaction
+    // whose pages spill into the file (a cache of 10 pages) before it dies.
+    run_and_die(dir / "h.db",
+                "CREATE TABLE t(x);"
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<2000)"
+                " INSERT INTO t SELECT printf('%.100c', 'a') FROM n;"
+                "PRAGMA cache_size=10; BEGIN; UPDATE t SET x=printf('%.100c', 'b');");
+    REQUIRE(std::filesystem::file_size(dir / "h.db-journal") > 0);
+    // What SQLite reads (from a copy, so that this reading rolls back only
+    // the copy's journal).
+    std::filesystem::copy_file(dir / "h.db", dir / "seen.db");
+    std::filesystem::copy_file(dir / "h.db-journal", dir / "seen.db-journal");
+    const std::string query = "SELECT substr(x, 1, 1), count(*) FROM t GROUP BY 1";
+    const std::string seen = sqlite_rows(dir / "seen.db", query);
+    CHECK(seen == "a|2000\n");
+    Outcome imported = admin(dir, {"import", "h.db", "h", "--bus", a.address()});
+    INFO(imported.err);
+    REQUIRE(imported.exit_status == 0);
+    REQUIRE(admin(dir, {"export", "h", "copy.db", "--bus", a.address()}).exit_status == 0);
+    CHECK(read_file(dir / "copy.db") == read_file(dir / "h.db"));  // rolled back, then copied
+    CHECK(sqlite_rows(dir / "copy.db", query) == seen);
+    CHECK(sqlite_rows(dir / "copy.db", "PRAGMA integrity_check") == "ok\n");
+  }
+
+  SUBCASE("a WAL that cannot be checkpointed (a reader on it) is refused, leaving no record") {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2((dir / "r.db").c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix") ==
+            SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "PRAGMA journal_mode=wal; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x);"
+                         "INSERT INTO t VALUES(1); BEGIN; SELECT count(*) FROM t;",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    Outcome refused = admin(dir, {"import", "r.db", "r", "--bus", a.address()});
+    CHECK(refused.exit_status == 1);
+    CHECK_MESSAGE(refused.err.find("Busy: r.db: in WAL mode") != std::string::npos, refused.err);
+    CHECK(admin(dir, {"stat", "r", "--bus", a.address()}).exit_status == 1);
+    sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
 }
