@@ -446,21 +446,6 @@ std::optional<Status> ByteFile::send_run(int64_t first, std::span<const std::byt
   return done;
 }
 
-Status ByteFile::send_deferred() {
-  if (deferred_pages_ == 0) return Status::ok();
-  const int64_t first = deferred_first_;
-  const int64_t count = std::exchange(deferred_pages_, 0);
-  auto pages = std::span<const std::byte>(run_out_).first(static_cast<size_t>(count) * page_size_);
-  if (count > 1) {
-    if (auto done = send_run(first, pages)) return *done;
-  }
-  for (int64_t page = first; page < first + count; ++page) {
-    auto bytes = pages.subspan(static_cast<size_t>(page - first) * page_size_, page_size_);
-    if (Status s = issue_write(page, bytes); !s) return s;
-  }
-  return Status::ok();
-}
-
 Status ByteFile::confirm_writes() {
   Status first;
   while (!writes_.empty()) {
@@ -471,7 +456,6 @@ Status ByteFile::confirm_writes() {
 }
 
 Status ByteFile::flush_kept() {
-  if (Status s = send_deferred(); !s) return s;
   // A local rollback journal's header (page 1) changed in place, its length
   // not: SQLite's second sync of a commit (the record count), and PERSIST's
   // zeroed header. Its length page is written again as it is, because on
@@ -519,7 +503,6 @@ Status ByteFile::flush_kept() {
 
 Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("read", "negative offset");
-  if (Status s = send_deferred(); !s) return s;
   stats_->bytes_read.fetch_add(out.size(), std::memory_order_relaxed);
   if (offset + static_cast<int64_t>(out.size()) > size_) {
     // Past the end as this descriptor last saw it: another may have grown
@@ -557,16 +540,8 @@ Result<size_t> ByteFile::read(std::span<std::byte> out, int64_t offset) {
   return avail;
 }
 
-Status ByteFile::write(std::span<const std::byte> data, int64_t offset, bool may_defer) {
+Status ByteFile::write(std::span<const std::byte> data, int64_t offset) {
   if (offset < 0) return Status::invalid_argument("write", "negative offset");
-  // A local database's whole page, while the caller says a call whose
-  // error SQLite sees follows: held, to go with the pages after it.
-  may_defer = may_defer && local_ && layout_ == Layout::kPages && data.size() == page_size_ &&
-              offset % page_size_ == 0 && !(size_ == 0 && offset == 0);
-  if (deferred_pages_ > 0 &&
-      !(may_defer && offset / page_size_ == deferred_first_ + deferred_pages_ && deferred_pages_ < kMaxRunPages)) {
-    if (Status s = send_deferred(); !s) return s;
-  }
   // (A page written in part is read first, and one past a stale end would
   // read as zeros.)
   if (auto size = current_size(); !size) return size.status();
@@ -585,14 +560,7 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset, bool may
     int64_t page = page_of(at);
     size_t in_page = static_cast<size_t>(at % page_size_);
     size_t n = std::min<size_t>(page_size_ - in_page, data.size() - done);
-    if (n == page_size_ && may_defer) {
-      kept_.erase(page);  // wholly replaced
-      if (deferred_pages_ == 0) deferred_first_ = page;
-      run_out_.resize(static_cast<size_t>(deferred_pages_ + 1) * page_size_);
-      std::memcpy(run_out_.data() + static_cast<size_t>(deferred_pages_) * page_size_, data.data() + done, n);
-      ++deferred_pages_;
-      unsynced_ = true;
-    } else if (n == page_size_) {
+    if (n == page_size_) {
       kept_.erase(page);  // wholly replaced
       if (Status s = issue_write(page, data.subspan(done, n)); !s) return s;
     } else {
@@ -615,7 +583,6 @@ Status ByteFile::write(std::span<const std::byte> data, int64_t offset, bool may
 
 Status ByteFile::truncate(int64_t size) {
   if (size < 0) return Status::invalid_argument("truncate", "negative size");
-  if (Status s = send_deferred(); !s) return s;
   if (auto known = current_size(); !known) return known.status();  // (the new last page is read first)
   drop_all_ahead();
   // Emptied, a journal or WAL keeps no length page either: a file of no
@@ -679,7 +646,6 @@ Result<PageIo*> ByteFile::io() const {
 }
 
 Status ByteFile::refresh_size() {
-  if (Status s = send_deferred(); !s) return s;
   // Through the PageIo (client/client_access.h): no request bookkeeping.
   auto io = this->io();
   if (!io) return io.status();
@@ -714,7 +680,7 @@ Status ByteFile::refresh_size() {
 
 bool ByteFile::pending() const {
   bool dirty = std::any_of(kept_.begin(), kept_.end(), [](const auto& kept) { return kept.second.dirty(); });
-  return dirty || length_dirty_ || !writes_.empty() || deferred_pages_ > 0;
+  return dirty || length_dirty_ || !writes_.empty();
 }
 
 Status ByteFile::reload() {
@@ -730,7 +696,6 @@ void ByteFile::forget_unsent() {
     if (spare_.empty()) spare_ = std::move(kept.data);
   }
   kept_.clear();
-  deferred_pages_ = 0;
   length_dirty_ = false;
   checked_page_ = -1;
   drop_cache();

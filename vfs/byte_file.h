@@ -122,13 +122,7 @@ class ByteFile {
   // Fills `out` from byte `offset`; bytes past the end are zeros. Returns how
   // many bytes existed (out.size() unless the read went past the end).
   Result<size_t> read(std::span<std::byte> out, int64_t offset);
-  // With `may_defer`, a local database's whole page may be held, to go
-  // with the pages after it in one call (Client::write_pages_at_once) at
-  // the next call that is not the next page's write, drain() at the
-  // latest: appended one at a time, each page costs most its system call
-  // (bench/README.md). Its error is then that call's, so the caller says
-  // so only while a call follows whose error SQLite sees (vfs_file.cpp).
-  Status write(std::span<const std::byte> data, int64_t offset, bool may_defer = false);
+  Status write(std::span<const std::byte> data, int64_t offset);
   Status truncate(int64_t size);
   // As last known: after reload_lazily(), current_size() says what it is.
   int64_t size() const { return size_; }
@@ -260,8 +254,6 @@ class ByteFile {
   // Sends whole pages from `first` with one call (write_pages_at_once):
   // nothing when the client will not (then one by one).
   std::optional<Status> send_run(int64_t first, std::span<const std::byte> pages);
-  // Sends the pages write() held (may_defer).
-  Status send_deferred();
   // Lets kept pages that hold no change go, the lowest first, until at
   // most `keep_at_most` are kept (changed ones stay); a buffer let go
   // serves the next page kept (spare_).
@@ -312,11 +304,7 @@ class ByteFile {
   std::deque<Ticket> writes_;  // unconfirmed, oldest first
   std::map<int64_t, KeptPage> kept_;
   size_t kept_limit_ = kMaxCachedPages;  // keep_read_pages
-  // Pages to send with one call, one after the other: write_kept_run's,
-  // and the deferred_pages_ from deferred_first_ that write() held.
-  std::vector<std::byte> run_out_;
-  int64_t deferred_first_ = 0;
-  int64_t deferred_pages_ = 0;
+  std::vector<std::byte> run_out_;  // write_kept_run's pages, one after the other
   std::vector<std::byte> spare_;  // a kept page's buffer, for the next (keep)
   // A kBytes file's length page: read into at each refresh, and the one
   // written at each sync (magic and length, zeros after). Made once, not

@@ -169,14 +169,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
     apply_concurrency(st);
     if (st.wal) st.config->wals->written.fetch_add(1);  // (before: see OpenWals::written)
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
-    // A database's pages in rollback mode, written holding EXCLUSIVE, go
-    // out together (ByteFile::write): SQLite follows them with
-    // SQLITE_FCNTL_SYNC (synchronous=OFF included), whose error it sees. In
-    // WAL mode only a checkpoint writes the database, and nothing after it
-    // reports an error at synchronous=OFF: each page goes at once.
-    const bool may_defer =
-        st.main_db && st.lock == SQLITE_LOCK_EXCLUSIVE && st.config->wals->count.load(std::memory_order_relaxed) == 0;
-    Status s = st.file->write(in, offset, may_defer);
+    Status s = st.file->write(in, offset);
     if (s && st.wal) s = send_commit_frame(st, in, offset);
     // A journal's header zeroed: the commit of PERSIST mode and of
     // exclusive locking mode (zeroJournalHdr), which no unlock follows in
