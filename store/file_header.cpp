@@ -81,8 +81,12 @@ Result<FileHeader> decode(std::span<const std::byte> bytes, std::string_view wha
   }
   uint32_t version = kVersion.get(bytes);
   if (version < kUncheckedFormatVersion || version > kFormatVersion) {
-    return Status::corruption(what, fmt::format("header format version {} (this build reads {} to {})", version,
-                                                kUncheckedFormatVersion, kFormatVersion));
+    // A newer build's file is whole, only not this build's to read: no
+    // damage (SQLite's "unable to open", not "malformed").
+    auto make = version > kFormatVersion ? Status::not_supported : Status::corruption;
+    return make(what, fmt::format("header format version {} (this build reads {} to {}{})", version,
+                                  kUncheckedFormatVersion, kFormatVersion,
+                                  version > kFormatVersion ? "; a newer build made it: open it with that build" : ""));
   }
   if (kHeaderSizeField.get(bytes) != kHeaderSize) {
     return Status::corruption(what, "header size field is wrong");
