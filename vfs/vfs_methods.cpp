@@ -108,10 +108,17 @@ bool opens_empty(const char* name, int role, int flags, const Status& status) {
 // (x_open), so an ordinary SQLite database reads as it is and anything else
 // is "file is not a database" (SQLITE_NOTADB) at its first read, as on
 // unix; it is never written.
+// Likewise the journal or WAL of such a database, when it is no Pagefile
+// either: an ordinary database's -wal, or its hot -journal, which SQLite
+// then reads as unix would (the database stays unwritten).
 bool opens_foreign(const char* name, int role, const Status& status) {
-  if (role != SQLITE_OPEN_MAIN_DB || !status.is(Code::kCorruption)) return false;
+  if (!status.is(Code::kCorruption)) return false;
   auto full = local_name(name);
-  return full && LocalPagefile::is_foreign(*full);
+  if (!full || !LocalPagefile::is_foreign(*full)) return false;
+  if (role == SQLITE_OPEN_MAIN_DB) return true;
+  if (role != SQLITE_OPEN_MAIN_JOURNAL && role != SQLITE_OPEN_WAL) return false;
+  auto database = local_name(database_of(*full).c_str());
+  return database && LocalPagefile::is_foreign(*database);
 }
 
 // The code of a failed open: a local file the system will not open is

@@ -128,6 +128,29 @@ TEST_CASE("paths: a directory, a missing directory, a read-only directory, mode=
   for (const char* vfs : {"unix", "pagefile"}) ::chmod((dir / vfs / "ro").c_str(), 0755);
 }
 
+TEST_CASE("an ordinary SQLite database in WAL mode, a commit still in its -wal: read through the unix VFS, its files untouched") {
+  register_without_bus();
+  // Only the database went to the unix VFS: its -wal went to the store,
+  // which refused it as damaged (SQLITE_CORRUPT, "malformed"), where unix
+  // reads the commit (found by an independent review).
+  TempDir dir;
+  const std::string path = (dir / "plain.db").string();
+  SqliteDb writer(path, "unix");
+  writer.run("PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(v TEXT); INSERT INTO t VALUES('base');"
+             "PRAGMA wal_checkpoint(TRUNCATE); INSERT INTO t VALUES('committed-in-wal');");
+  REQUIRE(fs::file_size(path + "-wal") > 0);
+  const std::string db_bytes = read_file(path);
+  const std::string wal_bytes = read_file(path + "-wal");
+  for (const char* vfs : {"unix", "pagefile"}) {
+    CAPTURE(vfs);
+    SqliteDb reader("file:" + path + "?vfs=" + vfs, nullptr);
+    REQUIRE(reader.open_rc() == SQLITE_OK);
+    CHECK(reader.query("SELECT group_concat(v) FROM t") == "base,committed-in-wal");
+  }
+  CHECK(read_file(path) == db_bytes);
+  CHECK(read_file(path + "-wal") == wal_bytes);
+}
+
 TEST_CASE("an empty -journal or -wal at the path (a process died as it made it) is none, as on unix") {
   // A new file is made empty at its path and given its header after: a
   // process killed in between leaves an empty file, which must read as the
