@@ -152,9 +152,20 @@ int x_file_control(sqlite3_file* f, int op, void* arg) {
     switch (op) {
       case SQLITE_FCNTL_SIZE_HINT:   // pages are allocated as written
       case SQLITE_FCNTL_CHUNK_SIZE:  // likewise: nothing to pre-allocate
-      case SQLITE_FCNTL_SYNC:        // xSync follows and does the work
       case SQLITE_FCNTL_COMMIT_PHASETWO:
         return SQLITE_OK;
+      case SQLITE_FCNTL_SYNC: {
+        // SQLite's word that a commit's (or a rollback's) pages are all
+        // written, sent even at synchronous=OFF, where no xSync follows,
+        // and before the journal is let go: a remote file's writes still
+        // unconfirmed (write-behind) are confirmed now, so that their
+        // failure is the commit's and leaves the journal there. Found by
+        // the ioerr cases at synchronous=OFF on the embedded servers: a
+        // rollback's writes, failed unseen, let SQLite delete the journal
+        // over a database half written.
+        Status s = st.file->drain();
+        return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);
+      }
       case SQLITE_FCNTL_CKPT_DONE: {
         // A checkpoint wrote its pages; SQLite next tells the other
         // connections (nBackfill in the wal-index), which then read those
