@@ -1,7 +1,6 @@
 // The request path: tickets, the concurrency window, per-page order, the
 // client's pool on the way, dispatch to the file's PageIo and completion.
 #include <algorithm>
-#include <ranges>
 
 #include <fmt/format.h>
 
@@ -375,7 +374,6 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t first, int64_t 
                                                   std::span<const std::byte> data, ChangedBytes changed) {
   OpenFilePtr file;
   std::shared_ptr<PageIo> io;
-  auto pages = [&] { return std::views::iota(first, first + count); };
   auto under_way = [&](int64_t page) {
     return file->page_queues.contains(page) ||
            std::ranges::find(file->writing_at_once, page) != file->writing_at_once.end();
@@ -398,19 +396,21 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t first, int64_t 
       }
       count = static_cast<int64_t>(data.size() / page_size);
     }
-    if (std::ranges::any_of(pages(), under_way)) return std::nullopt;
-    for (int64_t page : pages()) {
+    for (int64_t page = first; page < first + count; ++page) {
+      if (under_way(page)) return std::nullopt;
+    }
+    for (int64_t page = first; page < first + count; ++page) {
       size_t bytes = count == 1 ? data.size() : page_size;
       if (Status s = check_page_access(page, bytes, page_size, file->name); !s) return s;
     }
     if (file->io->read_only()) return Status::read_only(file->name, "write: file was opened read-only");
     io = file->io;
-    for (int64_t page : pages()) file->writing_at_once.push_back(page);
+    for (int64_t page = first; page < first + count; ++page) file->writing_at_once.push_back(page);
   }
   std::optional<Status> done = count == 1 ? io->write_direct(first, data, changed) : io->write_pages_here(first, data);
   {
     MutexLock lock(mu_);
-    for (int64_t page : pages()) {
+    for (int64_t page = first; page < first + count; ++page) {
       file->writing_at_once.erase(std::ranges::find(file->writing_at_once, page));
       if (done) file->write_done(page, *done);
     }
