@@ -390,7 +390,10 @@ class SqliteReadHold {
   // write permission, a damaged file, ...).
   static Result<std::unique_ptr<SqliteReadHold>> take(const std::string& path) {
     sqlite3* db = nullptr;
-    const int opened = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, "unix");
+    // A name of the file itself, never a URI: SQLite built with
+    // SQLITE_USE_URI (Debian's) takes "file:a.db" for the URI of a.db.
+    const std::string plain = path.starts_with('/') ? path : "./" + path;
+    const int opened = sqlite3_open_v2(plain.c_str(), &db, SQLITE_OPEN_READWRITE, "unix");
     std::unique_ptr<SqliteReadHold> hold(new SqliteReadHold(path, db));  // (closes even a failed open's handle)
     if (opened != SQLITE_OK) return hold->error("opening it");
     sqlite3_busy_timeout(db, kBusyMs);
@@ -417,6 +420,14 @@ class SqliteReadHold {
                               "idle");
   }
   ~SqliteReadHold() { sqlite3_close(db_); }  // (the read transaction ends with it)
+  // Whether the database SQLite holds is the file `fd` reads (the same
+  // device and inode), not another one of a name like it.
+  bool holds(int fd) const {
+    struct stat mine {}, held {};
+    const char* name = sqlite3_db_filename(db_, "main");
+    return name != nullptr && ::fstat(fd, &mine) == 0 && ::stat(name, &held) == 0 && mine.st_dev == held.st_dev &&
+           mine.st_ino == held.st_ino;
+  }
   SqliteReadHold(const SqliteReadHold&) = delete;
   SqliteReadHold& operator=(const SqliteReadHold&) = delete;
 
@@ -499,6 +510,10 @@ int cmd_import(const CopyOptions& o, const std::string& local, const std::string
   if (read_header() && has_sqlite_magic(header)) {
     auto hold = SqliteReadHold::take(local);
     if (!hold) return fail(hold.status());
+    if (!(*hold)->holds(in)) {
+      return fail(Status::invalid_argument(local, "SQLite opened another file than this one (a name taken for "
+                                                  "another): not imported"));
+    }
     input.hold = std::move(*hold);
     if (::fstat(in, &st) != 0 || !read_header()) return fail(Status::io_error(local, std::strerror(errno)));
   }

@@ -433,6 +433,22 @@ TEST_CASE("pagefile import copies an SQLite database as SQLite reads it: a WAL's
     CHECK(sqlite_rows(dir / "copy.db", "PRAGMA integrity_check") == "ok\n");
   }
 
+  SUBCASE("a file named like a URI is the file of that name, not the one the URI names") {
+    // "file:n.db" was given to SQLite as it was, which (built with
+    // SQLITE_USE_URI) took it for the URI of n.db: the checkpoint went to
+    // n.db, and the copy, of the file itself, lost the commit in its WAL.
+    run_and_die(dir / "file:n.db",
+                "PRAGMA page_size=4096; PRAGMA journal_mode=wal; PRAGMA wal_autocheckpoint=0;"
+                "CREATE TABLE t(x); INSERT INTO t VALUES('base'); PRAGMA wal_checkpoint(TRUNCATE);"
+                "INSERT INTO t VALUES('committed-in-wal');");
+    run_and_die(dir / "n.db", "CREATE TABLE other(y);");
+    Outcome imported = admin(dir, {"import", "file:n.db", "n", "--bus", a.address()});
+    INFO(imported.err);
+    REQUIRE(imported.exit_status == 0);
+    REQUIRE(admin(dir, {"export", "n", "copy.db", "--bus", a.address()}).exit_status == 0);
+    CHECK(sqlite_rows(dir / "copy.db", "SELECT group_concat(x) FROM t") == "base,committed-in-wal\n");
+  }
+
   SUBCASE("a WAL that cannot be checkpointed (a reader on it) is refused, leaving no record") {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open_v2((dir / "r.db").c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix") ==
