@@ -389,6 +389,7 @@ std::optional<Status> Client::Impl::write_at_once(Fd fd, int64_t first, int64_t 
       return std::nullopt;
     }
     const uint32_t page_size = file->io->page_size();
+    if (Status s = check_page_number(first, "write"); !s) return s.with_context(file->name);
     if (count < 0) {
       if (data.empty() || data.size() % page_size != 0) {
         return Status::invalid_argument(file->name, fmt::format("write of {} bytes: not whole pages of {}",

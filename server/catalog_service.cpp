@@ -137,9 +137,11 @@ Status CatalogService::may_create() const {
   uint64_t cluster = membership_ != nullptr ? membership_->cluster() : 0;
   return Status::invalid_argument(
       fmt::format("server {}", dir_.string()),
-      fmt::format("holds pages of cluster {:016x} and no catalog: that cluster's catalog is on another server, "
-                  "which the bus must list first (or catalog= name); none is made here",
-                  cluster));
+      fmt::format("holds pages of cluster {:016x} and no catalog, so none is made here: either that cluster's "
+                  "catalog is on another server, which the bus must list first (or catalog= name), or this "
+                  "server's catalog was lost or moved away; to start a new cluster here, move {} away too (the "
+                  "pages of the files the lost catalog listed)",
+                  cluster, shares.string()));
 }
 
 Status CatalogService::open_existing() {
@@ -152,8 +154,8 @@ Status CatalogService::open_existing() {
   return Status::from_code(
       s.code(), s.message(),
       fmt::format("pagefiled will not serve it: restore {} from a backup, or move it (with any -wal file "
-                  "beside it) out of the directory to start with an empty catalog, which forgets every file "
-                  "it listed",
+                  "beside it) and the shares folder beside it (the pages of the files it listed) out of the "
+                  "directory to start with an empty catalog, which forgets every file it listed",
                   path.string()));
 }
 
