@@ -67,12 +67,12 @@ Status LocalPagefile::write_pages(int64_t first, std::span<const std::byte> data
   }
   const auto count = static_cast<int64_t>(data.size() / page_bytes);
   if (count == 1) return write_page(first, data);
-  // (Checked before first + count is counted, which would overflow.)
-  if (Status s = check_page_number(first, "write"); !s) return s;
-  if (Status s = check_page_number(first + (count - 1), "write"); !s) return s;
+  // (The first checked before first + count is counted, which would
+  // overflow; the pages between it and the last are in range too.)
+  if (Status s = check_page_access(first, page_bytes, page_size(), name_); !s) return s;
+  if (Status s = check_page_access(first + (count - 1), page_bytes, page_size(), name_); !s) return s;
   if (Status s = check_writable("write"); !s) return s;
   for (int64_t page = first; page < first + count; ++page) {
-    if (Status s = check_page_access(page, page_bytes, page_size(), name_); !s) return s;
     if (Status s = reserve(page); !s) return s;
   }
   // A group's pages lie one after the other on disk; the next group's

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/mutex.h"
+#include "core/page_checksum.h"
 #include "store/file_header.h"
 #include "vfs/vfs_internal.h"
 
@@ -176,7 +177,7 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
     // the latter, nor any xSync at synchronous=OFF. Sent now, so that a
     // crash after COMMIT returned finds the journal finished, as unix's
     // pwrite leaves it, and its failure is the commit's.
-    if (s && st.journal && offset == 0 && std::ranges::all_of(in, [](std::byte b) { return b == std::byte{0}; })) {
+    if (s && st.journal && offset == 0 && all_zero(in)) {
       s = st.file->drain();
     }
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_WRITE);

@@ -354,8 +354,7 @@ int main(int argc, char** argv) {
     kill_self();
   } else if (mode == "exclusive-journal-kill" && argc > 3) {
     if (!exec(db, (std::string("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=") + argv[3] +
-                   "; PRAGMA synchronous=OFF; UPDATE c SET n = 2; UPDATE c SET n = 3;")
-                      .c_str())) {
+                   "; PRAGMA synchronous=OFF; UPDATE c SET n = 2; UPDATE c SET n = 3;"))) {
       return fail(db, "exclusive-journal-kill");
     }
     kill_self();
