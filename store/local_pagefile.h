@@ -354,9 +354,12 @@ class LocalPagefile {
     uint32_t last = 0;
   };
   // Computes the page's checksums and writes its entries, each old
-  // checksum beside the new one. REQUIRES: checked_, the page's stripe held.
+  // checksum beside the new one; or, given `entries_out` (kEntryBytes *
+  // units_ bytes), puts them there for the caller to write (write_run: a
+  // run's entries lie side by side, and go in one write).
+  // REQUIRES: checked_, the page's stripe held.
   Status begin_write(int64_t page, std::span<const std::byte> data, uint64_t checksum, ChangedBytes changed,
-                     PageWrite& w);
+                     PageWrite& w, std::span<std::byte> entries_out = {});
   // Records whether the bytes were written.
   void end_write(const PageWrite& w, const Status& written);
   // write_pages' pages [from, to), which lie between two checksum blocks.

@@ -102,16 +102,36 @@ Status LocalPagefile::write_run(int64_t from, int64_t to, std::span<const std::b
     if (held[i]) locks.emplace_back(stripes_[i]);
   }
   const size_t page_bytes = page_size();
+  const size_t entry_bytes = kEntryBytes * units_;
   std::vector<PageWrite> writes(static_cast<size_t>(to - from));
+  // The run's entries lie side by side in their block: written with one
+  // call, as its pages are (a journal's run of 16 pages was 16 writes of
+  // 16 bytes, and one of 64 KiB).
+  std::vector<std::byte> entries(writes.size() * entry_bytes);
   for (int64_t page = from; page < to; ++page) {
     auto at = static_cast<size_t>(page - from);
-    if (Status s = begin_write(page, data.subspan(at * page_bytes, page_bytes), kNoChecksum, ChangedBytes{}, writes[at]);
+    if (Status s = begin_write(page, data.subspan(at * page_bytes, page_bytes), kNoChecksum, ChangedBytes{}, writes[at],
+                               std::span(entries).subspan(at * entry_bytes, entry_bytes));
         !s) {
-      // The pages whose entries were written hold their old bytes, which
-      // those entries still match: as a page whose own write failed.
+      // Nothing of the run is written yet: the pages before it hold their
+      // old bytes, as a page whose own write failed.
       for (size_t i = 0; i < at; ++i) end_write(writes[i], s);
       return s;
     }
+  }
+  entry_writes_begun_.fetch_add(1);
+  // Written, never stored into a mapped block (write_entries): runs are a
+  // rollback journal's, made and deleted by each transaction, whose blocks
+  // cost a mapping each (an fallocate, an mmap, an madvise, an munmap) and
+  // extents to convert at its sync. Stored, 1000 rows updated in one
+  // transaction took 4 to 6 ms longer, a tenth of its time.
+  Status entries_written = pwrite_full(fd_, entries, entry_offset(from), name_);
+  entry_writes_done_.fetch_add(1);
+  if (!entries_written) {
+    // Some entries may be on disk, each (new, old) pair matching the old
+    // bytes still there: every page of the run is a page whose write failed.
+    for (const PageWrite& w : writes) end_write(w, entries_written);
+    return entries_written.with_context(fmt::format("checksums of pages {} to {}", from, to - 1));
   }
   Status s = page_context(from, pwrite_full(fd_, data, offset, name_));
   for (const PageWrite& w : writes) end_write(w, s);
@@ -119,7 +139,7 @@ Status LocalPagefile::write_run(int64_t from, int64_t to, std::span<const std::b
 }
 
 Status LocalPagefile::begin_write(int64_t page, std::span<const std::byte> data, uint64_t checksum,
-                                  ChangedBytes changed, PageWrite& w) {
+                                  ChangedBytes changed, PageWrite& w, std::span<std::byte> entries_out) {
   w.page = page;
   sums_.prefetch(static_cast<size_t>(page) * units_);  // (kept below, after the hash)
   UnitSums& sums = w.sums;
@@ -192,6 +212,10 @@ Status LocalPagefile::begin_write(int64_t page, std::span<const std::byte> data,
   }
   for (uint32_t u = 0; u < units_; ++u) entries.set(u, sums[u], before[u]);
   keep_sums(page, nullptr);  // (until the page is written: a failure leaves the old one)
+  if (!entries_out.empty()) {
+    std::copy_n(entries.bytes.begin(), kEntryBytes * units_, entries_out.begin());
+    return Status::ok();
+  }
   entry_writes_begun_.fetch_add(1);
   Status entry_written = write_entries(page, std::span(entries.bytes).first(kEntryBytes * units_));
   entry_writes_done_.fetch_add(1);
