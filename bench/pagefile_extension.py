@@ -1,12 +1,14 @@
-"""Loading the pagefile VFS into Python's sqlite3, for the bench scripts.
+"""Loading the pagefile VFS into Python's sqlite3, and running a script's
+main, for the bench scripts.
 
-    from pagefile_extension import load_pagefile
+    from pagefile_extension import load_pagefile, run_main
     load_pagefile("build/vfs/pagefile.so")
 
 Needs Debian's /usr/bin/python3: its sqlite3 module can load extensions
 (enable_load_extension); the pyenv Python first on some PATHs cannot.
 """
 import sqlite3
+import sys
 
 
 def load_pagefile(extension):
@@ -23,3 +25,12 @@ def load_pagefile(extension):
     loader.enable_load_extension(True)
     loader.load_extension(extension)
     loader.close()
+
+
+def run_main(main, name):
+    """Runs a script's `main`; an SQLite error ends the script with one line,
+    "NAME: error", and exit status 1 rather than a traceback."""
+    try:
+        main()
+    except sqlite3.Error as error:
+        sys.exit(f"{name}: {error}")

@@ -30,12 +30,10 @@ round. Exits non-zero on any SQLite error or a failed check.
 import argparse
 import os
 import random
-import sqlite3
 import statistics
-import sys
 import time
 
-from pagefile_extension import load_pagefile
+from pagefile_extension import load_pagefile, run_main
 import sqlite_vfs_workload as workload
 
 WORKLOADS = ("insert", "reads", "scan", "txn", "txn-cold")
@@ -144,7 +142,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except sqlite3.Error as error:
-        sys.exit(f"sqlite_paired: {error}")
+    run_main(main, "sqlite_paired")

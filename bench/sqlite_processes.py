@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from pagefile_extension import load_pagefile
+from pagefile_extension import load_pagefile, run_main
 
 
 def connect(args):
@@ -128,7 +128,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except sqlite3.Error as error:
-        sys.exit(f"sqlite_processes: {error}")
+    run_main(main, "sqlite_processes")

@@ -34,10 +34,9 @@ import argparse
 import random
 import sqlite3
 import statistics
-import sys
 import time
 
-from pagefile_extension import load_pagefile
+from pagefile_extension import load_pagefile, run_main
 
 PAD_BYTES = 3000
 
@@ -162,7 +161,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except sqlite3.Error as error:
-        sys.exit(f"sqlite_vfs_workload: {error}")
+    run_main(main, "sqlite_vfs_workload")
