@@ -67,6 +67,20 @@ workload() {
 # median_of CONFIG WORKLOAD: the median of its runs.
 median_of() { tr ' ' '\n' <<< "${seconds[$1/$2]}" | median; }
 
+# SQLite's speedtest1, built by build_speedtest1 with the TCL test harness.
+speedtest1="$build/sqlite-harness/bld/speedtest1"
+build_speedtest1() { "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2; }
+# run_speedtest1 LABEL OUT DB [ENV...]: speedtest1 --size SIZE on DB in the
+# work directory, under `env ENV...`, its output in OUT; dies if it fails.
+run_speedtest1() {
+  local label=$1 out=$2 db=$3
+  shift 3
+  (cd "$work" && env "$@" "$speedtest1" --size "$size" "$db" > "$out" 2>&1) ||
+    die "speedtest1 $label failed: $(tail "$out")"
+}
+# total OUT: the TOTAL seconds of speedtest1's output OUT.
+total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
+
 echo "machine: $(nproc) cores, $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "tmp: $work ($(stat -f -c %T "$work"))"
 [ -z "$csv" ] || echo "config,workload,seconds,operations" > "$csv"
@@ -116,18 +130,12 @@ if [[ " $parts " == *" workloads "* ]]; then
 fi
 
 if [[ " $parts " == *" speedtest1 "* ]]; then
-  "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2
-  speedtest1="$build/sqlite-harness/bld/speedtest1"
+  build_speedtest1
   echo
   echo "== speedtest1 --size $size: unix against pagefile on the in-process cluster (inproc:4) =="
-  total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
-  (cd "$work" && env -u PAGEFILE_TEST_EXTENSION -u PAGEFILE_VFS_DEFAULT \
-     "$speedtest1" --size "$size" "$work/st-unix.db" > "$work/st-unix.out" 2>&1) ||
-    die "speedtest1 on unix failed: $(tail "$work/st-unix.out")"
-  (cd "$work" && env PAGEFILE_BUS=inproc:4 PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
-     PAGEFILE_HOME="$work/st-home" \
-     "$speedtest1" --size "$size" "$work/st-pagefile.db" > "$work/st-pagefile.out" 2>&1) ||
-    die "speedtest1 on pagefile failed: $(tail "$work/st-pagefile.out")"
+  run_speedtest1 "on unix" "$work/st-unix.out" "$work/st-unix.db" -u PAGEFILE_TEST_EXTENSION -u PAGEFILE_VFS_DEFAULT
+  run_speedtest1 "on pagefile" "$work/st-pagefile.out" "$work/st-pagefile.db" \
+    PAGEFILE_BUS=inproc:4 PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 PAGEFILE_HOME="$work/st-home"
   unix_total=$(total "$work/st-unix.out")
   pagefile_total=$(total "$work/st-pagefile.out")
   # Side by side, test by test: "NNN - name .... 0.123s".
@@ -144,11 +152,9 @@ if [[ " $parts " == *" speedtest1 "* ]]; then
 fi
 
 if [[ " $parts " == *" capture "* ]]; then
-  "$here/../tests/sqlite/build-harness" "$build/sqlite-harness" >&2
-  speedtest1="$build/sqlite-harness/bld/speedtest1"
+  build_speedtest1
   echo
   echo "== trace capture: speedtest1 --size $size on the default (local Pagefiles), without and with PAGEFILE_TRACE =="
-  total() { sed -n 's/^ *TOTAL\.* *\([0-9.]*\)s.*/\1/p' "$1"; }
   : > "$work/capture-off.txt"
   : > "$work/capture-on.txt"
   for ((run = 1; run <= local_runs; ++run)); do
@@ -156,9 +162,8 @@ if [[ " $parts " == *" capture "* ]]; then
       rm -f "$work"/cap.db* "$work"/cap.trace*
       trace_env=(-u PAGEFILE_TRACE)
       [ "$mode" = on ] && trace_env=(PAGEFILE_TRACE="$work/cap.trace")
-      (cd "$work" && env -u PAGEFILE_BUS "${trace_env[@]}" PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1 \
-         "$speedtest1" --size "$size" "$work/cap.db" > "$work/cap-$mode.out" 2>&1) ||
-        die "speedtest1 (capture $mode) failed: $(tail "$work/cap-$mode.out")"
+      run_speedtest1 "(capture $mode)" "$work/cap-$mode.out" "$work/cap.db" \
+        -u PAGEFILE_BUS "${trace_env[@]}" PAGEFILE_TEST_EXTENSION="$extension" PAGEFILE_VFS_DEFAULT=1
       total "$work/cap-$mode.out" >> "$work/capture-$mode.txt"
       [ -z "$csv" ] || echo "speedtest1-capture-$mode,total,$(total "$work/cap-$mode.out"),$size" >> "$csv"
     done
