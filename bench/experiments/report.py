@@ -272,6 +272,11 @@ def fmt(x, digits=3):
     return f"{x:.{digits}g}"
 
 
+def paragraphs(parts):
+    """The first of `parts` a paragraph of its own, the rest the next."""
+    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+
+
 def pick(rows, **where):
     for r in rows:
         if all(r.get(k) == str(v) for k, v in where.items()):
@@ -279,14 +284,13 @@ def pick(rows, **where):
     return None
 
 
-def text_fig5(rows, info):
-    latency = info.get("latency_ms", "?")
+def text_fig5(rows, p, latency):
     sizes = sorted({r["page_size"] for r in rows}, key=int)
     levels = sorted({int(r["concurrency"]) for r in rows})
     lo, hi = levels[0], levels[-1]
     mid = 12 if 12 in levels else levels[len(levels) // 2]
-    parts = [f"Random pages of a {params(info, 'fig5').get('file_kib', '?')} KiB file over 6 pagefiled on "
-             f"loopback, {params(info, 'fig5').get('ops', '?')} operations a run, at concurrency "
+    parts = [f"Random pages of a {p.get('file_kib', '?')} KiB file over 6 pagefiled on "
+             f"loopback, {p.get('ops', '?')} operations a run, at concurrency "
              f"{', '.join(map(str, levels))}. Three lines per page size: reads that are all server cache hits "
              f"(pools larger than the file, warmed); writes that each reach this machine's disk before they are "
              f"answered (`pagefiled --sync dsync`, the paper's O_SYNC measurement of a miss); reads that all miss "
@@ -327,12 +331,10 @@ def text_fig5(rows, info):
     else:
         s += "."
     parts.append(s)
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
-def text_fig6(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "fig6")
+def text_fig6(rows, p, latency):
     parts = [f"Concurrency 12, 6 servers, {p.get('ops', '?')} random operations a run on a "
              f"{p.get('file_kib', '?')} KiB file for each page size, the three variants of figure 5 "
              f"(hits; synchronous writes; the EMULATED {latency} ms disk)."]
@@ -350,9 +352,7 @@ def text_fig6(rows, info):
     return " ".join(parts)
 
 
-def text_fig7(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "fig7")
+def text_fig7(rows, p, latency):
     parts = [f"Concurrency 12, {p.get('ops', '?')} reads a run; a hit reads a page of a warm set of "
              f"{p.get('warm_pages', '?')} pages read once before the run, a miss a page nothing in the run read "
              f"before. The local Pagefile (pf-replay `--dir`) caches in the operating system's page cache; before "
@@ -400,12 +400,10 @@ def text_fig7(rows, info):
                  "was made with a local disk as slow as the servers'; here the fair comparison is the two "
                  "'same disk' lines, and the emulated line shows what a remote miss costs at the paper's disk "
                  "latency.")
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
-def text_scalability(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "scalability")
+def text_scalability(rows, p, latency):
     parts = [f"C pf-replay processes at once, each reading random pages of its own file of "
              f"{p.get('file_pages', '?')} pages at concurrency 12, against N servers with the EMULATED "
              f"{latency} ms disk and no pools (every read a disk access): the ideal is N x {fmt(1000 / float(latency)) if latency not in ('', '?') else '?'} "
@@ -443,9 +441,7 @@ def text_scalability(rows, info):
     return " ".join(parts)
 
 
-def text_policies(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "policies")
+def text_policies(rows, p, latency):
     parts = [f"A file of {p.get('file_pages', '?')} pages of 8 KiB on 6 servers with the EMULATED {latency} ms "
              f"disk and pools of {p.get('server_pages', '?')} pages each (restarted empty before every run); the "
              f"client's pool (`pf-replay run --cache-pages`) at 50% and 90% of the file runs each policy "
@@ -477,12 +473,10 @@ def text_policies(rows, info):
     parts.append("TOPs' expectation: looping (MRU) wins repeated scans, sequential and global-sequential "
                  "(read-ahead) win a scan, random (LRU) wins a hot set, and no policy can win uniform random "
                  "reads (every one hits about as often as the pool is large).")
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
-def text_placement(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "placement")
+def text_placement(rows, p, latency):
     parts = [f"One file of {p.get('file_pages', '?')} pages of 8 KiB per placement over 6 servers with the "
              f"EMULATED {latency} ms disk and no pools; {p.get('reads', '?')} reads a run at concurrency 12: "
              f"sequential from page 0, uniform random, and strided with stride = 6 x the unit over the pages of "
@@ -517,12 +511,10 @@ def text_placement(rows, info):
                      + ", ".join(f"{100 * num(r, 'busiest_server_share'):.0f}% (unit {r['stripe_pages']})" for r in worst)
                      + " of the reads. RAMA's claim: hashing stays within 10-15% of the best striping and avoids "
                      "that case.")
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
-def text_sqlite(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "sqlite")
+def text_sqlite(rows, p, latency):
     workloads = {r["workload"] for r in rows}
     captured = []
     if "order-entry" in workloads:
@@ -545,7 +537,7 @@ def text_sqlite(rows, info):
     parts.append("A replay keeps SQLite's order, and each sync, truncate and close first waits for every request "
                  "of its file still in flight, so the curve flattens where SQLite's own stream stops offering "
                  "independent pages; figure 5's emulated-miss line is the same measurement on random pages.")
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
 def sqlite_relative(rows, count, workload):
@@ -554,9 +546,7 @@ def sqlite_relative(rows, count, workload):
     return num(this, "seconds") / num(one, "seconds") if one and this else float("nan")
 
 
-def text_replicas(rows, info):
-    latency = info.get("latency_ms", "?")
-    p = params(info, "replicas")
+def text_replicas(rows, p, latency):
     counts = sorted({r["replicas"] for r in rows}, key=int)
     parts = [f"`bench/replicas.sh` on 6 pagefiled with the EMULATED {latency} ms disk behind pools of "
              f"{p.get('server_pages', '?')} pages: one file of {p.get('file_pages', '?')} pages of 8 KiB per replica "
@@ -590,7 +580,7 @@ def text_replicas(rows, info):
             cells.append(f"R = {count}: " + ", ".join(ratios))
         parts.append(f"SQLite's workloads (bench/sqlite_vfs_workload.py, {p.get('sqlite_rows', '?')} rows, "
                      f"concurrency 12) took, against R = 1: " + "; ".join(cells) + ".")
-    return " ".join(parts[:1]) + "\n\n" + " ".join(parts[1:])
+    return paragraphs(parts)
 
 
 def params(info, name):
@@ -649,7 +639,7 @@ def readme(directory):
         else:
             lines += [f"(no {name}.png: {info.get('plots_skipped', 'the plot was not made')})", ""]
         try:
-            lines += [TEXTS[name](rows, info), ""]
+            lines += [TEXTS[name](rows, params(info, name), info.get("latency_ms", "?")), ""]
         except (KeyError, ValueError, ZeroDivisionError, TypeError) as error:
             lines += [f"(the paragraph could not be written from {name}.csv: {error!r})", ""]
         extra = info.get(f"{name}_speedtest1_skipped")
