@@ -14,17 +14,17 @@ import csv
 import os
 import sys
 
+# Figures 5 and 6 write one kind of CSV: these columns, these variants.
+FIG5_6_COLUMNS = ("page_size,variant,op,concurrency,ops,pages,seconds,ms_per_page,pages_per_s,bytes_per_s,"
+                  "server_hits,server_misses,servers,latency_ms,sync_mode")
+FIG5_6_VARIANTS = {"hit", "miss-sync-write", "miss-emulated"}
 # name: (columns, {column: the set of values the quick run must have},
 #        rows: the product of those sets' sizes unless given)
 SHAPES = {
-    "fig5": ("page_size,variant,op,concurrency,ops,pages,seconds,ms_per_page,pages_per_s,bytes_per_s,"
-             "server_hits,server_misses,servers,latency_ms,sync_mode",
-             {"page_size": {"1024", "8192"}, "concurrency": {"1", "4", "12"},
-              "variant": {"hit", "miss-sync-write", "miss-emulated"}}),
-    "fig6": ("page_size,variant,op,concurrency,ops,pages,seconds,ms_per_page,pages_per_s,bytes_per_s,"
-             "server_hits,server_misses,servers,latency_ms,sync_mode",
-             {"page_size": {"1024", "8192", "65536"}, "concurrency": {"12"},
-              "variant": {"hit", "miss-sync-write", "miss-emulated"}}),
+    "fig5": (FIG5_6_COLUMNS,
+             {"page_size": {"1024", "8192"}, "concurrency": {"1", "4", "12"}, "variant": FIG5_6_VARIANTS}),
+    "fig6": (FIG5_6_COLUMNS,
+             {"page_size": {"1024", "8192", "65536"}, "concurrency": {"12"}, "variant": FIG5_6_VARIANTS}),
     "fig7": ("page_size,mode,hit_percent,ops,pages,seconds,pages_per_s,bytes_per_s,server_hit_percent,"
              "disk_read_kib,latency_ms",
              {"page_size": {"1024", "8192"}, "hit_percent": {"0", "50", "100"},
