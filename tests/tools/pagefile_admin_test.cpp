@@ -16,17 +16,12 @@
 #include "tests/support/temp_dir.h"
 #include "tests/tools/run_program.h"
 
-using pagefile::test::damage_page;
-using pagefile::test::free_tcp_port;
-using pagefile::test::Outcome;
-using pagefile::test::read_file;
-using pagefile::test::ServerProcess;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
 Outcome admin(const TempDir& dir, const std::vector<std::string>& args) {
-  return pagefile::test::pagefile_admin(dir.path(), args);
+  return pagefile_admin(dir.path(), args);
 }
 
 // `pagefile ARGS` succeeds and prints each of `expected` somewhere in its
@@ -204,9 +199,9 @@ TEST_CASE("a question put to a server that is not the catalog leaves it as it wa
   CHECK_FALSE(std::filesystem::exists(dir / "b" / "cluster"));
   // The cluster whose catalog is a: every page on b too.
   const std::string bus = a.address() + "," + b.address();
-  pagefile::test::generate_trace(dir.path(), "fill.trace", {"--pattern", "sequential", "--file", "f", "--file-pages",
-                                                            "16", "--ops", "16", "--write-ratio", "1"});
-  Outcome fill = pagefile::test::pf_replay(dir.path(), {"run", "fill.trace", "--bus", bus, "--no-progress"});
+  generate_trace(dir.path(), "fill.trace",
+                 {"--pattern", "sequential", "--file", "f", "--file-pages", "16", "--ops", "16", "--write-ratio", "1"});
+  Outcome fill = pf_replay(dir.path(), {"run", "fill.trace", "--bus", bus, "--no-progress"});
   INFO(fill.out, fill.err);
   CHECK(fill.exit_status == 0);
   Outcome listed = admin(dir, {"ls", "--bus", bus});
@@ -220,8 +215,8 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
                                                home / "server-0");
   std::string holder = fmt::format("pid {}", first->pid());
 
-  Outcome second = pagefile::test::run_program(
-      pagefile::test::binary_from_env("PAGEFILED"), dir.path(),
+  Outcome second = run_program(
+      binary_from_env("PAGEFILED"), dir.path(),
       {"--listen", fmt::format("tcp://127.0.0.1:{}", free_tcp_port()), "--dir", (home / "server-0").string()});
   CHECK(second.exit_status != 0);
   CHECK_MESSAGE(second.err.find("in use by another page server (" + holder + ")") != std::string::npos, second.err);
@@ -229,7 +224,7 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
   // The embedded default under the same home would run a second catalog
   // (its own locks and leases) over the same files: refused, with nothing
   // changed.
-  Outcome embedded = pagefile::test::pagefile_admin(
+  Outcome embedded = pagefile_admin(
       dir.path(), {"ls"}, {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
   CHECK(embedded.exit_status == 1);
   CHECK_MESSAGE(embedded.err.find(holder) != std::string::npos, embedded.err);
@@ -238,7 +233,7 @@ TEST_CASE("one server per directory: a second pagefiled, or an embedded bus on a
   // directory serves again.
   first->kill();
   first.reset();
-  Outcome after = pagefile::test::pagefile_admin(
+  Outcome after = pagefile_admin(
       dir.path(), {"ls"}, {{"PAGEFILE_HOME", home.string()}, {"PAGEFILE_BUS", ""}});
   CHECK_MESSAGE(after.exit_status == 0, after.err);
 }
@@ -315,9 +310,8 @@ TEST_CASE("pagefiled refuses to start on a damaged catalog, saying what to do; a
   const std::string good = read_file(server_dir / "catalog.db");
   REQUIRE(good.size() > 4096);
   auto start = [&] {
-    return pagefile::test::run_program(pagefile::test::binary_from_env("PAGEFILED"), dir.path(),
-                                       {"--listen", fmt::format("unix:{}", (dir / "t.sock").string()), "--dir",
-                                        server_dir.string()});
+    return run_program(binary_from_env("PAGEFILED"), dir.path(),
+                       {"--listen", fmt::format("unix:{}", (dir / "t.sock").string()), "--dir", server_dir.string()});
   };
   // Garbage over its second page (a table's), then over its header.
   for (size_t at : {size_t{4096}, size_t{0}}) {
@@ -356,7 +350,7 @@ TEST_CASE("pagefile export: a failed read leaves the local file as it was and no
   b = std::make_unique<ServerProcess>(b_listen, dir / "b");
 
   const std::string precious(100000, 'p');
-  pagefile::test::write_file(dir / "precious.txt", precious);
+  write_file(dir / "precious.txt", precious);
   Outcome refused = admin(dir, {"export", "app", "precious.txt", "--bus", bus});
   CHECK(refused.exit_status == 1);
   CHECK_MESSAGE(refused.err.find("AlreadyExists: precious.txt: exists; give --force to replace it") !=

@@ -21,11 +21,7 @@
 #include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 
-using pagefile::test::damage_page;
-using pagefile::test::Outcome;
-using pagefile::test::PagefiledCluster;
-using pagefile::test::SqliteDb;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -53,7 +49,7 @@ std::pair<int, std::string> read_all(const std::string& uri) {
 
 // The file id the catalog gave `name`, from `pagefile stat`.
 uint64_t file_id(const TempDir& dir, const std::string& bus, const std::string& name) {
-  Outcome stat = pagefile::test::pagefile_admin(dir.path(), {"stat", name, "--bus", bus});
+  Outcome stat = pagefile_admin(dir.path(), {"stat", name, "--bus", bus});
   INFO(stat.err);
   REQUIRE(stat.exit_status == 0);
   auto at = stat.out.find("\n  id ");
@@ -64,7 +60,7 @@ uint64_t file_id(const TempDir& dir, const std::string& bus, const std::string& 
 }  // namespace
 
 TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the page; scrub reports it") {
-  pagefile::test::register_without_bus();
+  register_without_bus();
   // No server pool: every read goes to the disk.
   PagefiledCluster cluster(2, {"--cache-pages", "0"});
   const TempDir& dir = cluster.dir();
@@ -72,7 +68,7 @@ TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the pag
   fill(uri);
   CHECK(read_all(uri).first == SQLITE_OK);
 
-  Outcome clean = pagefile::test::pagefile_admin(dir.path(), {"scrub", "--bus", cluster.bus()});
+  Outcome clean = pagefile_admin(dir.path(), {"scrub", "--bus", cluster.bus()});
   INFO(clean.err);
   CHECK(clean.exit_status == 0);
   CHECK(clean.out.find("all pages good") != std::string::npos);
@@ -89,7 +85,7 @@ TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the pag
 
   for (const std::vector<std::string>& args : {std::vector<std::string>{"scrub", "--bus", cluster.bus()},
                                                std::vector<std::string>{"scrub", "app.db", "--bus", cluster.bus()}}) {
-    Outcome scrub = pagefile::test::pagefile_admin(dir.path(), args);
+    Outcome scrub = pagefile_admin(dir.path(), args);
     INFO(scrub.out);
     INFO(scrub.err);
     CHECK(scrub.exit_status == 1);
@@ -105,7 +101,7 @@ TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") 
   // The scan reads the pages in runs of several (ByteFile): as runs are
   // now, page 3 is the first of the first (a run's first page failing),
   // page 37 inside the fourth, pages 31 to 62 (a run ending before it).
-  pagefile::test::register_without_bus();
+  register_without_bus();
   for (int64_t page : {3, 37}) {
     CAPTURE(page);
     TempDir dir;
@@ -124,7 +120,7 @@ TEST_CASE("the 16 header bytes SQLite reads at each transaction: read alone whil
   // ByteFile reads only the bytes of part of a local page when they equal
   // those of the page as it last read it whole and checked; bytes that
   // differ (damaged here) send it to the whole page, which fails.
-  pagefile::test::register_without_bus();
+  register_without_bus();
   TempDir dir;
   std::string path = (dir / "local.db").string();
   std::string uri = "file:" + path + "?vfs=pagefile&location=local";
@@ -173,7 +169,7 @@ TEST_CASE("the 16 header bytes SQLite reads at each transaction: read alone whil
 }
 
 TEST_CASE("replicas=2: a damaged copy, then a killed server, and every row still reads; the journal keeps as many copies") {
-  pagefile::test::register_without_bus();
+  register_without_bus();
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
   const TempDir& dir = cluster.dir();
   std::string uri = "file:copied.db?vfs=pagefile&replicas=2&bus=" + cluster.bus();
@@ -183,12 +179,12 @@ TEST_CASE("replicas=2: a damaged copy, then a killed server, and every row still
     // database's recorded count.)
     SqliteDb db("file:copied.db?vfs=pagefile&bus=" + cluster.bus());
     db.run("PRAGMA journal_mode=PERSIST; CREATE TABLE u(x); DROP TABLE u;");
-    Outcome ls = pagefile::test::pagefile_admin(dir.path(), {"ls", "--bus", cluster.bus()});
+    Outcome ls = pagefile_admin(dir.path(), {"ls", "--bus", cluster.bus()});
     std::string mode = db.query("PRAGMA journal_mode");
     std::string names = db.query("SELECT pagefile_names()");
     INFO(ls.out, mode, names);
     for (const char* name : {"copied.db", "copied.db-journal"}) {
-      Outcome stat = pagefile::test::pagefile_admin(dir.path(), {"stat", name, "--bus", cluster.bus()});
+      Outcome stat = pagefile_admin(dir.path(), {"stat", name, "--bus", cluster.bus()});
       INFO(name, ": ", stat.err);
       CHECK(stat.exit_status == 0);
       CHECK(stat.out.find("replicas 2\n") != std::string::npos);

@@ -15,11 +15,7 @@
 #include "tests/vfs/embedded_store.h"
 #include "tests/vfs/sqlite_db.h"
 
-using pagefile::test::Listen;
-using pagefile::test::Outcome;
-using pagefile::test::PagefiledCluster;
-using pagefile::test::SqliteDb;
-using pagefile::test::TempDir;
+using namespace pagefile::test;
 
 namespace {
 
@@ -31,13 +27,13 @@ Outcome admin(const TempDir& dir, std::vector<std::string> args, const std::stri
   const auto where = dir / ("run-" + std::to_string(++run));
   std::filesystem::create_directories(where);
   args.insert(args.end(), {"--bus", bus});
-  return pagefile::test::pagefile_admin(where, args);
+  return pagefile_admin(where, args);
 }
 
 struct Keys {
   explicit Keys(const TempDir& dir) {
     for (const char* role : {"admin", "writer", "reader", "stranger"}) {
-      Outcome made = pagefile::test::pagefile_admin(
+      Outcome made = pagefile_admin(
           dir.path(), {"keygen", "--role", std::string(role) == "stranger" ? "admin" : role, path(dir, role)});
       INFO(made.err);
       REQUIRE(made.exit_status == 0);
@@ -49,7 +45,7 @@ struct Keys {
 }  // namespace
 
 TEST_CASE("tls:// cluster: each key's role bounds what its holder may do; SQLite opens read-only for a reader") {
-  pagefile::test::register_without_bus();
+  register_without_bus();
   TempDir keys_dir;
   Keys keys(keys_dir);
   auto key = [&](const std::string& role) { return Keys::path(keys_dir, role); };
@@ -90,7 +86,7 @@ TEST_CASE("tls:// cluster: each key's role bounds what its holder may do; SQLite
   CHECK(rm.exit_status == 1);
   CHECK(has(rm.err, "PermissionDenied"));
   CHECK(has(rm.err, "role reader"));
-  pagefile::test::write_file(dir / "local.bin", std::string(3 * 4096, 'x'));
+  write_file(dir / "local.bin", std::string(3 * 4096, 'x'));
   Outcome import = admin(dir, {"import", (dir / "local.bin").string(), "copy.bin", "--psk-file", key("reader")}, bus);
   CHECK(import.exit_status == 1);
   CHECK(has(import.err, "role reader"));
