@@ -61,4 +61,10 @@ inline int wait_worker(pid_t pid, std::chrono::milliseconds limit = std::chrono:
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Runs vfs_worker with `args` to its end (start_worker, then wait_worker):
+// its exit status.
+inline int run_worker(const std::filesystem::path& out, const std::vector<std::string>& args) {
+  return wait_worker(start_worker(out, args));
+}
+
 }  // namespace pagefile::test
