@@ -3,7 +3,6 @@
 // 3-member etcd cluster on loopback (EtcdCatalog, under a key prefix of its
 // own). Cases only the etcd one can have (several fronts at once, members
 // dying) follow.
-#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -76,17 +75,21 @@ FileRecord sample(std::string name, uint32_t replicas = 1) {
   return r;
 }
 
-#define FOR_EACH_CATALOG(f)                             \
+// The test once on each backend: `f` its Fixture, `c` its catalog.
+#define FOR_EACH_CATALOG(f, c)                          \
   std::string kind_ = "local";                          \
   SUBCASE("built-in") { kind_ = "local"; }              \
   SUBCASE("etcd") { kind_ = "etcd"; }                   \
   INFO("catalog: " << kind_);                           \
-  Fixture f(kind_)
+  Fixture f(kind_);                                     \
+  Catalog& c = *f.catalog
 
-// Waits (at most 8 s) for `owner`'s lease to run out at `c`.
-void wait_lease_gone(Catalog& c, uint64_t owner) {
+// Waits (at most 8 s) for `owner`'s lease to run out at `c`, renewing
+// those of the owners `renewing` meanwhile.
+void wait_lease_gone(Catalog& c, uint64_t owner, std::initializer_list<uint64_t> renewing = {}) {
   auto deadline = std::chrono::steady_clock::now() + 8s;
   while (std::chrono::steady_clock::now() < deadline) {
+    for (uint64_t other : renewing) REQUIRE(c.renew(other));
     bool holds = false;
     auto all = c.locks();
     REQUIRE(all);
@@ -100,8 +103,7 @@ void wait_lease_gone(Catalog& c, uint64_t owner) {
 }  // namespace
 
 TEST_CASE("records: create, look up, list, remove; ids never given twice") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   CHECK(c.cluster_id() != 0);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
@@ -148,8 +150,7 @@ TEST_CASE("records: create, look up, list, remove; ids never given twice") {
 }
 
 TEST_CASE("sizes: set, grow only, bounds, unknown files") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
   REQUIRE(c.set_size(0, a->id, 100, false));
@@ -165,8 +166,7 @@ TEST_CASE("sizes: set, grow only, bounds, unknown files") {
 }
 
 TEST_CASE("locks: SQLite's levels between owners, versions, fencing tokens") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
   const uint64_t id = a->id;
@@ -233,8 +233,7 @@ TEST_CASE("locks: SQLite's levels between owners, versions, fencing tokens") {
 }
 
 TEST_CASE("leases: a writer that stops renewing loses its lock and is fenced") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
   REQUIRE(c.lock(a->id, 1, LockLevel::kShared));
@@ -310,8 +309,7 @@ TEST_CASE("the built-in catalog restarted: the writer before it is fenced off, i
 }
 
 TEST_CASE("leases: a lost writer's successor announces its token, even when its first lock after the loss is busy") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
   REQUIRE(c.lock(a->id, 2, LockLevel::kShared));
@@ -320,17 +318,7 @@ TEST_CASE("leases: a lost writer's successor announces its token, even when its 
   auto w = c.lock(a->id, 1, LockLevel::kReserved);
   REQUIRE(w);
   // Owner 1 stops renewing; 2 and 3 go on.
-  auto deadline = std::chrono::steady_clock::now() + 8s;
-  bool gone = false;
-  while (!gone && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(200ms);
-    REQUIRE(c.renew(2));
-    REQUIRE(c.renew(3));
-    auto all = c.locks();
-    REQUIRE(all);
-    gone = std::none_of(all->begin(), all->end(), [](const LockRecord& l) { return l.owner == 1; });
-  }
-  REQUIRE(gone);
+  wait_lease_gone(c, 1, {2, 3});
   // Owner 2's first lock since: EXCLUSIVE, with 3 reading, so PENDING and
   // kBusy, no grant to carry the announcement.
   CHECK(c.lock(a->id, 2, LockLevel::kExclusive).status().is(Code::kBusy));
@@ -349,8 +337,7 @@ TEST_CASE("leases: a lost writer's successor announces its token, even when its 
 }
 
 TEST_CASE("leases: renewal keeps locks past their lease") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));
   REQUIRE(a);
   REQUIRE(c.lock(a->id, 1, LockLevel::kShared));
@@ -366,8 +353,7 @@ TEST_CASE("leases: renewal keeps locks past their lease") {
 }
 
 TEST_CASE("copies: stale, resyncing, current; replacing a server") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db", 2));
   REQUIRE(a);
   auto one = c.create(sample("one.db", 1));
@@ -403,8 +389,7 @@ TEST_CASE("copies: stale, resyncing, current; replacing a server") {
 }
 
 TEST_CASE("replace-server: more files than one etcd transaction takes") {
-  FOR_EACH_CATALOG(f);
-  Catalog& c = *f.catalog;
+  FOR_EACH_CATALOG(f, c);
   constexpr int kFiles = 150;  // etcd takes at most 128 operations in a transaction
   for (int i = 0; i < kFiles; ++i) REQUIRE(c.create(sample(fmt::format("f{:03}.db", i), 2)));
   auto replaced = c.replace_server("tcp://127.0.0.1:7002", "tcp://127.0.0.1:7009");
