@@ -41,6 +41,15 @@ int wrong_pages(Client& client, Fd fd, int64_t pages, uint64_t seed) {
   return wrong_patterns(client, fd, pages, kPageSize, seed);
 }
 
+// Creates `name` with replicas=2 through `client` and writes its `pages`
+// pages (write_all with `seed`): its Fd.
+Fd replicated_file(Client& client, const std::string& name, int64_t pages, uint64_t seed) {
+  auto fd = client.open(name, replicated(2));
+  REQUIRE_OK(fd);
+  write_all(client, *fd, pages, seed);
+  return *fd;
+}
+
 // Server i's share of file `id` in a PagefiledCluster.
 std::filesystem::path share_path(const PagefiledCluster& cluster, size_t i, uint64_t id) {
   return cluster.dir() / fmt::format("s{}", i) / "shares" / fmt::format("{}.pf", id);
@@ -132,14 +141,12 @@ TEST_CASE("replicas=2: a frozen server's reads time out and go to the other copy
   // server's answers, and the writes before the freeze, meet it on a
   // loaded machine.)
   auto client = cluster.client({.concurrency = 8, .request_timeout_ms = 2500});
-  auto fd = client->open("frozen", replicated(2));
-  REQUIRE_OK(fd);
-  write_all(*client, *fd, kPages, 9);
+  const Fd fd = replicated_file(*client, "frozen", kPages, 9);
   // Server 1 stops answering (SIGSTOP): its reads wait out their deadline,
   // then the copy on server 0 answers; nothing fails, nothing hangs.
   REQUIRE(::kill(cluster.server(1).pid(), SIGSTOP) == 0);
   auto start = std::chrono::steady_clock::now();
-  int wrong = wrong_pages(*client, *fd, kPages, 9);
+  int wrong = wrong_pages(*client, fd, kPages, 9);
   auto took = std::chrono::steady_clock::now() - start;
   REQUIRE(::kill(cluster.server(1).pid(), SIGCONT) == 0);
   CHECK(wrong == 0);
@@ -152,9 +159,7 @@ TEST_CASE("replicas=2: a copy that fails its checksum is read from the other and
   constexpr int64_t kPages = 20;
   {
     auto client = cluster.client();
-    auto fd = client->open("damaged", replicated(2));
-    REQUIRE_OK(fd);
-    write_all(*client, *fd, kPages, 3);
+    replicated_file(*client, "damaged", kPages, 3);
   }
   // Every page on server 1 damaged, as a failing disk would.
   for (int64_t p = 0; p < kPages; ++p) damage_page(share_path(cluster, 1, 1), p, 100 + static_cast<uint32_t>(p));
@@ -228,9 +233,7 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
   constexpr int64_t kPages = 60;
   auto writer = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
-  auto fd = writer->open("degraded", replicated(2));
-  REQUIRE_OK(fd);
-  write_all(*writer, *fd, kPages, 1);
+  const Fd fd = replicated_file(*writer, "degraded", kPages, 1);
   // Another client that opened the file while every copy was current.
   auto other = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
   auto other_fd = other->open("degraded", {.location = Location::kRemote});
@@ -240,8 +243,8 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   cluster.server(2).kill();
   // Every write is confirmed: its other copy took it, and the catalog
   // marked server 2's copies stale.
-  write_all(*writer, *fd, kPages, 2);
-  CHECK(wrong_pages(*writer, *fd, kPages, 2) == 0);
+  write_all(*writer, fd, kPages, 2);
+  CHECK(wrong_pages(*writer, fd, kPages, 2) == 0);
   Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "degraded", "--bus", cluster.bus()});
   INFO(stat.out, stat.err);
   CHECK(stat.out.find("DEGRADED: stale on " + dead) != std::string::npos);
@@ -251,7 +254,7 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   // Back, with the pages of seed 1: never read. About half the pages with
   // a copy there would go to it if it were current.
   cluster.start_again(2);
-  CHECK(wrong_pages(*writer, *fd, kPages, 2) == 0);
+  CHECK(wrong_pages(*writer, fd, kPages, 2) == 0);
   // The other client learns of it from its next lock's grant.
   REQUIRE_OK(other->lock(*other_fd, LockMode::kShared, LockWait::kBlock));
   CHECK(wrong_pages(*other, *other_fd, kPages, 2) == 0);
@@ -262,7 +265,7 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   REQUIRE_OK(late_fd);
   CHECK(wrong_pages(*late, *late_fd, kPages, 2) == 0);
   // Writes skip the stale copies (nothing fails while server 2 is up or down).
-  write_all(*writer, *fd, kPages, 3);
+  write_all(*writer, fd, kPages, 3);
   CHECK(wrong_pages(*late, *late_fd, kPages, 3) == 0);
 
   // Server 1 dies too: a page with copies on 1 and 2 has no current copy
@@ -271,12 +274,12 @@ TEST_CASE("replicas=2: writes go on with a server killed; its copies are stale, 
   // has one copy on server 1 or 2 besides server 0's, so server 1's pages
   // cannot be left behind either (the catalog keeps one current copy).
   cluster.server(1).kill();
-  auto refused = writer->write(*fd, 1, page_pattern(kPageSize, 1, 4));  // copies on servers 1 and 2
+  auto refused = writer->write(fd, 1, page_pattern(kPageSize, 1, 4));  // copies on servers 1 and 2
   CHECK_CODE(refused, Code::kDisconnected);
   std::vector<std::byte> buf(kPageSize);
-  CHECK_CODE(writer->read(*fd, 1, buf), Code::kDisconnected);
+  CHECK_CODE(writer->read(fd, 1, buf), Code::kDisconnected);
   // Page 0 (servers 0 and 1): its copy on server 0 is current and answers.
-  auto page0 = writer->read(*fd, 0, buf);
+  auto page0 = writer->read(fd, 0, buf);
   REQUIRE_OK(page0);
   CHECK(buf == page_pattern(kPageSize, 0, 3));
   cluster.start_again(1);
@@ -286,18 +289,16 @@ TEST_CASE("resync: a server back from the dead gets what it missed, while a writ
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
   constexpr int64_t kPages = 1500;
   auto client = cluster.client({.concurrency = 12, .request_timeout_ms = 10'000});
-  auto fd = client->open("resynced", replicated(2));
-  REQUIRE_OK(fd);
-  write_all(*client, *fd, kPages, 1);
+  const Fd fd = replicated_file(*client, "resynced", kPages, 1);
   std::vector<uint64_t> seed_of(kPages, 1);  // what each page holds now
 
   cluster.server(2).kill();
   // Pages 0..299 change while server 2 is away: its copies of them go stale.
   for (int64_t p = 0; p < 300; ++p) {
-    REQUIRE_OK(client->write(*fd, p, page_pattern(kPageSize, p, 2)));
+    REQUIRE_OK(client->write(fd, p, page_pattern(kPageSize, p, 2)));
     seed_of[static_cast<size_t>(p)] = 2;
   }
-  REQUIRE_OK(client->sync(*fd));
+  REQUIRE_OK(client->sync(fd));
   cluster.start_again(2);
   const std::string back = cluster.server(2).address();
 
@@ -367,12 +368,10 @@ TEST_CASE("resync: only what changed is copied; a server still down is said so, 
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
   constexpr int64_t kPages = 90;  // 60 of them with a copy on each server
   auto client = cluster.client();
-  auto fd = client->open("partly", replicated(2));
-  REQUIRE_OK(fd);
-  write_all(*client, *fd, kPages, 1);
+  const Fd fd = replicated_file(*client, "partly", kPages, 1);
   cluster.server(2).kill();
-  for (int64_t p = 0; p < 30; ++p) REQUIRE_OK(client->write(*fd, p, page_pattern(kPageSize, p, 2)));
-  REQUIRE_OK(client->sync(*fd));
+  for (int64_t p = 0; p < 30; ++p) REQUIRE_OK(client->write(fd, p, page_pattern(kPageSize, p, 2)));
+  REQUIRE_OK(client->sync(fd));
   // Down: nothing to do but say so.
   Outcome early = pagefile_admin(cluster.dir().path(), {"resync", "partly", "--bus", cluster.bus()});
   CHECK(early.exit_status == 1);
