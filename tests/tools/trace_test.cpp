@@ -3,6 +3,7 @@
 #include "tools/pf_replay/trace.h"
 
 #include <string>
+#include <utility>
 
 #include "pagefile/pagefile.h"
 #include "tests/support/temp_dir.h"
@@ -21,6 +22,13 @@ std::string parse_error(std::string_view text) {
   return trace.status().message();
 }
 
+// `text` parsed; REQUIREs that it parses.
+Trace parsed(std::string_view text) {
+  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
+  REQUIRE_OK(trace);
+  return std::move(*trace);
+}
+
 TEST_CASE("every operation parses, with comments, blank lines and CRLF") {
   const std::string text =
       "# a trace\n"
@@ -37,54 +45,51 @@ TEST_CASE("every operation parses, with comments, blank lines and CRLF") {
       "close data\n"
       "open data\n"
       "close log\n";
-  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
-  REQUIRE_OK(trace);
-  CHECK(trace->source == "t.trace");
-  REQUIRE(trace->files == std::vector<std::string>{"data", "log", "idx", "big"});
-  REQUIRE(trace->ops.size() == 11);
+  const Trace trace = parsed(text);
+  CHECK(trace.source == "t.trace");
+  REQUIRE(trace.files == std::vector<std::string>{"data", "log", "idx", "big"});
+  REQUIRE(trace.ops.size() == 11);
 
-  const TraceOp& open_data = trace->ops[0];
+  const TraceOp& open_data = trace.ops[0];
   CHECK(open_data.kind == OpKind::kOpen);
   CHECK(open_data.file == 0);
   CHECK(open_data.line == 3);
   CHECK(open_data.page_size == 8192);
   CHECK(open_data.policy == AccessType::kLooping);
 
-  CHECK(trace->ops[1].page_size == 0);
-  CHECK_FALSE(trace->ops[1].policy.has_value());
-  CHECK(trace->ops[1].line == 4);
-  CHECK(trace->ops[2].page_size == 0);
-  CHECK(trace->ops[2].policy == AccessType::kRandom);
-  CHECK(trace->ops[3].page_size == 65536);
+  CHECK(trace.ops[1].page_size == 0);
+  CHECK_FALSE(trace.ops[1].policy.has_value());
+  CHECK(trace.ops[1].line == 4);
+  CHECK(trace.ops[2].page_size == 0);
+  CHECK(trace.ops[2].policy == AccessType::kRandom);
+  CHECK(trace.ops[3].page_size == 65536);
 
-  CHECK(trace->ops[4].kind == OpKind::kRead);
-  CHECK(trace->ops[4].page == 0);
-  CHECK(trace->ops[5].kind == OpKind::kWrite);
-  CHECK(trace->ops[5].page == pagefile::kMaxPageNumber);
-  CHECK(trace->ops[6].kind == OpKind::kSync);
-  CHECK(trace->ops[7].kind == OpKind::kTruncate);
-  CHECK(trace->ops[7].page == 0);
-  CHECK(trace->ops[8].kind == OpKind::kClose);
-  CHECK(trace->ops[9].kind == OpKind::kOpen);
-  CHECK(trace->ops[9].line == 13);
-  CHECK(trace->ops[10].file == 1);
+  CHECK(trace.ops[4].kind == OpKind::kRead);
+  CHECK(trace.ops[4].page == 0);
+  CHECK(trace.ops[5].kind == OpKind::kWrite);
+  CHECK(trace.ops[5].page == pagefile::kMaxPageNumber);
+  CHECK(trace.ops[6].kind == OpKind::kSync);
+  CHECK(trace.ops[7].kind == OpKind::kTruncate);
+  CHECK(trace.ops[7].page == 0);
+  CHECK(trace.ops[8].kind == OpKind::kClose);
+  CHECK(trace.ops[9].kind == OpKind::kOpen);
+  CHECK(trace.ops[9].line == 13);
+  CHECK(trace.ops[10].file == 1);
 }
 
 TEST_CASE("an empty trace and one of comments only are valid") {
   REQUIRE_OK(parse_trace("", "t.trace"));
-  pagefile::Result<Trace> trace = parse_trace("# nothing\n\n#\n", "t.trace");
-  REQUIRE_OK(trace);
-  CHECK(trace->ops.empty());
+  const Trace trace = parsed("# nothing\n\n#\n");
+  CHECK(trace.ops.empty());
 }
 
 TEST_CASE("format_op writes lines that parse back to the same ops") {
   const std::string text =
       "open data 4096 sequential\nopen idx\nread data 7\nwrite idx 9\nsync idx\n"
       "truncate data 3\nclose data\n";
-  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
-  REQUIRE_OK(trace);
+  const Trace trace = parsed(text);
   std::string again;
-  for (const TraceOp& op : trace->ops) again += format_op(op, trace->files[op.file]) + "\n";
+  for (const TraceOp& op : trace.ops) again += format_op(op, trace.files[op.file]) + "\n";
   CHECK(again == text);
 }
 
@@ -157,24 +162,22 @@ TEST_CASE("a captured trace: timestamps, a data file, writes with offsets, unlin
       "@41 sync app.db\n"
       "@90 close app.db\n"
       "@95 unlink app.db\n";
-  pagefile::Result<Trace> trace = parse_trace(text, "t.trace");
-  REQUIRE_OK(trace);
-  CHECK(trace->data_path == "app.trace.data");
-  CHECK(trace->timed);
-  REQUIRE(trace->ops.size() == 7);
-  CHECK(trace->ops[1].data_offset == 0);
-  CHECK(trace->ops[2].data_offset == 4096);
-  CHECK(trace->ops[2].micros == 15);
-  CHECK(trace->ops[6].kind == OpKind::kUnlink);
+  const Trace trace = parsed(text);
+  CHECK(trace.data_path == "app.trace.data");
+  CHECK(trace.timed);
+  REQUIRE(trace.ops.size() == 7);
+  CHECK(trace.ops[1].data_offset == 0);
+  CHECK(trace.ops[2].data_offset == 4096);
+  CHECK(trace.ops[2].micros == 15);
+  CHECK(trace.ops[6].kind == OpKind::kUnlink);
   std::string again = "data app.trace.data\n";
-  for (const TraceOp& op : trace->ops) again += format_op(op, trace->files[op.file]) + "\n";
+  for (const TraceOp& op : trace.ops) again += format_op(op, trace.files[op.file]) + "\n";
   CHECK(again == text);
   // An untimed trace stays untimed; a generated write has no offset.
-  pagefile::Result<Trace> plain = parse_trace("open a\nwrite a 3\n", "t.trace");
-  REQUIRE_OK(plain);
-  CHECK_FALSE(plain->timed);
-  CHECK(plain->ops[1].data_offset == -1);
-  CHECK(plain->ops[1].micros == -1);
+  const Trace plain = parsed("open a\nwrite a 3\n");
+  CHECK_FALSE(plain.timed);
+  CHECK(plain.ops[1].data_offset == -1);
+  CHECK(plain.ops[1].micros == -1);
 
   CHECK(parse_error("data a\ndata b\n") == "t.trace:2: data: a second data line");
   CHECK(parse_error("@5 open a\n@4 read a 1\n") == "t.trace:2: timestamp @4 is before the one of an earlier line (@5)");
