@@ -121,6 +121,12 @@ struct TwoDescriptors {
   }
 };
 
+// Takes RESERVED on `f` as SQLite does, by way of SHARED.
+void take_reserved(LocalPagefile& f) {
+  REQUIRE_OK(f.set_lock_level(LockLevel::kShared));
+  REQUIRE_OK(f.set_lock_level(LockLevel::kReserved));
+}
+
 // `f`'s write of `page`, cut by a crash between its checksum entry and the
 // page: the entry is the write's, the page's bytes are put back as they were.
 Status write_entry_only(LocalPagefile& f, const std::filesystem::path& path, int64_t page,
@@ -189,8 +195,7 @@ TEST_CASE("holding RESERVED, the writes of one group's pages read its checksum b
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
   for (int64_t page = 2; page < 300; ++page) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  take_reserved(*a);
   // The first write of group 0 reads the block (and counts the file's
   // end); the others read nothing.
   CHECK_OK(a->write_page(5, page_pattern(4096, 500)));
@@ -227,8 +232,7 @@ TEST_CASE("holding RESERVED, pages read in more groups than have arrays of notes
   for (int64_t group = 0; group < 40; ++group) pages.push_back(group * 256 + 7);
   for (int64_t page : pages) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
   std::vector<std::byte> buf(4096);
-  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  take_reserved(*a);
   for (int64_t page : pages) REQUIRE_OK(a->read_page(page, buf));
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
   for (int64_t page : pages) {
@@ -255,8 +259,7 @@ TEST_CASE("holding RESERVED, a page of a group past the arrays of notes, written
   for (int64_t group = 0; group <= 32; ++group) pages.push_back(group * 256 + 7);
   for (int64_t page : pages) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
   std::vector<std::byte> buf(4096);
-  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  take_reserved(*a);
   for (size_t i = 0; i + 1 < pages.size(); ++i) REQUIRE_OK(a->read_page(pages[i], buf));
   const int64_t last = pages.back();
   CHECK_OK(a->write_page(last, page_pattern(4096, 1)));  // (reads its group's block)
@@ -272,8 +275,7 @@ TEST_CASE("holding RESERVED, a group's block read before a truncate says nothing
   TwoDescriptors files;
   auto& [dir, path, a, b] = files;
   for (int64_t page = 2; page < 20; ++page) CHECK_OK(b->write_page(page, page_pattern(4096, static_cast<int>(page))));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  take_reserved(*a);
   CHECK_OK(a->write_page(2, page_pattern(4096, 200)));  // (reads group 0's block)
   REQUIRE_OK(a->truncate(5));
   CHECK_OK(a->write_page(19, page_pattern(4096, 1900)));  // (grows the file back: 5 to 18 are holes)
@@ -541,8 +543,7 @@ TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED
   CHECK_OK(a->write_page(5, page_pattern(4096, 5)));
   DiskFaults::disarm();
   a->exclude_other_writers(false);
-  REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  REQUIRE_OK(a->set_lock_level(LockLevel::kReserved));
+  take_reserved(*a);
   a->exclude_other_writers(true);
   a->exclude_other_writers(false);  // (RESERVED still held)
   DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
