@@ -110,6 +110,14 @@ Result<uint64_t> decimal(const std::string& key, const std::string& text) {
   return value;
 }
 
+// The file id that `name_key`, the key of `name`, holds in `seen`:
+// kNotFound when it holds none.
+Result<uint64_t> id_named(const EtcdCatalog::Snapshot& seen, const std::string& name_key, std::string_view name) {
+  const EtcdCatalog::Kv* kv = seen.find(name_key);
+  if (kv == nullptr) return Status::not_found(name, "is not in the catalog");
+  return decimal(name_key, kv->value);
+}
+
 Status too_busy(std::string_view what) {
   return Status::busy(what, fmt::format("changed by others {} times in a row while this change was made", kMaxConflicts));
 }
@@ -252,9 +260,7 @@ Result<FileRecord> EtcdCatalog::lookup(std::string_view name) {
   const std::string name_key = fmt::format("name/{}", name);
   auto seen = read({name_key});
   if (!seen) return seen.status();
-  const Kv* kv = seen->find(name_key);
-  if (kv == nullptr) return Status::not_found(name, "is not in the catalog");
-  auto id = decimal(name_key, kv->value);
+  auto id = id_named(*seen, name_key, name);
   if (!id) return id.status();
   auto rec = read({key_of("rec", *id)});
   if (!rec) return rec.status();
@@ -340,14 +346,13 @@ Result<FileRecord> EtcdCatalog::remove(uint64_t token, std::string_view name) {
   for (int attempt = 0; attempt < kMaxConflicts; ++attempt) {
     auto named = read({name_key});
     if (!named) return named.status();
-    const Kv* kv = named->find(name_key);
-    if (kv == nullptr) return Status::not_found(name, "is not in the catalog");
-    auto id = decimal(name_key, kv->value);
+    auto id = id_named(*named, name_key, name);
     if (!id) return id.status();
     const std::string rec = key_of("rec", *id), grant = key_of("grant", *id);
     auto seen = read({name_key, rec, grant});
     if (!seen) return seen.status();
-    if (const Kv* again = seen->find(name_key); again == nullptr || again->value != kv->value) continue;
+    // The name gone, or given to another file, meanwhile: again.
+    if (const Kv* again = seen->find(name_key); again == nullptr || again->value != named->find(name_key)->value) continue;
     if (Status s = check_token(*seen, *id, token); !s) return s;
     auto record = record_of(*seen, *id);
     if (!record) return record.status();
