@@ -73,6 +73,19 @@ Status drain_journals(DbConfig& config, bool all) {
   return first;
 }
 
+// What a write or truncate of a file does first: catch up with other
+// processes, send the journal's records held back (DbConfig::journals)
+// before a database page changes, and count a WAL's change before it is
+// made (OpenWals::written).
+Status before_change(StoreFile& st) REQUIRES(st.mu) {
+  if (Status c = catch_up(st); !c) return c;
+  if (st.main_db) {
+    if (Status j = drain_journals(*st.config, /*all=*/false); !j) return j;
+  }
+  if (st.wal) st.config->wals->written.fetch_add(1);
+  return Status::ok();
+}
+
 // Tells a rollback journal whether no one else writes it (DbConfig::
 // OpenJournals), through its own PageIo: another connection's may be
 // another bus's.
@@ -162,13 +175,8 @@ int x_write(sqlite3_file* f, const void* data, int amount, sqlite3_int64 offset)
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_WRITE, [&] {
     MutexLock lock(st.mu);
-    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
-    // The journal's records first (DbConfig::journals).
-    if (st.main_db) {
-      if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_WRITE);
-    }
+    if (Status c = before_change(st); !c) return sqlite_error(c, SQLITE_IOERR_WRITE);
     apply_concurrency(st);
-    if (st.wal) st.config->wals->written.fetch_add(1);  // (before: see OpenWals::written)
     std::span<const std::byte> in(static_cast<const std::byte*>(data), static_cast<size_t>(amount));
     Status s = st.file->write(in, offset);
     if (s && st.wal) s = send_commit_frame(st, in, offset);
@@ -188,14 +196,8 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   StoreFile& st = state_of(f);
   return guarded(SQLITE_IOERR_TRUNCATE, [&] {
     MutexLock lock(st.mu);
-    if (Status c = catch_up(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
-    if (st.main_db) {
-      if (Status j = drain_journals(*st.config, /*all=*/false); !j) return sqlite_error(j, SQLITE_IOERR_TRUNCATE);
-    }
-    if (st.wal) {
-      st.config->wals->written.fetch_add(1);
-      st.commit = CommitFrame{};  // (the WAL begins again)
-    }
+    if (Status c = before_change(st); !c) return sqlite_error(c, SQLITE_IOERR_TRUNCATE);
+    if (st.wal) st.commit = CommitFrame{};  // (the WAL begins again)
     Status s = st.file->truncate(size);
     return s ? SQLITE_OK : sqlite_error(s, SQLITE_IOERR_TRUNCATE);
   });
