@@ -11,7 +11,7 @@
 //                                            journal rolled back, a WAL checkpointed first)
 //   pagefile export NAME LOCAL [--bus BUS] [--concurrency N] [--force]
 //                                            LOCAL replaced only when whole (an existing one
-//                                            only with --force)
+//                                            only with --force, and if a regular file)
 //   pagefile scrub [FILE]      [--bus BUS]   every server verifies every page it holds
 //   pagefile resync [FILE] [--wait [--timeout-s N]] [--bus BUS]
 //                                            stale copies brought up to date
@@ -589,6 +589,18 @@ Status already_there(const std::string& target) {
   return Status::already_exists(target, "exists; give --force to replace it");
 }
 
+// What --force may replace: nothing, or a regular file. A symbolic link,
+// a FIFO, a device or a directory at the path is refused: the rename that
+// publishes the copy would put a file in its place (a device node gone, a
+// link that was meant to be written through replaced) rather than write
+// where it leads.
+Status replaceable(const std::string& target) {
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) != 0) return Status::ok();  // (none there: errors show at the rename)
+  if (S_ISREG(st.st_mode)) return Status::ok();
+  return Status::invalid_argument(target, "is not a regular file; --force replaces only a regular file");
+}
+
 // The local file of an export: written under a temporary name beside
 // `target` (so the rename that publishes it stays in one file system),
 // created with O_EXCL so it is never another's file, and renamed over
@@ -646,7 +658,10 @@ class ExportFile {
   }
 
   Status rename_to_target(bool replace) const {
-    if (replace) return ::rename(temp_.c_str(), target_.c_str()) == 0 ? Status::ok() : error("renaming");
+    if (replace) {
+      if (Status s = replaceable(target_); !s) return s;
+      return ::rename(temp_.c_str(), target_.c_str()) == 0 ? Status::ok() : error("renaming");
+    }
     // RENAME_NOREPLACE: a file made at the target while the export ran is
     // refused as one there before it was.
     if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) == 0) return Status::ok();
@@ -669,6 +684,7 @@ int cmd_export(const CopyOptions& o, const std::string& name, const std::string&
   // renamed into place (ExportFile::publish).
   struct stat existing {};
   if (!o.force && ::lstat(local.c_str(), &existing) == 0) return fail(already_there(local));
+  if (Status s = replaceable(local); !s) return fail(s);
   auto client = Client::start({.concurrency = o.concurrency, .bus = o.bus});
   if (!client) return fail(client.status());
   auto fd = (*client)->open(name, {.location = Location::kRemote, .read_only = true});
@@ -778,8 +794,9 @@ int main(int argc, char** argv) {
   export_->add_option("LOCALFILE", local)->required();
   export_->add_option("--concurrency", copy.concurrency, "requests in flight")->capture_default_str()->check(CLI::Range(1, 1024));
   export_->add_flag("--force", copy.force,
-                    "replace LOCALFILE if it exists (without: refused). The copy is written beside it under a "
-                    "temporary name and takes its place only when whole, so a failed export leaves it as it was");
+                    "replace LOCALFILE if it exists (without: refused), when it is a regular file. The copy is "
+                    "written beside it under a temporary name and takes its place only when whole, so a failed "
+                    "export leaves it as it was");
   auto* scrub = app.add_subcommand("scrub", "every server verifies every page it holds of FILE (or of all files)");
   scrub->add_option("FILE", name);
   bool wait = false;

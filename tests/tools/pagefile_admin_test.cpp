@@ -378,6 +378,23 @@ TEST_CASE("pagefile export: a failed read leaves the local file as it was and no
   CHECK(replaced.exit_status == 0);
   CHECK(read_file(dir / "precious.txt") == read_file(dir / "other.db"));
   CHECK(names_starting(dir.path(), ".precious.txt.export-").empty());
+
+  // What is not a regular file is never replaced, --force or not: a link
+  // (and the file it leads to), a FIFO, a directory.
+  std::filesystem::create_symlink(dir / "precious.txt", dir / "link.db");
+  REQUIRE(::mkfifo((dir / "fifo.db").c_str(), 0600) == 0);
+  std::filesystem::create_directory(dir / "dir.db");
+  for (const char* target : {"link.db", "fifo.db", "dir.db"}) {
+    CAPTURE(target);
+    Outcome refused_kind = admin(dir, {"export", "other", target, "--force", "--bus", bus});
+    CHECK(refused_kind.exit_status == 1);
+    CHECK_MESSAGE(refused_kind.err.find("is not a regular file") != std::string::npos, refused_kind.err);
+    CHECK(names_starting(dir.path(), fmt::format(".{}.export-", target)).empty());
+  }
+  CHECK(std::filesystem::is_symlink(dir / "link.db"));
+  CHECK(std::filesystem::is_fifo(dir / "fifo.db"));
+  CHECK(std::filesystem::is_directory(dir / "dir.db"));
+  CHECK(read_file(dir / "precious.txt") == read_file(dir / "other.db"));
 }
 
 TEST_CASE("pagefile import copies an SQLite database as SQLite reads it: a WAL's commits in, a hot journal's "
