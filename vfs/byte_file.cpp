@@ -422,28 +422,23 @@ Result<ByteFile::KeptIt> ByteFile::write_kept_run(KeptIt from, KeptIt end) {
   for (auto it = from; it != last; ++it, at += page_size_) {
     std::memcpy(run_out_.data() + at, it->second.data.data(), page_size_);
   }
-  auto done = send_run(from->first, run_out_);
-  if (!done) return from;  // one by one, then
-  if (!done->is_ok()) return *done;
-  for (auto it = from; it != last; ++it) it->second.written();
-  return last;
-}
-
-std::optional<Status> ByteFile::send_run(int64_t first, std::span<const std::byte> pages) {
-  const auto count = static_cast<int64_t>(pages.size() / page_size_);
+  const int64_t first = from->first;
   for (int64_t page = first; page < first + count; ++page) drop_ahead(page);
   if (checked_page_ >= first && checked_page_ < first + count) checked_page_ = -1;
-  auto done = client_.write_pages_at_once(fd_, first, pages);
-  if (!done || !done->is_ok()) return done;
-  for (int64_t page = first; page < first + count; ++page) {
+  auto done = client_.write_pages_at_once(fd_, first, run_out_);
+  if (!done) return from;  // one by one, then
+  if (!done->is_ok()) return *done;
+  at = 0;
+  for (auto it = from; it != last; ++it, at += page_size_) {
     traced([&](TraceWriter& w, const TraceWriter::File& f) {
-      w.write(f, page, pages.subspan(static_cast<size_t>(page - first) * page_size_, page_size_));
+      w.write(f, it->first, std::span(run_out_).subspan(at, page_size_));
     });
+    it->second.written();
   }
   stats_->write_requests.fetch_add(1, std::memory_order_relaxed);
   stats_->pages_written.fetch_add(static_cast<uint64_t>(count), std::memory_order_relaxed);
   unsynced_ = true;
-  return done;
+  return last;
 }
 
 Status ByteFile::confirm_writes() {

@@ -251,9 +251,6 @@ class ByteFile {
   // written so (fewer than two, not a local journal, or the client
   // declines): then one by one.
   Result<KeptIt> write_kept_run(KeptIt from, KeptIt end);
-  // Sends whole pages from `first` with one call (write_pages_at_once):
-  // nothing when the client will not (then one by one).
-  std::optional<Status> send_run(int64_t first, std::span<const std::byte> pages);
   // Lets kept pages that hold no change go, the lowest first, until at
   // most `keep_at_most` are kept (changed ones stay); a buffer let go
   // serves the next page kept (spare_).
