@@ -1,23 +1,22 @@
 // Names and checks of the buffer-policy fields declared at open.
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "pagefile/options.h"
 
 namespace pagefile {
 
-std::string_view access_type_name(AccessType type) {
-  switch (type) {
-    case AccessType::kRandom: return "random";
-    case AccessType::kSequential: return "sequential";
-    case AccessType::kLooping: return "looping";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumName<AccessType> kAccessTypeNames[] = {
+    {AccessType::kRandom, "random"}, {AccessType::kSequential, "sequential"}, {AccessType::kLooping, "looping"}};
+
+}  // namespace
+
+std::string_view access_type_name(AccessType type) { return name_of(kAccessTypeNames, type, "unknown"); }
 
 Result<AccessType> parse_access_type(std::string_view name) {
-  for (AccessType type : {AccessType::kRandom, AccessType::kSequential, AccessType::kLooping}) {
-    if (name == access_type_name(type)) return type;
-  }
+  if (std::optional<AccessType> type = value_named(kAccessTypeNames, name)) return *type;
   return Status::invalid_argument(
       fmt::format("access type '{}'", name), "must be random, sequential or looping");
 }

@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "core/enum_names.h"
 #include "core/os_error.h"
 #include "wire/tls_context.h"
 #include "wire/transport_internal.h"
@@ -28,6 +29,9 @@ namespace {
 namespace ssl = boost::asio::ssl;
 
 constexpr size_t kSecretBytes = 32;
+
+constexpr EnumName<PeerRole> kRoleNames[] = {
+    {PeerRole::kReader, "reader"}, {PeerRole::kWriter, "writer"}, {PeerRole::kAdmin, "admin"}};
 
 // Per-connection data a TLS handshake leaves for the server: the role of
 // the key the PSK callback accepted.
@@ -87,19 +91,10 @@ std::string openssl_reason() {
   return reason != nullptr ? reason : fmt::format("error {:#x}", code);
 }
 
-std::string_view role_name(PeerRole role) {
-  switch (role) {
-    case PeerRole::kReader: return "reader";
-    case PeerRole::kWriter: return "writer";
-    case PeerRole::kAdmin: return "admin";
-  }
-  return "?";
-}
+std::string_view role_name(PeerRole role) { return name_of(kRoleNames, role, "?"); }
 
 Result<PeerRole> parse_role(std::string_view text) {
-  if (text == "reader") return PeerRole::kReader;
-  if (text == "writer") return PeerRole::kWriter;
-  if (text == "admin") return PeerRole::kAdmin;
+  if (std::optional<PeerRole> role = value_named(kRoleNames, text)) return *role;
   return Status::invalid_argument(fmt::format("role '{}'", text), "expected reader, writer or admin");
 }
 
