@@ -41,6 +41,13 @@ int fail(int exit_status, const pagefile::Status& status) {
   return exit_status;
 }
 
+// Adds `name` to `command`: one word of `choices`, into `value`, whose
+// initial word is shown as the default.
+CLI::Option* add_choice(CLI::App& command, const std::string& name, std::string& value, const std::string& help,
+                        const std::vector<std::string>& choices) {
+  return command.add_option(name, value, help)->check(CLI::IsMember(choices))->capture_default_str();
+}
+
 int run_generate(const GenerateOptions& options) {
   if (pagefile::Status s = pf_replay::check_generate_options(options); !s) {
     return fail(kExitUsage, s);
@@ -224,12 +231,9 @@ int main(int argc, char** argv) {
       "--bus", bus,
       "open every file remote, on these page servers: tcp://HOST:PORT,unix:/PATH,... or "
       "inproc:N (N servers in this process, data under $PAGEFILE_HOME) or @FILE");
-  run_command
-      ->add_option("--placement", placement,
-                   "placement of the remote files the replay creates: stripe or hash")
-      ->check(CLI::IsMember({"stripe", "hash"}))
-      ->needs(bus_option)
-      ->capture_default_str();
+  add_choice(*run_command, "--placement", placement,
+             "placement of the remote files the replay creates: stripe or hash", {"stripe", "hash"})
+      ->needs(bus_option);
   run_command
       ->add_option("--stripe-pages", replay.stripe_pages,
                    "pages per placement unit of the remote files the replay creates")
@@ -243,11 +247,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, pagefile::kMaxReplicas))
       ->needs(bus_option);
   std::string checksums = "on";
-  run_command
-      ->add_option("--checksums", checksums,
-                   "page checksums (off: only to measure what they cost; with pagefiled --no-checksums)")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  add_choice(*run_command, "--checksums", checksums,
+             "page checksums (off: only to measure what they cost; with pagefiled --no-checksums)", {"on", "off"});
   run_command
       ->add_option("--concurrency", replay.concurrency,
                    "tickets kept outstanding, and the client's concurrency level")
@@ -259,19 +260,15 @@ int main(int argc, char** argv) {
                    "when it differs from --concurrency: --concurrency 1 --window N reads as SQLite does")
       ->check(CLI::Range(1u, 4096u));
   std::string schedule = "trace";
-  run_command
-      ->add_option("--schedule", schedule,
-                   "trace: issue in the trace's order; balanced: issue each run of reads of a file "
-                   "so that its servers are evenly busy (a read-only run may be reordered)")
-      ->check(CLI::IsMember({"trace", "balanced"}))
-      ->capture_default_str();
+  add_choice(*run_command, "--schedule", schedule,
+             "trace: issue in the trace's order; balanced: issue each run of reads of a file "
+             "so that its servers are evenly busy (a read-only run may be reordered)",
+             {"trace", "balanced"});
   std::string pace = "none";
-  run_command
-      ->add_option("--pace", pace,
-                   "none: as fast as the window allows; captured: each operation with a timestamp (@MICROS) "
-                   "no earlier than it was captured, from the start of the run")
-      ->check(CLI::IsMember({"none", "captured"}))
-      ->capture_default_str();
+  add_choice(*run_command, "--pace", pace,
+             "none: as fast as the window allows; captured: each operation with a timestamp (@MICROS) "
+             "no earlier than it was captured, from the start of the run",
+             {"none", "captured"});
   run_command->add_option("--page-size", replay.page_size,
                           "page size of every open, instead of the trace's")
       ->check(CLI::Range(pagefile::kMinPageSize, pagefile::kMaxPageSize));
