@@ -211,14 +211,14 @@ TEST_CASE("the CSV has the required columns first, one row per run, one header")
   ReplayStats remote = stats;
   remote.location = pagefile::Location::kRemote;
   remote.bus = "tcp://a:1,tcp://b:2";
-  remote.placement = pagefile::Placement::kHash;
-  remote.stripe_pages = 4;
+  remote.layout.placement = pagefile::Placement::kHash;
+  remote.layout.stripe_pages = 4;
   const std::string remote_row = csv_row(remote, "t");
   CHECK(remote_row.find(",remote,t,") != std::string::npos);
   CHECK(remote_row.ends_with(",tcp://a:1 tcp://b:2,hash:4,,0,0,0,0"));
   CHECK(count(remote_row) == count(header));
-  remote.placement = pagefile::Placement::kStripe;
-  remote.stripe_pages = 1;
+  remote.layout.placement = pagefile::Placement::kStripe;
+  remote.layout.stripe_pages = 1;
   remote.policy = "looping";
   remote.hits = 7;
   remote.misses = 3;

@@ -235,13 +235,13 @@ int main(int argc, char** argv) {
              "placement of the remote files the replay creates: stripe or hash", {"stripe", "hash"})
       ->needs(bus_option);
   run_command
-      ->add_option("--stripe-pages", replay.stripe_pages,
+      ->add_option("--stripe-pages", replay.layout.stripe_pages,
                    "pages per placement unit of the remote files the replay creates")
       ->check(CLI::Range(1u, 1u << 20))
       ->needs(bus_option)
       ->capture_default_str();
   run_command
-      ->add_option("--replicas", replay.replicas,
+      ->add_option("--replicas", replay.layout.replicas,
                    "copies of each page of the remote files the replay creates, each on its own server "
                    "(default: the bus's replicas=, else 1)")
       ->check(CLI::Range(1u, pagefile::kMaxReplicas))
@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
   if (*bus_option) {
     replay.location = pagefile::Location::kRemote;
     replay.bus = pagefile::tools::bus_with_tls(bus, tls);
-    replay.placement = *pagefile::parse_placement(placement);
+    replay.layout.placement = *pagefile::parse_placement(placement);
   }
   replay.checksums = checksums == "on";
   replay.pace_captured = pace == "captured";

@@ -167,9 +167,9 @@ class Replayer {
     open_options.location = options_.location;
     open_options.checksums = options_.checksums;
     if (options_.location == pagefile::Location::kRemote) {
-      open_options.placement = options_.placement;
-      open_options.stripe_pages = options_.stripe_pages;
-      open_options.replicas = options_.replicas;
+      open_options.placement = options_.layout.placement;
+      open_options.stripe_pages = options_.layout.stripe_pages;
+      open_options.replicas = options_.layout.replicas;
     }
     if (op.policy) open_options.policy = pagefile::BufferPolicy{.access = *op.policy};
     if (!options_.policy.empty()) {
@@ -535,7 +535,7 @@ Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& option
   if (options.concurrency == 0) {
     return Status::invalid_argument("concurrency 0", "must be at least 1");
   }
-  if (options.stripe_pages == 0) {
+  if (options.layout.stripe_pages == 0) {
     return Status::invalid_argument("stripe pages 0", "must be at least 1");
   }
   pagefile::ClientOptions client_options;
@@ -555,9 +555,7 @@ Result<ReplayStats> replay_trace(const Trace& trace, const ReplayOptions& option
   stats.location = options.location;
   if (options.location == pagefile::Location::kRemote) {
     stats.bus = options.bus;
-    stats.placement = options.placement;
-    stats.stripe_pages = options.stripe_pages;
-    stats.replicas = options.replicas;
+    stats.layout = options.layout;
   }
   stats.started_unix_ns = unix_now_ns();
   stats.version_base = options.version_base != 0 ? options.version_base

@@ -52,6 +52,14 @@ enum class Schedule : uint8_t {
               // servers evenly busy (Client::server_of); all else in trace order
 };
 
+// How the remote files the replay creates are laid out: OpenOptions's
+// placement, stripe_pages and replicas (an existing file keeps its own).
+struct RemoteLayout {
+  pagefile::Placement placement = pagefile::Placement::kStripe;
+  uint32_t stripe_pages = 1;
+  uint32_t replicas = 0;  // 0: the bus's
+};
+
 struct ReplayOptions {
   // ClientOptions::local_dir: where the trace's file names are resolved
   // (local files only).
@@ -62,11 +70,7 @@ struct ReplayOptions {
   // default), with the trace's names as catalog names.
   pagefile::Location location = pagefile::Location::kLocal;
   std::string bus;
-  // Remote files only: OpenOptions::placement and stripe_pages, used for the
-  // files the replay creates (an existing file keeps its own).
-  pagefile::Placement placement = pagefile::Placement::kStripe;
-  uint32_t stripe_pages = 1;
-  uint32_t replicas = 0;  // OpenOptions::replicas (0: the bus's)
+  RemoteLayout layout;  // remote files only
   // OpenOptions::checksums (--checksums off: to measure their cost).
   bool checksums = true;
   // Tickets the driver keeps outstanding, and the client's concurrency level.
@@ -133,9 +137,7 @@ struct ReplayStats {
   // From the options, for the summary and the CSV.
   pagefile::Location location = pagefile::Location::kLocal;
   std::string bus;
-  pagefile::Placement placement = pagefile::Placement::kStripe;
-  uint32_t stripe_pages = 1;
-  uint32_t replicas = 0;
+  RemoteLayout layout;
   // The policy the files ran ("mixed" when they differed, empty when none
   // was opened) and what the client's pool did for them, summed over every
   // descriptor at its close (Client::counters).

@@ -60,9 +60,10 @@ std::string bus_text(const ReplayStats& stats) {
 // "+rR" when --replicas asked for R copies; empty for local files.
 std::string placement_text(const ReplayStats& stats) {
   if (stats.location != pagefile::Location::kRemote) return {};
-  std::string text(pagefile::placement_name(stats.placement));
-  if (stats.stripe_pages != 1) text += fmt::format(":{}", stats.stripe_pages);
-  if (stats.replicas != 0) text += fmt::format("+r{}", stats.replicas);
+  const RemoteLayout& layout = stats.layout;
+  std::string text(pagefile::placement_name(layout.placement));
+  if (layout.stripe_pages != 1) text += fmt::format(":{}", layout.stripe_pages);
+  if (layout.replicas != 0) text += fmt::format("+r{}", layout.replicas);
   return text;
 }
 
