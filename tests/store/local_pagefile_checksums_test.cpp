@@ -140,9 +140,8 @@ TEST_CASE("read_pages: pages read together with one read, each checked; a run en
 }
 
 TEST_CASE("a damaged checksum, or data where none was written, is kCorruption too") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(1024));
+  NewFile new_file(1024);
+  auto& [dir, path, f] = new_file;
   CHECK_OK(f->write_page(0, page_pattern(1024, 0)));
   CHECK_OK(f->write_page(5, page_pattern(1024, 5)));
   // The checksum block of the first group follows the header.
@@ -163,9 +162,8 @@ TEST_CASE("a damaged checksum, or data where none was written, is kCorruption to
 }
 
 TEST_CASE("a write cut short between its checksum and its page leaves the old page readable") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(4096));
+  NewFile new_file(4096);
+  auto& [dir, path, f] = new_file;
   CHECK_OK(f->write_page(1, page_pattern(4096, 100)));
   const auto first = raw_read(path, f->page_offset(1), 4096);
   CHECK_OK(f->write_page(1, page_pattern(4096, 200)));
@@ -296,9 +294,8 @@ TEST_CASE("sector checksums are format version 5, only for pages larger than a s
 }
 
 TEST_CASE("pages across checksum groups; truncate clears the checksums of pages it cuts") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(512));
+  NewFile new_file(512);
+  auto& [dir, path, f] = new_file;
   constexpr int64_t g = LocalPagefile::kGroupPages;
   const std::vector<int64_t> pages = {0, g - 1, g, 2 * g - 1, 2 * g, 2 * g + 190};
   for (int64_t p : pages) CHECK_OK(f->write_page(p, page_pattern(512, p)));
@@ -559,9 +556,8 @@ TEST_CASE("checksums off (for measuring) writes none: such a page fails once rea
 }
 
 TEST_CASE("read_page_now: a page in the page cache is read and checked at once, others are left to wait") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(4096));
+  NewFile new_file(4096);
+  auto& [dir, path, f] = new_file;
   for (int64_t p = 0; p < 4; ++p) CHECK_OK(f->write_page(p, page_pattern(4096, p)));
   CHECK_OK(f->sync());
   // Out of the page cache (where the file system lets clean pages go), the

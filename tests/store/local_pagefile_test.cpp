@@ -69,9 +69,8 @@ TEST_CASE("a read past the end zero-fills and says so") {
 }
 
 TEST_CASE("a page cut short (a crash mid-append) is beyond the end, not half a page") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(4096));
+  NewFile new_file(4096);
+  auto& [dir, path, f] = new_file;
   CHECK_OK(f->write_page(0, page_pattern(4096, 0)));
   // Append half of page 1 behind the store's back.
   int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
@@ -423,9 +422,8 @@ TEST_CASE("a new file has exactly the mode asked for, whatever the umask") {
 }
 
 TEST_CASE("a damaged or foreign file is refused and left as it was; an empty one is not found unless created") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(4096));
+  NewFile new_file(4096);
+  auto& [dir, path, f] = new_file;
   CHECK_OK(f->write_page(0, page_pattern(4096, 0)));
   f.reset();
 
@@ -489,9 +487,8 @@ TEST_CASE("a file opened read-only reads but refuses writes") {
 }
 
 TEST_CASE("sync succeeds and data is in the file afterwards") {
-  TempDir dir;
-  auto path = dir / "f";
-  auto f = must_open(path, create_spec(512));
+  NewFile new_file(512);
+  auto& [dir, path, f] = new_file;
   auto page = page_pattern(512, 9);
   CHECK_OK(f->write_page(9, page));
   CHECK_OK(f->sync());

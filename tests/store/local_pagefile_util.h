@@ -40,6 +40,15 @@ inline std::unique_ptr<LocalPagefile> must_open(const std::filesystem::path& pat
   return std::move(*f);
 }
 
+// A new file of `page_size`-byte pages (create_spec) in a directory of its
+// own: auto& [dir, path, f] = new_file.
+struct NewFile {
+  explicit NewFile(uint32_t page_size) : f(must_open(path, create_spec(page_size))) {}
+  TempDir dir;
+  std::filesystem::path path = dir / "f";
+  std::unique_ptr<LocalPagefile> f;
+};
+
 // A file made as a WAL (wal_spec) and another descriptor of it.
 struct WalFile {
   TempDir dir;
