@@ -137,6 +137,16 @@ Status write_entry_only(LocalPagefile& f, const std::filesystem::path& path, int
   return s;
 }
 
+// `f`'s write of `page` while every disk read fails (EIO): it fails when
+// the write reads first (old checksums another writer may have changed),
+// and succeeds when it reads nothing.
+Status write_while_reads_fail(LocalPagefile& f, int64_t page, const std::vector<std::byte>& data) {
+  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
+  Status s = f.write_page(page, data);
+  DiskFaults::disarm();
+  return s;
+}
+
 // The page as `f` reads it checked against its entry on disk (verify_page),
 // not against the checksums `f` keeps.
 std::vector<std::byte> verified(LocalPagefile& f, int64_t page) {
@@ -160,9 +170,7 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   // A page read before the lock may have been written since (in WAL mode
   // SHARED keeps no writer out): its old checksum is read (with its
   // group's, the first write of the group under the lock).
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(2, page_pattern(4096, 222)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 2, page_pattern(4096, 222)).is_ok());
   // Page 3 is there: a counts the file, reads the page's old checksum and
   // keeps it beside the new one, so a crash between the entry and the
   // page (the old bytes put back) leaves b's page readable.
@@ -182,10 +190,8 @@ TEST_CASE("holding RESERVED, a write reads no old checksum of a page past the en
   // Below RESERVED another descriptor may write: a write past the end, or
   // of a page read under the lock, reads its entries again.
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(8, page_pattern(4096, 88)).is_ok());
-  CHECK_FALSE(a->write_page(1, page_pattern(4096, 11)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 8, page_pattern(4096, 88)).is_ok());
+  CHECK_FALSE(write_while_reads_fail(*a, 1, page_pattern(4096, 11)).is_ok());
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   for (int64_t page : {4, 6}) CHECK(verified(*c, page) == page_pattern(4096, static_cast<int>(page) * 11));
   CHECK(verified(*c, 5) == std::vector<std::byte>(4096));  // (a hole)
@@ -217,9 +223,7 @@ TEST_CASE("holding RESERVED, the writes of one group's pages read its checksum b
   CHECK(verified(*c, 5) == page_pattern(4096, 500));
   // Below RESERVED another descriptor may write: each write reads its own.
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(6, page_pattern(4096, 600)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 6, page_pattern(4096, 600)).is_ok());
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
@@ -299,18 +303,14 @@ TEST_CASE("a refused EXCLUSIVE (left at PENDING, as in WAL mode with locking_mod
   REQUIRE_OK(a->read_page(1, buf));
   CHECK_OK(b->write_page(1, page_pattern(4096, 10)));
   CHECK_OK(b->write_page(2, page_pattern(4096, 20)));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(1, page_pattern(4096, 100)).is_ok());
-  CHECK_FALSE(a->write_page(2, page_pattern(4096, 200)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 1, page_pattern(4096, 100)).is_ok());
+  CHECK_FALSE(write_while_reads_fail(*a, 2, page_pattern(4096, 200)).is_ok());
   REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
   REQUIRE_OK(a->set_lock_level(LockLevel::kExclusive));
   // Granted: the end is counted (b's page 2 is in), and a page past it reads nothing.
   CHECK_OK(write_entry_only(*a, path, 2, page_pattern(4096, 201)));
   CHECK(verified(*b, 2) == page_pattern(4096, 20));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(a->write_page(3, page_pattern(4096, 3)));
-  DiskFaults::disarm();
+  CHECK_OK(write_while_reads_fail(*a, 3, page_pattern(4096, 3)));
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
 }
 
@@ -336,16 +336,12 @@ TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page r
   CHECK_OK(write_entry_only(*a, path, 3, page_pattern(16384, 33)));
   DiskFaults::disarm();
   // b's page 2, neither read nor written here under the word: its entries are read.
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(2, page_pattern(16384, 22)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 2, page_pattern(16384, 22)).is_ok());
   a->exclude_other_writers(false);
   CHECK(verified(*b, 1) == page_pattern(16384, 1));
   CHECK(verified(*b, 3) == page_pattern(16384, 3));
   // The word taken back: what a read or wrote is no longer taken as the disk's.
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(1, page_pattern(16384, 111)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 1, page_pattern(16384, 111)).is_ok());
   CHECK(verified(*b, 1) == page_pattern(16384, 1));
   // The word said twice with none taken back between (a caller that missed
   // one): the second starts afresh, so b's write meanwhile is looked for.
@@ -354,10 +350,8 @@ TEST_CASE("exclude_other_writers with sector checksums (a WAL's pages): a page r
   CHECK_OK(b->write_page(1, page_pattern(16384, 12)));
   CHECK_OK(b->write_page(4, page_pattern(16384, 4)));
   a->exclude_other_writers(true);
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(1, page_pattern(16384, 13)).is_ok());
-  CHECK_FALSE(a->write_page(4, page_pattern(16384, 44)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 1, page_pattern(16384, 13)).is_ok());
+  CHECK_FALSE(write_while_reads_fail(*a, 4, page_pattern(16384, 44)).is_ok());
   a->exclude_other_writers(false);
   CHECK(verified(*b, 1) == page_pattern(16384, 12));
   CHECK(verified(*b, 4) == page_pattern(16384, 4));
@@ -524,31 +518,23 @@ TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED
   // Past the end, or read under the word: nothing is read before a write.
   std::vector<std::byte> buf(4096);
   REQUIRE_OK(a->read_page(1, buf));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(a->write_page(3, page_pattern(4096, 3)));
-  CHECK_OK(a->write_page(1, page_pattern(4096, 11)));
-  DiskFaults::disarm();
+  CHECK_OK(write_while_reads_fail(*a, 3, page_pattern(4096, 3)));
+  CHECK_OK(write_while_reads_fail(*a, 1, page_pattern(4096, 11)));
   // The word taken back: others may write again, and are looked for.
   a->exclude_other_writers(false);
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(4, page_pattern(4096, 4)).is_ok());
-  CHECK_FALSE(a->write_page(1, page_pattern(4096, 111)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 4, page_pattern(4096, 4)).is_ok());
+  CHECK_FALSE(write_while_reads_fail(*a, 1, page_pattern(4096, 111)).is_ok());
   // A lock level let go does not end the word; the word let go does not
   // end a lock's exclusion.
   a->exclude_other_writers(true);
   REQUIRE_OK(a->set_lock_level(LockLevel::kShared));
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(a->write_page(5, page_pattern(4096, 5)));
-  DiskFaults::disarm();
+  CHECK_OK(write_while_reads_fail(*a, 5, page_pattern(4096, 5)));
   a->exclude_other_writers(false);
   take_reserved(*a);
   a->exclude_other_writers(true);
   a->exclude_other_writers(false);  // (RESERVED still held)
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_OK(a->write_page(6, page_pattern(4096, 6)));
-  DiskFaults::disarm();
+  CHECK_OK(write_while_reads_fail(*a, 6, page_pattern(4096, 6)));
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   // A refused EXCLUSIVE from SHARED (PENDING) keeps no one out, whatever
   // the word was before.
@@ -557,9 +543,7 @@ TEST_CASE("exclude_other_writers: the caller's word keeps others out as RESERVED
   a->exclude_other_writers(true);
   CHECK_CODE(a->set_lock_level(LockLevel::kExclusive), Code::kBusy);
   a->exclude_other_writers(false);
-  DiskFaults::arm(DiskOp::kRead, 1, DiskFault::kEio, /*sticky=*/true);
-  CHECK_FALSE(a->write_page(7, page_pattern(4096, 7)).is_ok());
-  DiskFaults::disarm();
+  CHECK_FALSE(write_while_reads_fail(*a, 7, page_pattern(4096, 7)).is_ok());
   REQUIRE_OK(a->set_lock_level(LockLevel::kNone));
   REQUIRE_OK(b->set_lock_level(LockLevel::kNone));
   for (int64_t page : {3, 5, 6}) CHECK(verified(*b, page) == page_pattern(4096, static_cast<int>(page)));
