@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <type_traits>
 #include <variant>
@@ -112,9 +113,7 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
         self->resolve();
       } else {
         self->socket_.async_connect(Unix::endpoint(self->address_.path),
-                                    asio::bind_executor(self->strand_, [self](const error_code& ec) {
-                                      self->on_connected(ec);
-                                    }));
+                                    self->on_strand(&ConnectAttempt::on_connected));
       }
     });
   }
@@ -139,13 +138,19 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
     }
   }
 
+  // A completion handler that goes on with `step` on the strand, keeping
+  // the attempt alive until then.
+  template <class... Args>
+  auto on_strand(void (ConnectAttempt::*step)(Args...)) {
+    return asio::bind_executor(strand_, [self = this->shared_from_this(), step](Args... args) {
+      std::invoke(step, *self, std::forward<Args>(args)...);
+    });
+  }
+
   void resolve() {
     if constexpr (kIsTcp<Protocol>) {
       resolver_.async_resolve(address_.host, std::to_string(address_.port), Tcp::resolver::numeric_service,
-                              asio::bind_executor(strand_, [self = this->shared_from_this()](
-                                                               const error_code& ec, Tcp::resolver::results_type results) {
-                                self->on_resolved(ec, std::move(results));
-                              }));
+                              on_strand(&ConnectAttempt::on_resolved));
     }
   }
 
@@ -222,10 +227,7 @@ class ConnectAttempt : public std::enable_shared_from_this<ConnectAttempt<Protoc
     // A server that shows a certificate must be the host dialled; one that
     // takes our pre-shared key shows none.
     tls_stream_->set_verify_callback(asio::ssl::host_name_verification(address_.host));
-    tls_stream_->async_handshake(TlsStream::client,
-                                 asio::bind_executor(strand_, [self = this->shared_from_this()](const error_code& ec) {
-                                   self->on_handshake(ec);
-                                 }));
+    tls_stream_->async_handshake(TlsStream::client, on_strand(&ConnectAttempt::on_handshake));
   }
 
   void on_handshake(const error_code& ec) {
