@@ -149,12 +149,22 @@ void send_read(int fd, uint64_t id, uint64_t file, uint32_t page_size, uint32_t 
   send_all(fd, request.data(), request.size());
 }
 
-}  // namespace
-
-TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays under 100 MB; then every answer comes") {
+// A directory of its own, and the unix socket in it a pagefiled listens on.
+struct UnixSocketDir {
   TempDir dir;
   const std::string socket_path = (dir / "pf.sock").string();
-  ServerProcess server("unix:" + socket_path, dir / "server");
+
+  // A pagefiled on socket_path, its data in dir/server, with `extra`
+  // arguments.
+  ServerProcess start_pagefiled(std::vector<std::string> extra = {}) const {
+    return ServerProcess("unix:" + socket_path, dir / "server", std::move(extra));
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(UnixSocketDir, "a client that asks for 800 MiB and reads nothing: pagefiled stays under 100 MB; then every answer comes") {
+  ServerProcess server = start_pagefiled();
   const int fd = connect_unix(socket_path);
 
   // 200 reads of 4 MiB each (512 pages of 8 KiB) of a file never written:
@@ -188,10 +198,8 @@ TEST_CASE("a client that asks for 800 MiB and reads nothing: pagefiled stays und
   CHECK(server.stop() == 0);
 }
 
-TEST_CASE("connections beyond --max-connections are told so and closed; others are served") {
-  TempDir dir;
-  const std::string socket_path = (dir / "pf.sock").string();
-  ServerProcess server("unix:" + socket_path, dir / "server", {"--max-connections", "2"});
+TEST_CASE_FIXTURE(UnixSocketDir, "connections beyond --max-connections are told so and closed; others are served") {
+  ServerProcess server = start_pagefiled({"--max-connections", "2"});
   const int first = connect_unix(socket_path);
   const int second = connect_unix(socket_path);
   // (Each connection counts once the server has accepted it: a read
@@ -229,7 +237,7 @@ TEST_CASE("connections beyond --max-connections are told so and closed; others a
   CHECK(server.stop() == 0);
 }
 
-TEST_CASE("1000 connections that each sent one request: pagefiled stays under 100 MB, and answers them all") {
+TEST_CASE_FIXTURE(UnixSocketDir, "1000 connections that each sent one request: pagefiled stays under 100 MB, and answers them all") {
   constexpr int kConnections = 1000;
   rlimit files{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
@@ -238,9 +246,7 @@ TEST_CASE("1000 connections that each sent one request: pagefiled stays under 10
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &files) == 0);
   }
   REQUIRE(files.rlim_cur >= kConnections + 100);  // (pagefiled inherits it)
-  TempDir dir;
-  const std::string socket_path = (dir / "pf.sock").string();
-  ServerProcess server("unix:" + socket_path, dir / "server");
+  ServerProcess server = start_pagefiled();
   std::vector<int> fds;
   for (int i = 0; i < kConnections; ++i) {
     fds.push_back(connect_unix(socket_path));
@@ -285,12 +291,9 @@ Status error_of(const ReplyPtr& reply) {
 
 }  // namespace
 
-TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clear error, the connection goes on") {
-  TempDir dir;
-  const std::string socket_path = (dir / "pf.sock").string();
-  ServerProcess server("unix:" + socket_path, dir / "server",
-                       {"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000",
-                        "--cache-pages", "0"});
+TEST_CASE_FIXTURE(UnixSocketDir, "--max-frame-bytes and --max-inflight: past them a request gets a clear error, the connection goes on") {
+  ServerProcess server = start_pagefiled({"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000",
+                                            "--cache-pages", "0"});
   // A page on the server's disk (a page never written is zeros at once,
   // with no disk access): file m's page 0, in its share shares/ID.pf.
   {
@@ -357,10 +360,8 @@ TEST_CASE("--max-frame-bytes and --max-inflight: past them a request gets a clea
   CHECK(server.stop() == 0);
 }
 
-TEST_CASE("--idle-timeout-s: an idle connection is closed; a client connects again when it next asks") {
-  TempDir dir;
-  const std::string socket_path = (dir / "pf.sock").string();
-  ServerProcess server("unix:" + socket_path, dir / "server", {"--idle-timeout-s", "1"});
+TEST_CASE_FIXTURE(UnixSocketDir, "--idle-timeout-s: an idle connection is closed; a client connects again when it next asks") {
+  ServerProcess server = start_pagefiled({"--idle-timeout-s", "1"});
   const int fd = connect_unix(socket_path);
   send_read(fd, 1, 7, 4096, 1);
   CHECK(error_of(receive_reply(fd)).is_ok());
