@@ -27,11 +27,9 @@ namespace {
 
 // A table of 2000 rows over a few dozen pages of `uri`'s database.
 void fill(const std::string& uri) {
-  SqliteDb db(uri);
-  REQUIRE(db.open_rc() == SQLITE_OK);
-  db.run("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);"
-         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<2000)"
-         " INSERT INTO t SELECT i, printf('row %d %s', i, hex(randomblob(40))) FROM n;");
+  run_on(uri, "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);"
+              "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<2000)"
+              " INSERT INTO t SELECT i, printf('row %d %s', i, hex(randomblob(40))) FROM n;");
 }
 
 // Reads every row of `uri`'s table: SQLite's code, and what the store said.

@@ -21,6 +21,7 @@
 
 using namespace pagefile;
 using pagefile::test::SqliteDb;
+using pagefile::test::run_on;
 using pagefile::test::store;
 using pagefile::test::TempDir;
 
@@ -46,11 +47,9 @@ const TempDir& local_dir() {
 constexpr const char* kContent = "SELECT count(*), sum(i), sum(length(pad)), group_concat(substr(pad, 1, 1), '') FROM t";
 
 void fill(const std::string& uri) {
-  SqliteDb db(uri);
-  REQUIRE(db.open_rc() == SQLITE_OK);
-  db.run("CREATE TABLE t(i INTEGER PRIMARY KEY, pad TEXT);"
-         "INSERT INTO t(i, pad) SELECT value, printf('%.*c', 200, char(65 + value % 26)) FROM "
-         "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 200) SELECT value FROM s);");
+  run_on(uri, "CREATE TABLE t(i INTEGER PRIMARY KEY, pad TEXT);"
+              "INSERT INTO t(i, pad) SELECT value, printf('%.*c', 200, char(65 + value % 26)) FROM "
+              "(WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 200) SELECT value FROM s);");
 }
 
 // Whether `rc` is an error SQLite's user can handle: what an I/O failure

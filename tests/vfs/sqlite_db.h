@@ -67,4 +67,12 @@ class SqliteDb {
   std::string last_error_;
 };
 
+// Opens `uri` with the pagefile VFS and runs `sql` on it, REQUIRing both to
+// succeed.
+inline void run_on(const std::string& uri, const std::string& sql) {
+  SqliteDb db(uri);
+  REQUIRE(db.open_rc() == SQLITE_OK);
+  db.run(sql);
+}
+
 }  // namespace pagefile::test

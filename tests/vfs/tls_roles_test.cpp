@@ -56,11 +56,7 @@ TEST_CASE("tls:// cluster: each key's role bounds what its holder may do; SQLite
   TempDir dir;
 
   // A writer makes a database.
-  {
-    SqliteDb db("file:app.db?vfs=pagefile&bus=" + bus_as("writer"));
-    REQUIRE(db.open_rc() == SQLITE_OK);
-    db.run("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3)");
-  }
+  run_on("file:app.db?vfs=pagefile&bus=" + bus_as("writer"), "CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3)");
   // A reader reads it, and cannot change it.
   {
     SqliteDb db("file:app.db?vfs=pagefile&bus=" + bus_as("reader"));
