@@ -27,10 +27,18 @@
 using namespace pagefile::test;
 namespace fs = std::filesystem;
 
-TEST_CASE("WAL: reader processes are never blocked by the writer; a reader checkpoints") {
-  register_without_bus();
+// The VFS registered without a bus, and a new database holding the
+// counter's tables in WAL mode (db_uri) in a directory of its own.
+struct WalCounterDb {
+  WalCounterDb() {
+    register_without_bus();
+    db_uri = new_counter_db(dir / "counter.db", "wal");
+  }
   TempDir dir;
-  std::string db_uri = new_counter_db(dir / "wal.db", "wal");
+  std::string db_uri;
+};
+
+TEST_CASE_FIXTURE(WalCounterDb, "WAL: reader processes are never blocked by the writer; a reader checkpoints") {
   {
     SqliteDb db(db_uri, nullptr);
     db.run("UPDATE c SET n = 5");
@@ -144,13 +152,10 @@ TEST_CASE("WAL: a checkpoint reads each page of the WAL once and no old checksum
   CHECK(again.query("PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("WAL with synchronous=NORMAL: commits another process has not synced are read here at once") {
+TEST_CASE_FIXTURE(WalCounterDb, "WAL with synchronous=NORMAL: commits another process has not synced are read here at once") {
   // Such a COMMIT syncs nothing: what its process holds of the WAL must
   // reach the file when its write lock goes (drain_wals), before this
   // process follows the wal-index to frames the file would not have yet.
-  register_without_bus();
-  TempDir dir;
-  std::string db_uri = new_counter_db(dir / "normal.db", "wal");
   SqliteDb keeper(db_uri, nullptr);  // (keeps the wal-index: no checkpoint at the worker's close)
   REQUIRE(keeper.query("SELECT n FROM c") == "0");
   for (int round = 1; round <= 3; ++round) {
@@ -197,15 +202,12 @@ TEST_CASE("WAL: a commit whose frames cannot be written fails at its COMMIT; no 
   }
 }
 
-TEST_CASE("WAL: a commit whose frame lies where the last one did is sent at its COMMIT (a process killed then keeps it)") {
-  register_without_bus();
+TEST_CASE_FIXTURE(WalCounterDb, "WAL: a commit whose frame lies where the last one did is sent at its COMMIT (a process killed then keeps it)") {
   // After a TRUNCATE checkpoint the next commit frame is the WAL's first
   // again, where the last one was: taken for that frame's header written
   // again (walRewriteChecksums), its page stayed held back, and with no
   // -shm (locking_mode=EXCLUSIVE) nothing sent it before the process died
   // (found by an independent review, on a bus).
-  TempDir dir;
-  std::string db_uri = new_counter_db(dir / "x.db", "wal");
   REQUIRE(run_worker(dir / "w.txt", {db_uri, "exclusive-wal-kill"}) == 128 + SIGKILL);
   CHECK(counter(db_uri) == "3");
 }
@@ -225,14 +227,11 @@ TEST_CASE("exclusive locking, synchronous=OFF: a commit that zeroes the journal'
   }
 }
 
-TEST_CASE("WAL: a connection that appends to the WAL after another process grew it, having read none of its frames, keeps them") {
+TEST_CASE_FIXTURE(WalCounterDb, "WAL: a connection that appends to the WAL after another process grew it, having read none of its frames, keeps them") {
   // This connection's transactions learn of the WAL's length only when
   // they need it (ByteFile::reload_lazily): its next frame goes after the
   // other process's, into a WAL page this connection never read, which
   // must be read before it is written in part, not taken for zeros.
-  register_without_bus();
-  TempDir dir;
-  std::string db_uri = new_counter_db(dir / "append.db", "wal");
   SqliteDb a(db_uri, nullptr);
   // Two rows, each on a leaf page of its own: a transaction on one reads
   // nothing of the other's.
@@ -250,13 +249,10 @@ TEST_CASE("WAL: a connection that appends to the WAL after another process grew 
   CHECK(a.query("PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("WAL: four processes write, checkpoint and read a growing database; every read sees every page") {
+TEST_CASE_FIXTURE(WalCounterDb, "WAL: four processes write, checkpoint and read a growing database; every read sees every page") {
   // Each process's checkpoints grow the database file; every other process
   // must read the new pages from it, not the size it saw before (a stale
   // size reads them as zeros: "database disk image is malformed").
-  register_without_bus();
-  TempDir dir;
-  std::string db_uri = new_counter_db(dir / "grow.db", "wal");
   {
     SqliteDb db(db_uri, nullptr);
     db.run("INSERT INTO t(tag, i, pad) SELECT 'first', value, randomblob(500) FROM "
