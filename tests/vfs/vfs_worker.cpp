@@ -98,6 +98,13 @@ bool exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_s
   ::_exit(137);
 }
 
+// Runs `sql`, then dies as a crash would (kill_self); fails as `what` when
+// `sql` does.
+int exec_then_kill(sqlite3* db, const std::string& sql, const char* what) {
+  if (!exec(db, sql)) return fail(db, what);
+  kill_self();
+}
+
 // "stopper": a shim over the pagefile VFS (SQLite's test_vfs method) that
 // stops this process at the Nth write to a main database once armed.
 sqlite3_vfs* g_below = nullptr;
@@ -346,18 +353,16 @@ int main(int argc, char** argv) {
     }
     kill_self();
   } else if (mode == "exclusive-wal-kill") {
-    if (!exec(db, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                  "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 2;"
-                  "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 3;")) {
-      return fail(db, "exclusive-wal-kill");
-    }
-    kill_self();
+    return exec_then_kill(db,
+                          "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                          "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 2;"
+                          "PRAGMA wal_checkpoint(TRUNCATE); UPDATE c SET n = 3;",
+                          "exclusive-wal-kill");
   } else if (mode == "exclusive-journal-kill" && argc > 3) {
-    if (!exec(db, (std::string("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=") + argv[3] +
-                   "; PRAGMA synchronous=OFF; UPDATE c SET n = 2; UPDATE c SET n = 3;"))) {
-      return fail(db, "exclusive-journal-kill");
-    }
-    kill_self();
+    return exec_then_kill(db,
+                          std::string("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=") + argv[3] +
+                              "; PRAGMA synchronous=OFF; UPDATE c SET n = 2; UPDATE c SET n = 3;",
+                          "exclusive-journal-kill");
   } else if (mode == "hold") {
     if (!exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t(tag, i, pad) SELECT 'lost', value, randomblob(3000) "
                   "FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 2000) "
