@@ -1,7 +1,7 @@
-"""Loading the pagefile VFS into Python's sqlite3, and running a script's
-main, for the bench scripts.
+"""Loading the pagefile VFS into Python's sqlite3, the options that say how,
+and running a script's main, for the bench scripts.
 
-    from pagefile_extension import load_pagefile, run_main
+    from pagefile_extension import add_sqlite_options, load_pagefile, run_main
     load_pagefile("build/vfs/pagefile.so")
 
 Needs Debian's /usr/bin/python3: its sqlite3 module can load extensions
@@ -9,6 +9,15 @@ Needs Debian's /usr/bin/python3: its sqlite3 module can load extensions
 """
 import sqlite3
 import sys
+
+
+def add_sqlite_options(parser, extension_required=False):
+    """Adds the options the SQLite bench scripts share: --extension (the
+    pagefile.so to load), --journal-mode (default delete) and --synchronous
+    (default: SQLite's, FULL)."""
+    parser.add_argument("--extension", required=extension_required, help="pagefile.so")
+    parser.add_argument("--journal-mode", default="delete")
+    parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's, FULL)")
 
 
 def load_pagefile(extension):

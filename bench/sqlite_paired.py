@@ -33,7 +33,7 @@ import random
 import statistics
 import time
 
-from pagefile_extension import load_pagefile, run_main
+from pagefile_extension import add_sqlite_options, load_pagefile, run_main
 import sqlite_vfs_workload as workload
 
 WORKLOADS = ("insert", "reads", "scan", "txn", "txn-cold")
@@ -84,7 +84,7 @@ def run_round(args, uri, path, rng_round):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extension", required=True, help="pagefile.so")
+    add_sqlite_options(parser, extension_required=True)
     parser.add_argument("--dir", required=True, help="an existing folder for the two databases")
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--rows", type=int, default=2000)
@@ -92,8 +92,6 @@ def main():
     parser.add_argument("--txn-rows", type=int, default=1000)
     parser.add_argument("--page-size", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--journal-mode", default="delete")
-    parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's, FULL)")
     parser.add_argument("--baseline-params", default="",
                         help="URI parameters of a default baseline (e.g. checksums=off); none: unix")
     parser.add_argument("--csv", help="append 'mode,round,config,workload,seconds' rows here")

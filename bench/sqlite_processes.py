@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from pagefile_extension import load_pagefile, run_main
+from pagefile_extension import add_sqlite_options, load_pagefile, run_main
 
 
 def connect(args):
@@ -60,13 +60,11 @@ def disk_writes(device):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True)
-    parser.add_argument("--extension")
+    add_sqlite_options(parser)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--txns", type=int, default=200)
     parser.add_argument("--reads", type=int, default=5)
     parser.add_argument("--pad", type=int, default=500)
-    parser.add_argument("--journal-mode", default="delete")
-    parser.add_argument("--synchronous", default="", help="PRAGMA synchronous (default: SQLite's)")
     parser.add_argument("--block-device", metavar="DEV",
                         help="also print the disk's writes, sectors written and milliseconds spent writing "
                              "per commit while the processes ran, from /sys/block/DEV/stat (the whole "
