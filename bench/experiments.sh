@@ -94,26 +94,49 @@ say() { echo "[$(date +%H:%M:%S)] $*"; }
 # Sizes. The full run is the issue's; --quick keeps every experiment's shape
 # (its variants) with fewer levels, smaller files and fewer operations.
 L=$latency_ms
-if [[ $quick == 1 ]]; then
-  f5_sizes="1024 8192"; f5_levels="1 4 12"; f5_ops=60; f5_file_kib=1024
-  f6_sizes="1024 8192 65536"; f6_ops=60; f6_file_kib=1024
-  f7_sizes="1024 8192"; f7_hits="0 50 100"; f7_ops=40; f7_warm=32; f7_file_kib=2048
-  sc_servers="1 2"; sc_clients="1 2"; sc_seconds=0.5; sc_file_pages=256
-  po_file_pages=64; po_passes=2; po_server_pages=4
-  pl_units="1 8 64"; pl_rounds=1; pl_ops=48
-  sq_levels="1 12"; sq_ops=100; sq_txns=20; sq_items=200; sq_customers=30; sq_size=1
-  re_levels="1 6"; re_counts="1 2"; re_file_pages=600; re_cache_pages=32; re_seconds=0.5; re_sqlite_rows=40
-else
-  f5_sizes="1024 8192"; f5_levels="1 2 4 6 8 12 16 24"; f5_ops=3000; f5_file_kib=16384
-  f6_sizes="1024 2048 4096 8192 16384 32768 65536"; f6_ops=3000; f6_file_kib=16384
-  f7_sizes="1024 8192"; f7_hits="0 25 50 75 90 100"; f7_ops=1500; f7_warm=256; f7_file_kib=65536
-  sc_servers="1 2 4 6"; sc_clients="1 2 4"; sc_seconds=5; sc_file_pages=2048
-  po_file_pages=800; po_passes=3; po_server_pages=32
-  pl_units="1 8 64"; pl_rounds=4; pl_ops=600
-  sq_levels="1 2 4 6 8 12 16 24"; sq_ops=3000; sq_txns=500; sq_items=2000; sq_customers=300; sq_size=25
-  re_levels="1 2 4 6 8 12 16 24"; re_counts="1 2 3"; re_file_pages=30000; re_cache_pages=256; re_seconds=4
-  re_sqlite_rows=400
-fi
+# pick NAME QUICK FULL: NAME is QUICK in a --quick run, FULL in a full one.
+pick() { if [[ $quick == 1 ]]; then printf -v "$1" %s "$2"; else printf -v "$1" %s "$3"; fi; }
+f5_sizes="1024 8192"
+pick f5_levels       "1 4 12"          "1 2 4 6 8 12 16 24"
+pick f5_ops          60                3000
+pick f5_file_kib     1024              16384
+
+pick f6_sizes        "1024 8192 65536" "1024 2048 4096 8192 16384 32768 65536"
+pick f6_ops          60                3000
+pick f6_file_kib     1024              16384
+
+f7_sizes="1024 8192"
+pick f7_hits         "0 50 100"        "0 25 50 75 90 100"
+pick f7_ops          40                1500
+pick f7_warm         32                256
+pick f7_file_kib     2048              65536
+
+pick sc_servers      "1 2"             "1 2 4 6"
+pick sc_clients      "1 2"             "1 2 4"
+pick sc_seconds      0.5               5
+pick sc_file_pages   256               2048
+
+pick po_file_pages   64                800
+pick po_passes       2                 3
+pick po_server_pages 4                 32
+
+pl_units="1 8 64"
+pick pl_rounds       1                 4
+pick pl_ops          48                600
+
+pick sq_levels       "1 12"            "1 2 4 6 8 12 16 24"
+pick sq_ops          100               3000
+pick sq_txns         20                500
+pick sq_items        200               2000
+pick sq_customers    30                300
+pick sq_size         1                 25
+
+pick re_levels       "1 6"             "1 2 4 6 8 12 16 24"
+pick re_counts       "1 2"             "1 2 3"
+pick re_file_pages   600               30000
+pick re_cache_pages  32                256
+pick re_seconds      0.5               4
+pick re_sqlite_rows  40                400
 servers=6
 page=8192  # the page size of the experiments that do not vary it
 
