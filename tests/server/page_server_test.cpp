@@ -149,6 +149,14 @@ void ping_ok(const Address& address) {
   CHECK(reply->root().isOk());
 }
 
+// A page server of its own, its data in a temporary directory, and a raw
+// connection `c` to it.
+struct ServerFixture {
+  TempDir dir;
+  std::unique_ptr<PageServer> server = start_page_server(dir / "server");
+  RawClient c{server->address()};
+};
+
 }  // namespace
 
 TEST_CASE("global-sequential: a damaged page the window reads ahead fails its own reads only") {
@@ -208,15 +216,12 @@ TEST_CASE("global-sequential: a damaged page the window reads ahead fails its ow
   }
 }
 
-TEST_CASE("a read naming another page size than its file's is refused, before or after the pool has its pages") {
+TEST_CASE_FIXTURE(ServerFixture, "a read naming another page size than its file's is refused, before or after the pool has its pages") {
   // The pool kept a file's pages at the size it was first declared with,
   // and answered a read from it at the read's size: a smaller size copied
   // a whole page into the reply (an assertion, or a heap overrun without
   // one); a read of a share not yet on disk fixed the size the writer's
   // pages then went into (found by an independent review).
-  TempDir dir;
-  auto server = start_page_server(dir / "server");
-  RawClient c(server->address());
   auto good = page_pattern(4096, 1);
   send_write(c, 1, 5, 4096, 0, good, {page_checksum(good, 0)});
   REQUIRE(error_of(c.next()).is_ok());
@@ -279,10 +284,7 @@ TEST_CASE("a frame that is not a message: an error, the connection closed, other
   CHECK(server->counters().errors >= 1);
 }
 
-TEST_CASE("another protocol version and an unknown request are refused by name") {
-  TempDir dir;
-  auto server = start_page_server(dir / "server");
-  RawClient c(server->address());
+TEST_CASE_FIXTURE(ServerFixture, "another protocol version and an unknown request are refused by name") {
   {
     capnp::MallocMessageBuilder m;
     auto r = m.initRoot<wire::Request>();
@@ -317,10 +319,7 @@ TEST_CASE("another protocol version and an unknown request are refused by name")
   ping_ok(server->address());
 }
 
-TEST_CASE("bad page numbers, page sizes and runs are refused; unknown files read as zeros") {
-  TempDir dir;
-  auto server = start_page_server(dir / "server");
-  RawClient c(server->address());
+TEST_CASE_FIXTURE(ServerFixture, "bad page numbers, page sizes and runs are refused; unknown files read as zeros") {
   auto read = [&](uint64_t id, int64_t page, uint32_t count, uint32_t page_size) {
     send_read(c, id, 99, page_size, page, count);
     auto reply = c.next();
@@ -386,10 +385,7 @@ TEST_CASE("a page that does not match its checksum on arrival is refused; reads 
   }
 }
 
-TEST_CASE("catalog: unknown files and locks on them") {
-  TempDir dir;
-  auto server = start_page_server(dir / "server");
-  RawClient c(server->address());
+TEST_CASE_FIXTURE(ServerFixture, "catalog: unknown files and locks on them") {
   capnp::MallocMessageBuilder m;
   request(m, 1).getRoot<wire::Request>().setStat("nope");
   c.send(m);
@@ -561,10 +557,7 @@ ReplyPtr catalog_call(RawClient& c, uint64_t id, const std::function<void(wire::
 
 }  // namespace
 
-TEST_CASE("fencing: a write, truncate or sync under an older token than the file has seen is refused and changes nothing") {
-  TempDir dir;
-  auto server = start_page_server(dir / "server");
-  RawClient c(server->address());
+TEST_CASE_FIXTURE(ServerFixture, "fencing: a write, truncate or sync under an older token than the file has seen is refused and changes nothing") {
   CHECK_OK(fenced(c, 1, "write", 7, 5));
   CHECK_OK(fenced(c, 2, "write", 7, 9));  // a newer lock's holder: 9 is now the one to beat
   for (const std::string kind : {"write", "truncate", "sync", "fence"}) {
