@@ -98,14 +98,32 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
   }
   // From here every writer writes the server's copies too.
   if (Status s = set_copy_state_sync(server, CopyState::kResyncing); !s) return fail(s);
+  // The copies' states as this resync made them: any change after (the
+  // copy left behind again, perhaps resynced again by another since, which
+  // leaves it resyncing but this resync's pages behind it stale) ends it.
+  const uint64_t resyncing_version = replica_version_.load();
+  // The server may have missed the announcement of the newest writer's
+  // fence while it was down: told now, before a page is copied, so that a
+  // writer fenced off elsewhere gets nothing onto it either (its write
+  // would be taken here, and the copy then called current).
+  {
+    const std::string& address = record_.servers[server];
+    Barrier fenced(*bus_);
+    bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, fence_->load()); },
+               fenced.arm(address));
+    if (Status s = fenced.wait(); !s) return fail(s.with_context(fmt::format("{}: resync: fence", record_.name)));
+  }
   if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
 
   int64_t extent = 0;
   for (int64_t first = 0;; first += kResyncBatch) {
     if (Status s = hold_write_lock(); !s) return fail(s);
-    if (state_of(server) != CopyState::kResyncing) {
-      // A writer could not reach it meanwhile and left it behind again.
-      return fail(Status::stale(record_.name, fmt::format("resync of {}: it was left behind again", server_name)));
+    if (state_of(server) != CopyState::kResyncing || replica_version_.load() != resyncing_version) {
+      // A writer could not reach it meanwhile and left it behind again, or
+      // the copies' states changed otherwise: run it again.
+      return fail(Status::stale(record_.name, fmt::format("resync of {}: it was left behind again, or the copies' "
+                                                          "states changed meanwhile; resync it again",
+                                                          server_name)));
     }
     auto reach = current_extent();
     if (!reach) return fail(reach.status());

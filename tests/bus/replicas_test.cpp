@@ -11,7 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "bus/bus_client.h"
+#include "bus/bus_config.h"
 #include "bus/placement.h"
+#include "bus/remote_page_io.h"
 #include "pagefile/pagefile.h"
 #include "store/local_pagefile.h"
 #include "tests/support/cluster.h"
@@ -362,6 +365,129 @@ TEST_CASE("resync: a server back from the dead gets what it missed, while a writ
   }
   CHECK(wrong == 0);
   cluster.start_again(1);
+}
+
+namespace {
+
+// A resync of server `server` of `name` with its own bus client, running
+// `between` once, between two batches, after it has passed `after` pages.
+Result<net::RemotePageIo::ResyncReport> resync_with(PagefiledCluster& cluster, const std::string& name,
+                                                    size_t server, int64_t after, const std::function<void()>& between) {
+  auto config = net::resolve_bus(cluster.bus());
+  REQUIRE_OK(config);
+  auto bus = net::BusClient::start(*config);
+  REQUIRE_OK(bus);
+  auto io = net::RemotePageIo::open(std::shared_ptr<net::BusClient>(std::move(*bus)), name,
+                                    {.location = Location::kRemote});
+  REQUIRE_OK(io);
+  bool ran = false;
+  // (A copy: `between` may start the server again, a new ServerProcess.)
+  const std::string address = cluster.server(server).address();
+  return (*io)->resync(address, [&](int64_t done, int64_t) {
+    if (ran || done < after || !between) return;
+    ran = true;
+    between();
+  });
+}
+
+// Page 301 of a replicas=2 file over three servers (stripe placement) has
+// its copies on servers 1 and 2: read with server 1 killed, it is server
+// 2's copy that answers.
+constexpr int64_t kOnOneAndTwo = 301;
+
+// Page `page` of `name` written with `seed` by a new client of `cluster`
+// under the write lock, and synced.
+void locked_write(PagefiledCluster& cluster, const std::string& name, int64_t page, uint64_t seed) {
+  auto writer = cluster.client();
+  auto fd = writer->open(name, {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  REQUIRE_OK(writer->lock(*fd, LockMode::kExclusive, LockWait::kBlock));
+  REQUIRE_OK(writer->write(*fd, page, page_pattern(kPageSize, page, seed)));
+  REQUIRE_OK(writer->sync(*fd));
+  REQUIRE_OK(writer->unlock(*fd));
+}
+
+// Whether server 2's copy of page kOnOneAndTwo of `name` holds `seed`'s
+// pattern: read with server 1 killed (started again after).
+bool server_two_holds(PagefiledCluster& cluster, const std::string& name, uint64_t seed) {
+  cluster.server(1).kill();
+  auto reader = cluster.client();
+  auto fd = reader->open(name, {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  std::vector<std::byte> buf(kPageSize);
+  REQUIRE_OK(reader->read(*fd, kOnOneAndTwo, buf));
+  cluster.start_again(1);
+  return buf == page_pattern(kPageSize, kOnOneAndTwo, seed);
+}
+
+}  // namespace
+
+TEST_CASE("resync: a copy left behind again while a resync ran is not made current by it, even once another "
+          "resync has begun") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 1500;
+  auto client = cluster.client();
+  const Fd fd = replicated_file(*client, "x", kPages, 1);
+  cluster.server(2).kill();
+  write_all(*client, fd, kPages, 2);  // server 2's copies all stale
+  REQUIRE_OK(client->sync(fd));
+  cluster.start_again(2);
+
+  // Resync A, past the page: server 2 misses a write of it (left behind
+  // again), and resync B takes it up and waits after its first batch.
+  std::atomic<int> stage{0};  // 1: B's first batch done; 2: A has ended
+  std::thread b;
+  Status b_result;
+  auto a_result = resync_with(cluster, "x", 2, 512, [&] {
+    cluster.server(2).kill();
+    locked_write(cluster, "x", kOnOneAndTwo, 9);
+    cluster.start_again(2);
+    b = std::thread([&] {
+      b_result = resync_with(cluster, "x", 2, 0, [&] {
+                   stage = 1;
+                   for (int i = 0; i < 600 && stage.load() != 2; ++i) {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                   }
+                 }).status();
+    });
+    for (int i = 0; i < 600 && stage.load() != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  stage = 2;
+  b.join();
+  // A ends refused; B, which began after the write, brings server 2 up to date.
+  CHECK_CODE(a_result.status(), Code::kStale);
+  CHECK_OK(b_result);
+  Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "x", "--bus", cluster.bus()});
+  CHECK(stat.out.find("DEGRADED") == std::string::npos);
+  CHECK(server_two_holds(cluster, "x", 9));
+}
+
+TEST_CASE("resync: a writer fenced off while the copy was stale gets nothing onto it during the resync") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 1000;
+  // The writer to be fenced off: it held the write lock once (its token).
+  auto old_writer = cluster.client();
+  const Fd old_fd = replicated_file(*old_writer, "z", kPages, 1);
+  REQUIRE_OK(old_writer->lock(old_fd, LockMode::kExclusive, LockWait::kBlock));
+  REQUIRE_OK(old_writer->write(old_fd, 0, page_pattern(kPageSize, 0, 1)));
+  REQUIRE_OK(old_writer->sync(old_fd));
+  REQUIRE_OK(old_writer->unlock(old_fd));
+  // A new writer takes the lock while server 2 is down: server 2 misses its
+  // fence's announcement, and its copies are left behind.
+  cluster.server(2).kill();
+  locked_write(cluster, "z", 1, 1);
+  cluster.start_again(2);
+  Outcome degraded = pagefile_admin(cluster.dir().path(), {"stat", "z", "--bus", cluster.bus()});
+  REQUIRE(degraded.out.find("DEGRADED") != std::string::npos);
+  // Past the page, the old writer writes it under its old token: refused
+  // by server 1, which knows the new fence; server 2 must refuse it too.
+  Status late;
+  auto result = resync_with(cluster, "z", 2, 512, [&] {
+    late = old_writer->write(old_fd, kOnOneAndTwo, page_pattern(kPageSize, kOnOneAndTwo, 7));
+  });
+  CHECK_CODE(late, Code::kStale);
+  CHECK_OK(result.status());
+  CHECK(server_two_holds(cluster, "z", 1));
 }
 
 TEST_CASE("resync: only what changed is copied; a server still down is said so, and --wait waits for it") {
