@@ -336,6 +336,14 @@ Status RemotePageIo::announce_fence(uint64_t token) {
   return settle(barrier.failures());
 }
 
+Status RemotePageIo::tell_fence(uint32_t server, uint64_t token) {
+  const std::string& address = record_.servers[server];
+  Barrier barrier(*bus_);
+  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, token); },
+             barrier.arm(address));
+  return barrier.wait();
+}
+
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
   // Every copy that is not stale at once; done when the last answers: OK
   // when all took it, or when those that missed it could be left behind.

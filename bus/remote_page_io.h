@@ -218,6 +218,9 @@ class RemotePageIo final : public PageIo {
   // Tells every server of the file that `token` is now the one to beat;
   // returns when all have answered.
   Status announce_fence(uint64_t token);
+  // Tells server `server` alone that `token` is the one to beat (resync:
+  // a server back from the dead may have missed the announcement).
+  Status tell_fence(uint32_t server, uint64_t token);
   // The share of a read or write of `page`, with what the server's pool
   // needs: the policy and where the file's pages are.
   void set_page_share(wire::Share::Builder share, uint32_t server) const;

@@ -106,12 +106,8 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
   // fence while it was down: told now, before a page is copied, so that a
   // writer fenced off elsewhere gets nothing onto it either (its write
   // would be taken here, and the copy then called current).
-  {
-    const std::string& address = record_.servers[server];
-    Barrier fenced(*bus_);
-    bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, fence_->load()); },
-               fenced.arm(address));
-    if (Status s = fenced.wait(); !s) return fail(s.with_context(fmt::format("{}: resync: fence", record_.name)));
+  if (Status s = tell_fence(server, fence_->load()); !s) {
+    return fail(s.with_context(fmt::format("{}: resync: fence", record_.name)));
   }
   if (Status s = set_lock_level_locked(LockLevel::kNone); !s) return fail(s);
 
