@@ -1,6 +1,9 @@
 #include "tests/support/temp_dir.h"
 
+#include <linux/magic.h>
 #include <stdlib.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <system_error>
 
@@ -18,6 +21,13 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+bool scratch_in_memory() {
+  constexpr const char* kShm = "/dev/shm";
+  struct statfs fs {};
+  if (::statfs(kShm, &fs) != 0 || fs.f_type != TMPFS_MAGIC || ::access(kShm, W_OK) != 0) return false;
+  return ::setenv("TMPDIR", kShm, 1) == 0;
 }
 
 std::vector<std::byte> page_pattern(uint32_t page_size, int64_t page, uint64_t seed) {

@@ -29,6 +29,15 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Makes the TempDirs made afterwards (TMPDIR) live on /dev/shm when it is a
+// writable tmpfs; returns whether it did. For a test whose subject is not
+// the disk (its faults are injected: store/disk_faults.h) but that syncs
+// thousands of times: on a disk shared with the other suites and the
+// builds each fdatasync can wait tens of milliseconds, and such a test
+// then spends its time waiting for the disk, not testing. The syncs are
+// still made; only their wait goes.
+bool scratch_in_memory();
+
 // A page whose every byte depends on (seed, page), so a page read back from
 // the wrong place or of the wrong version is seen.
 std::vector<std::byte> page_pattern(uint32_t page_size, int64_t page, uint64_t seed = 1);
