@@ -482,6 +482,8 @@ class LocalPagefile {
   Mutex maps_mu_;
   std::map<int64_t, std::byte*> maps_ GUARDED_BY(maps_mu_);  // by group
   bool cannot_map_ GUARDED_BY(maps_mu_) = false;
+  // Where the last reservation ahead of appends ended (mapped_block).
+  off_t reserved_to_ GUARDED_BY(maps_mu_) = 0;
   // The span_gen_ and page size the maps were last checked at: a block
   // mapped at another page size lies elsewhere.
   uint64_t maps_gen_ GUARDED_BY(maps_mu_) = UINT64_MAX;

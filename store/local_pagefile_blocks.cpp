@@ -44,6 +44,8 @@ constexpr size_t kMaxMappedBlocksPerProcess = 16384;
 // committing small transactions in rollback mode took 13% longer in one
 // run when every entry was stored (bench/README.md, checksums.sh).
 constexpr uint32_t kEntryWritesBeforeMapping = 32;
+// Bytes of pages reserved at most with a block appended (mapped_block).
+constexpr off_t kMaxAppendReservation = off_t{1} << 20;
 std::atomic<size_t> g_mapped_blocks{0};
 
 // Entries stored into a mapped checksum block (LocalPagefile::write_entries).
@@ -153,6 +155,19 @@ Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
   auto give_back = [] { g_mapped_blocks.fetch_sub(1); };
   off_t at = block_offset(group);
   auto size = static_cast<size_t>(sum_block_bytes_);
+  // A block past the pages this object knows of heads a group being
+  // appended: it is reserved with the group's pages, in one piece (beyond
+  // the file's end, which they do not move), so that the file system lays
+  // them out after it. The block alone is allocated at once, and the pages,
+  // allocated when they are written back, land elsewhere: 2000 pages
+  // appended by one transaction made 16 extents instead of 3, and took
+  // 90.2 ms against 88.3 with this (20 runs each, in turn). (Not the first
+  // group's: a small file would reserve a group. A failure is no error: the
+  // block's own reservation, next, says whether there is room.)
+  if (const int64_t known = end_pages_.load(); group > 0 && group * kGroupPages >= known && at >= reserved_to_) {
+    const off_t want = std::min(group_bytes(), sum_block_bytes_ + kMaxAppendReservation);
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, at, want) == 0) reserved_to_ = at + want;
+  }
   // Allocated first: a store into a hole of a full disk would fault. (This
   // extends the file over the block, as a pwrite of an entry in it would.)
   if (::fallocate(fd_, 0, at, sum_block_bytes_) != 0) {
@@ -189,6 +204,7 @@ Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
 }
 
 void LocalPagefile::unmap_from(off_t end) {
+  reserved_to_ = std::min(reserved_to_, end);  // (a truncate let the reservation go)
   for (auto it = maps_.begin(); it != maps_.end();) {
     if (block_offset(it->first) + sum_block_bytes_ > end) {
       ::munmap(it->second, static_cast<size_t>(sum_block_bytes_));
