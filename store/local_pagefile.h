@@ -577,6 +577,9 @@ class LocalPagefile {
   // first write here, where reserve_first_; kNoSpace when the file system
   // has no room for the page.
   Status reserve(int64_t page);
+  // Bytes of pages reserved at most in one call (reserve, and mapped_block
+  // with an appended group's block).
+  static constexpr off_t kMaxReservationBytes = off_t{1} << 20;
   // Raises end_pages_ to `pages` (never lowers it).
   void raise_end(int64_t pages);
 

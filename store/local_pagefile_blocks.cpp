@@ -44,8 +44,6 @@ constexpr size_t kMaxMappedBlocksPerProcess = 16384;
 // committing small transactions in rollback mode took 13% longer in one
 // run when every entry was stored (bench/README.md, checksums.sh).
 constexpr uint32_t kEntryWritesBeforeMapping = 32;
-// Bytes of pages reserved at most with a block appended (mapped_block).
-constexpr off_t kMaxAppendReservation = off_t{1} << 20;
 std::atomic<size_t> g_mapped_blocks{0};
 
 // Entries stored into a mapped checksum block (LocalPagefile::write_entries).
@@ -165,7 +163,7 @@ Result<std::byte*> LocalPagefile::mapped_block(int64_t group) {
   // group's: a small file would reserve a group. A failure is no error: the
   // block's own reservation, next, says whether there is room.)
   if (const int64_t known = end_pages_.load(); group > 0 && group * kGroupPages >= known && at >= reserved_to_) {
-    const off_t want = std::min(group_bytes(), sum_block_bytes_ + kMaxAppendReservation);
+    const off_t want = std::min(group_bytes(), sum_block_bytes_ + kMaxReservationBytes);
     if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, at, want) == 0) reserved_to_ = at + want;
   }
   // Allocated first: a store into a hole of a full disk would fault. (This

@@ -29,8 +29,6 @@ namespace {
 // 2 MiB); a page beyond it is reserved before every write.
 constexpr size_t kMaxRememberedReservations = size_t{1} << 24;
 
-// Bytes reserved at most in one call (LocalPagefile::reserve).
-constexpr off_t kMaxReservationBytes = off_t{1} << 20;
 
 // (The context is formatted only for an error: this runs once per page.)
 Status page_context(int64_t page, Status s) { return s ? s : s.with_context(fmt::format("page {}", page)); }

@@ -37,19 +37,17 @@ constexpr const char* kWork =
     "DELETE FROM t WHERE i % 7 = 0;"
     "COMMIT;";
 
+// Every scratch directory in memory when it can be, the local Pagefiles'
+// and the embedded store's home alike (both are made after main starts):
+// the test makes about 40 000 fsyncs and fdatasyncs, 33 s on this
+// machine's disk when it is quiet but more than 1800 s beside the other
+// suites and the builds in CI.
+const bool kScratchInMemory = pagefile::test::scratch_in_memory();
+
 // Where the local Pagefiles go: files at their paths, so not the test's
-// working directory, which thousands of them would fill. In memory when
-// it can be, with the embedded store's home: the test makes about 40 000
-// fsyncs and fdatasyncs, 33 s on this machine's disk when it is quiet but
-// more than 1800 s beside the other suites and the builds in CI.
+// working directory, which thousands of them would fill.
 const TempDir& local_dir() {
-  static const TempDir& dir = []() -> const TempDir& {
-    bool in_memory = pagefile::test::scratch_in_memory();
-    static TempDir made;
-    std::string where = made.path().parent_path().string() + (in_memory ? " (tmpfs)" : "");
-    MESSAGE("scratch files in ", where);
-    return made;
-  }();
+  static TempDir dir;
   return dir;
 }
 
@@ -81,7 +79,6 @@ struct Case {
 // `sticky`: the fault stays from the Nth operation on (a disk gone bad),
 // for the servers, which take a failed direct write again the usual way.
 void run_ioerr(const std::string& params, const Case& c, bool sticky) {
-  local_dir();  // (first: it chooses where the store's home goes too)
   store();
   static int serial = 0;
   bool local = params.find("location=local") != std::string::npos;
@@ -161,6 +158,8 @@ const Case kCases[] = {
 }  // namespace
 
 TEST_CASE("ioerr: local Pagefiles") {
+  std::string where = local_dir().path().parent_path().string() + (kScratchInMemory ? " (tmpfs)" : "");
+  MESSAGE("scratch files in ", where);
   for (const Case& c : kCases) {
     CAPTURE(c.name);
     run_ioerr("&location=local", c, /*sticky=*/false);
@@ -175,7 +174,6 @@ TEST_CASE("ioerr: the embedded servers") {
 }
 
 TEST_CASE("a short write is no failure: the rest is written and the transaction commits") {
-  local_dir();
   store();
   std::string name = (local_dir() / fmt::format("short-{}.db", ::getpid())).string();
   std::string uri = "file:" + name + "?vfs=pagefile&location=local";
