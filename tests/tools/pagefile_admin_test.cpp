@@ -1,6 +1,7 @@
 // The admin CLI `pagefile` against two real pagefiled processes: an SQLite
 // database imported and exported byte for byte, and every subcommand with
 // its errors.
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -270,6 +271,40 @@ TEST_CASE("pagefile import refuses what is not a regular file and leaves no reco
   REQUIRE(::stat((dir / "back.bin").c_str(), &st) == 0);
   CHECK(st.st_size == 5 * 8192);
   CHECK(st.st_blocks * 512 < st.st_size);  // the three pages of zeros take no blocks
+
+  // 64 MiB, mostly a hole, and a page of zeros written as data: the import
+  // sends the two pages of text alone, the servers hold about that, and the
+  // file reads back whole.
+  {
+    const off_t size = off_t{64} << 20;
+    const int fd = ::open((dir / "holes.bin").c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    REQUIRE(fd >= 0);
+    const std::string text(8192, 'y');
+    const std::string zeros(8192, '\0');
+    CHECK(::pwrite(fd, text.data(), text.size(), 8192 * 5) == 8192);
+    CHECK(::pwrite(fd, zeros.data(), zeros.size(), 8192 * 6) == 8192);
+    CHECK(::pwrite(fd, text.data(), text.size(), size - 8192) == 8192);
+    ::close(fd);
+  }
+  auto server_bytes = [&] {
+    int64_t bytes = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+      struct stat f {};
+      const std::string top = std::filesystem::relative(e.path(), dir.path()).begin()->string();
+      if ((top == "a" || top == "b") && e.is_regular_file() && ::stat(e.path().c_str(), &f) == 0) {
+        bytes += f.st_blocks * 512;
+      }
+    }
+    return bytes;
+  };
+  const int64_t before = server_bytes();
+  Outcome holes = admin(dir, {"import", "holes.bin", "holes", "--bus", bus, "--page-size", "8192"});
+  INFO(holes.err);
+  REQUIRE(holes.exit_status == 0);
+  CHECK(holes.out.find("8192 pages of 8192 B, 8190 of them zeros, not sent") != std::string::npos);
+  CHECK(server_bytes() - before < 2 * 1024 * 1024);
+  REQUIRE(admin(dir, {"export", "holes", "holes-back.bin", "--bus", bus}).exit_status == 0);
+  CHECK(read_file(dir / "holes-back.bin") == read_file(dir / "holes.bin"));
 
   // A file far larger than the disk (its size set, its pages never
   // written): export refuses before it writes a byte.
