@@ -1,7 +1,6 @@
 #include "bus/bus_client.h"
 
 #include <future>
-#include <random>
 #include <thread>
 
 #include <boost/asio/post.hpp>
@@ -10,6 +9,7 @@
 
 #include "bus/bus_client_impl.h"
 #include "bus/bus_faults.h"
+#include "core/random_id.h"
 #include "wire/wire_convert.h"
 
 namespace pagefile::net {
@@ -424,9 +424,7 @@ Result<ReplyPtr> BusClient::Impl::checked(const std::string& server, Frame answe
 
 Result<std::unique_ptr<BusClient>> BusClient::start(const BusConfig& config, const BusOptions& options) {
   if (config.servers.empty()) return Status::invalid_argument("bus", "names no servers");
-  std::random_device random;
-  uint64_t owner = (static_cast<uint64_t>(random()) << 32) ^ random() ^
-                   static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  uint64_t owner = random_id() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   if (owner == 0) owner = 1;
   auto impl = std::make_shared<Impl>(config, options, owner);
   if (Status s = impl->start(); !s) {

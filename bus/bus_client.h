@@ -42,6 +42,7 @@
 #include <capnp/serialize.h>
 
 #include "bus/bus_config.h"
+#include "core/file_record.h"
 #include "wire/frame.h"
 #include "server/page_server.h"
 #include "wire/pagefile.capnp.h"
@@ -171,6 +172,13 @@ class BusClient {
   bool lease_lost(uint64_t owner);
   // The lease length the catalog reported; renewals come every third of it.
   void note_lease(std::chrono::milliseconds lease);
+
+  // Fills in the directory ids of `record`'s servers that its catalog did
+  // not know (FileRecord::directories): each such server joins the
+  // record's cluster and says which directory it is, and the catalog
+  // records that (or says which it had recorded meanwhile). One that
+  // cannot be reached stays 0: its requests are not checked.
+  void learn_directories(FileRecord& record);
 
   // Sets request_timeout_ms for requests sent from now on. REQUIRES: ms > 0.
   void set_request_timeout(int ms);

@@ -17,10 +17,11 @@ namespace pagefile::net {
 
 namespace {
 
-// The share of `record`, for a request made under fencing token `fence`
-// (0: none, as a drop carries).
-void set_share(wire::Share::Builder share, const FileRecord& record, uint64_t fence = 0) {
+// The share of `record` on `server` (its index in the record), for a
+// request made under fencing token `fence` (0: none, as a drop carries).
+void set_share(wire::Share::Builder share, const FileRecord& record, size_t server, uint64_t fence = 0) {
   share.setCluster(record.cluster);
+  share.setDirectory(directory_of(record, server));
   share.setFileId(record.id);
   share.setPageSize(record.page_size);
   share.setFence(fence);
@@ -69,6 +70,7 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   auto checked = from_wire((*reply)->root().getFile());
   if (!checked) return checked.status();
   FileRecord record = std::move(*checked);
+  bus->learn_directories(record);
   // The servers' pools run the policy this descriptor runs: the one given at
   // open, else the one the file was created with.
   std::string policy(policy_name(options.policy.value_or(record.policy)));
@@ -92,13 +94,15 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
   record.page_size = removed.getPageSize();
   record.cluster = removed.getCluster();
   for (auto address : removed.getServers()) record.servers.emplace_back(address);
+  for (uint64_t directory : removed.getDirectories()) record.directories.push_back(directory);
   // A server that is down keeps its share until it is cleaned by hand: say
   // so, unless the file kept copies: then service goes on while servers are
   // down, and a share whose file id is gone is only space (ids are never
   // given again).
   Barrier barrier(bus);
-  for (const auto& server : record.servers) {
-    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record); }, barrier.arm(server));
+  for (size_t i = 0; i < record.servers.size(); ++i) {
+    const std::string& server = record.servers[i];
+    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record, i); }, barrier.arm(server));
   }
   Status s = barrier.wait();
   auto failures = barrier.failures();
@@ -129,7 +133,7 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
 void RemotePageIo::set_page_share(wire::Share::Builder share, uint32_t server) const {
-  set_share(share, record_, fence_->load());
+  set_share(share, record_, server, fence_->load());
   share.setPolicy(policy_);
   share.setSectorChecksums(sector_checksums_);
   // A server reading ahead for global-sequential keeps to its own pages,
@@ -294,7 +298,7 @@ std::optional<Result<PageRead>> RemotePageIo::read_direct(int64_t page, std::spa
   // (Nothing to check: the server in this process checked these very
   // bytes, PageServer::read_direct.)
   uint32_t server = replicas() > 1 ? read_order(page).index[0] : static_cast<uint32_t>(placement_.server_for(page));
-  std::optional<Status> done = bus_->read_direct(record_.servers[server], share_ref(), page, out);
+  std::optional<Status> done = bus_->read_direct(record_.servers[server], share_ref(server), page, out);
   // A failure goes the usual way, which reports it (and may try again).
   if (!done || !*done) return std::nullopt;
   return finish_read(page, out);
@@ -324,13 +328,10 @@ void RemotePageIo::note_written(int64_t page, size_t server) {
 
 Status RemotePageIo::announce_fence(uint64_t token) {
   Barrier barrier(*bus_);
-  for (const auto& server : record_.servers) {
-    bus_->call(
-        server,
-        [&](wire::Request::Builder r) {
-          set_share(r.initFence(), record_, token);
-        },
-        barrier.arm(server));
+  for (size_t i = 0; i < record_.servers.size(); ++i) {
+    const std::string& server = record_.servers[i];
+    bus_->call(server, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, i, token); },
+               barrier.arm(server));
   }
   (void)barrier.wait();
   return settle(barrier.failures());
@@ -339,7 +340,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
 Status RemotePageIo::tell_fence(uint32_t server, uint64_t token) {
   const std::string& address = record_.servers[server];
   Barrier barrier(*bus_);
-  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, token); },
+  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, server, token); },
              barrier.arm(address));
   return barrier.wait();
 }
@@ -407,7 +408,7 @@ std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const s
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   for (uint32_t server : placement_.replicas_for(page)) {
     if (state_of(server) == CopyState::kStale) continue;
-    std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(), page, data, checksum);
+    std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(server), page, data, checksum);
     // A failure goes the usual way, which reports it (writing a page twice,
     // or a copy of it again, is harmless).
     if (!done || !*done) return std::nullopt;
@@ -465,7 +466,7 @@ Status RemotePageIo::sync() {
   Barrier barrier(*bus_);
   for (size_t server : dirty) {
     bus_->call(record_.servers[server],
-               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, fence_->load()); },
+               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, server, fence_->load()); },
                barrier.arm(record_.servers[server]));
   }
   (void)barrier.wait();
@@ -483,11 +484,12 @@ Status RemotePageIo::truncate(int64_t pages) {
   if (read_only_) return Status::read_only(record_.name, "truncate: file was opened read-only");
   MutexLock lock(meta_mu_);
   Barrier barrier(*bus_);
-  for (const auto& server : record_.servers) {
+  for (size_t i = 0; i < record_.servers.size(); ++i) {
+    const std::string& server = record_.servers[i];
     bus_->call(server,
                [&](wire::Request::Builder r) {
                  auto t = r.initTruncate();
-                 set_share(t.initShare(), record_, fence_->load());
+                 set_share(t.initShare(), record_, i, fence_->load());
                  t.setPages(pages);
                },
                barrier.arm(server));

@@ -212,8 +212,10 @@ class RemotePageIo final : public PageIo {
   Status check_received(int64_t page, std::span<const std::byte> bytes, uint64_t checksum,
                         const std::string& server) const;
   // This file as page work by plain call names it (BusClient::read_direct).
-  ShareRef share_ref() const {
-    return {record_.id, record_.page_size, policy_, fence_->load(), record_.cluster, sector_checksums_};
+  // on server `server` (its index in the record).
+  ShareRef share_ref(uint32_t server) const {
+    return {record_.id,       record_.page_size,  policy_, fence_->load(), record_.cluster,
+            sector_checksums_, directory_of(record_, server)};
   }
   // Tells every server of the file that `token` is now the one to beat;
   // returns when all have answered.

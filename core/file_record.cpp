@@ -59,6 +59,10 @@ Status check_file_record(const FileRecord& r) {
     return Status::invalid_argument(r.name, fmt::format("{} placement keys for {} servers", r.placement_keys.size(),
                                                         r.servers.size()));
   }
+  if (!r.directories.empty() && r.directories.size() != r.servers.size()) {
+    return Status::invalid_argument(r.name, fmt::format("{} directories for {} servers", r.directories.size(),
+                                                        r.servers.size()));
+  }
   if (copies_not_current(r) >= r.replicas) {
     return Status::invalid_argument(
         r.name, fmt::format("{} servers' copies are not current, of {} copies: some pages would have none",

@@ -46,6 +46,13 @@ struct FileRecord {
   // id, never reused by a catalog, it names this file and no other, even
   // after every server started again on empty directories. 0: not known.
   uint64_t cluster = 0;
+  // The directory id of each of `servers`, as the catalog knows it at that
+  // address (doc/architecture.md, "Server directories"); 0 or missing: not
+  // known yet. Not stored with the record: the catalog adds them as it
+  // sends it, and a client sends each with its page requests, so that a
+  // server whose directory is not the one that held its pages refuses
+  // them rather than answer zeros.
+  std::vector<uint64_t> directories;
 
   friend bool operator==(const FileRecord&, const FileRecord&) = default;
 };
@@ -56,6 +63,11 @@ enum class CopyState : uint8_t {
   kStale = 1,
   kResyncing = 2,
 };
+
+// The directory id the catalog knows for record.servers[index]; 0: none.
+inline uint64_t directory_of(const FileRecord& record, size_t index) {
+  return index < record.directories.size() ? record.directories[index] : 0;
+}
 
 // The state of `server`'s copies in `record`.
 CopyState copy_state(const FileRecord& record, std::string_view server);

@@ -42,6 +42,10 @@ PeerRole role_needed(wire::Request::Reader request) {
     case wire::Request::SET_SIZE:
     case wire::Request::FENCE:
     case wire::Request::SET_COPY_STATE:
+    // A server joining a cluster, and the catalog recording its directory:
+    // what a writer's first open of a file does.
+    case wire::Request::JOIN:
+    case wire::Request::RECORD_DIRECTORY:
       return PeerRole::kWriter;
     case wire::Request::UNLINK:
       // SQLite deleting a journal or WAL under its database's write lock

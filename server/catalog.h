@@ -67,6 +67,13 @@ class Catalog {
   virtual Result<std::vector<FileRecord>> replace_server(const std::string& old_server,
                                                          const std::string& new_server) = 0;
 
+  // Server directories (doc/architecture.md, "Server directories"): the
+  // directory id recorded at `address`, 0 when none is.
+  virtual Result<uint64_t> directory_at(const std::string& address) = 0;
+  // Records `directory` at `address` when none is recorded there (the
+  // first to record one wins, for good), and returns the one recorded.
+  virtual Result<uint64_t> record_directory(const std::string& address, uint64_t directory) = 0;
+
   // Moves `owner`'s lock on file `id` to `level` (server/lock_rules.h),
   // renewing its lease. kNotFound for a file not in the catalog.
   virtual Result<LockGrant> lock(uint64_t id, uint64_t owner, LockLevel level) = 0;

@@ -21,6 +21,7 @@ bool is_catalog_request(wire::Request::Reader request) {
     case wire::Request::LOCKS:
     case wire::Request::SET_COPY_STATE:
     case wire::Request::REPLACE_SERVER:
+    case wire::Request::RECORD_DIRECTORY:
       return true;
     default:
       return false;
@@ -56,7 +57,8 @@ Frame CatalogService::respond(wire::Request::Reader request) {
   Status s = answer(request, response);
   if (!s) {
     to_wire(s, response.initError());
-  } else if (!response.isFile() && !response.isFiles() && !response.isLockState() && !response.isLocks()) {
+  } else if (!response.isFile() && !response.isFiles() && !response.isLockState() && !response.isLocks() &&
+             !response.isDirectory()) {
     response.setOk();
   }
   return to_frame(message);
@@ -64,7 +66,22 @@ Frame CatalogService::respond(wire::Request::Reader request) {
 
 void CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Builder out) {
   record.cluster = catalog_->cluster_id();
+  record.directories.clear();
+  for (const std::string& server : record.servers) record.directories.push_back(directory_at(server));
   to_wire(record, out);
+}
+
+uint64_t CatalogService::directory_at(const std::string& address) {
+  // (A directory once recorded is recorded for good: kept here, it is
+  // never out of date. One not recorded yet is asked for each time, since
+  // another front of a shared catalog may record it.)
+  if (auto it = directories_.find(address); it != directories_.end()) return it->second;
+  auto known = catalog_->directory_at(address);
+  // Unknown when the catalog cannot say: the client then asks the server
+  // and records what it says, which the catalog answers with what it has.
+  if (!known || *known == 0) return 0;
+  directories_.emplace(address, *known);
+  return *known;
 }
 
 Status CatalogService::records_to_wire(const Result<std::vector<FileRecord>>& records,
@@ -116,6 +133,7 @@ Status CatalogService::answer_without_catalog(wire::Request::Reader request, wir
     case wire::Request::UNLINK:
     case wire::Request::SET_COPY_STATE:
     case wire::Request::REPLACE_SERVER:
+    case wire::Request::RECORD_DIRECTORY:
     case wire::Request::LOCK:
     case wire::Request::RENEW_LEASE:
       return Status::not_found("catalog", "this server holds none (no file was ever created through it): the "
@@ -162,6 +180,7 @@ Status CatalogService::open_existing() {
 void CatalogService::close() {
   MutexLock lock(mu_);
   catalog_.reset();
+  directories_.clear();
   closed_ = true;
 }
 
@@ -213,6 +232,17 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
     case wire::Request::REPLACE_SERVER: {
       auto req = request.getReplaceServer();
       return records_to_wire(catalog_->replace_server(req.getOld(), req.getNew()), response);
+    }
+    case wire::Request::RECORD_DIRECTORY: {
+      auto req = request.getRecordDirectory();
+      if (req.getDirectory() == 0 || req.getAddress().size() == 0) {
+        return Status::invalid_argument("recordDirectory", "needs an address and a directory id other than 0");
+      }
+      auto recorded = catalog_->record_directory(req.getAddress(), req.getDirectory());
+      if (!recorded) return recorded.status();
+      directories_.emplace(std::string(req.getAddress()), *recorded);
+      response.setDirectory(*recorded);
+      return Status::ok();
     }
     case wire::Request::LOCK: return set_lock(request.getLock(), response);
     case wire::Request::RENEW_LEASE: return catalog_->renew(request.getRenewLease());

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,8 +75,12 @@ class CatalogService {
   Status answer_without_catalog(wire::Request::Reader request, wire::Response::Builder response) REQUIRES(mu_);
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
-  // A record as the catalog sends it: with the cluster id.
+  // A record as the catalog sends it: with the cluster id and its servers'
+  // directories.
   void record_to_wire(FileRecord record, wire::FileRecord::Builder out) REQUIRES(mu_);
+  // The directory recorded at `address`; 0 when none is (or the catalog
+  // cannot say now).
+  uint64_t directory_at(const std::string& address) REQUIRES(mu_);
   Status records_to_wire(const Result<std::vector<FileRecord>>& records, wire::Response::Builder response)
       REQUIRES(mu_);
 
@@ -88,6 +93,7 @@ class CatalogService {
   mutable Mutex mu_;
   std::unique_ptr<Catalog> catalog_ GUARDED_BY(mu_);  // opened on first use
   bool closed_ GUARDED_BY(mu_) = false;
+  std::map<std::string, uint64_t> directories_ GUARDED_BY(mu_);  // recorded ones, by address
 };
 
 }  // namespace pagefile::net

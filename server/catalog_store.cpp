@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <random>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/file_record.h"
 #include "core/os_error.h"
+#include "core/random_id.h"
 #include "core/page_bounds.h"
 
 namespace pagefile::net {
@@ -22,9 +22,9 @@ namespace {
 // another program's SQLite database is told apart from an empty one: "PGFC".
 constexpr int32_t kApplicationId = 0x50474643;
 // The schema this build reads and writes (PRAGMA user_version).
-// Version 2 added policy_name, version 3 replicas; an older catalog is
-// brought up to date when opened.
-constexpr int32_t kSchemaVersion = 3;
+// Version 2 added policy_name, version 3 replicas, version 4 servers; an
+// older catalog is brought up to date when opened.
+constexpr int32_t kSchemaVersion = 4;
 // Another process (an operator's sqlite3 shell) may hold the database for a
 // moment; waiting this long beats failing a client's open.
 constexpr int kBusyTimeoutMs = 2000;
@@ -53,6 +53,8 @@ CREATE TABLE files(
 -- the first is removed.
 CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
 INSERT INTO meta(key, value) VALUES ('next_id', 1);
+-- The directory id of the server at each address (server/catalog.h).
+CREATE TABLE servers(address TEXT PRIMARY KEY NOT NULL, directory INTEGER NOT NULL);
 )sql";
 
 constexpr const char* kColumns =
@@ -75,6 +77,13 @@ ALTER TABLE files ADD COLUMN resyncing TEXT NOT NULL DEFAULT '';
 ALTER TABLE files ADD COLUMN replica_version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE files ADD COLUMN placement_keys TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 3;
+)sql";
+
+// Version 3 to 4: the servers' directories, none known yet (each is
+// recorded by the first client that reaches its server).
+constexpr const char* kUpgradeFrom3 = R"sql(
+CREATE TABLE servers(address TEXT PRIMARY KEY NOT NULL, directory INTEGER NOT NULL);
+PRAGMA user_version = 4;
 )sql";
 
 // The Status for SQLite result `rc`, with the connection's own message.
@@ -361,6 +370,10 @@ Status check_catalog(sqlite3* db, std::string_view what) {
     }
     if (again->user_version == 2) {
       if (Status s = exec(db, kUpgradeFrom2, what, "upgrade schema 2 to 3"); !s) return s;
+      again->user_version = 3;
+    }
+    if (again->user_version == 3) {
+      if (Status s = exec(db, kUpgradeFrom3, what, "upgrade schema 3 to 4"); !s) return s;
     }
     if (Status s = tx.commit(what); !s) return s;
     id->user_version = kSchemaVersion;
@@ -428,10 +441,7 @@ Status CatalogStore::load_cluster_id() {
     if (cluster_id_ == 0) return Status::corruption(what, "catalog has no valid cluster_id");
     return tx.commit(what);
   }
-  std::random_device random;
-  do {
-    cluster_id_ = (static_cast<uint64_t>(random()) << 32) ^ random();
-  } while (cluster_id_ == 0);
+  cluster_id_ = random_id();
   if (Status s = set_meta("cluster_id", static_cast<int64_t>(cluster_id_)); !s) return s;
   return tx.commit(what);
 }
@@ -444,6 +454,27 @@ Result<std::optional<int64_t>> CatalogStore::meta_value(std::string_view key) {
   auto row = read->step(what, fmt::format("read {}", key));
   if (!row) return row.status();
   return *row ? std::optional<int64_t>(read->int64(0)) : std::nullopt;
+}
+
+Result<uint64_t> CatalogStore::directory_at(const std::string& address) {
+  std::string what = catalog_label(db_);
+  auto read = Statement::prepare(db_, "SELECT directory FROM servers WHERE address = ?1", what);
+  if (!read) return read.status();
+  read->bind(1, address);
+  auto row = read->step(what, fmt::format("read the directory of {}", address));
+  if (!row) return row.status();
+  return *row ? static_cast<uint64_t>(read->int64(0)) : uint64_t{0};
+}
+
+Result<uint64_t> CatalogStore::record_directory(const std::string& address, uint64_t directory) {
+  std::string what = catalog_label(db_);
+  if (directory == 0) return Status::invalid_argument(address, "directory id 0 names no directory");
+  auto write = Statement::prepare(db_, "INSERT OR IGNORE INTO servers(address, directory) VALUES (?1, ?2)", what);
+  if (!write) return write.status();
+  write->bind(1, address);
+  write->bind(2, static_cast<int64_t>(directory));
+  if (Status s = write->run(what, fmt::format("record the directory of {}", address)); !s) return s;
+  return directory_at(address);
 }
 
 Status CatalogStore::set_meta(std::string_view key, int64_t value) {

@@ -81,6 +81,10 @@ class CatalogStore {
   // copy (replicas - 1 servers not current at most), kStale for kCurrent
   // from anything but kResyncing (left behind again during a resync).
   Result<FileRecord> set_copy_state(uint64_t id, const std::string& server, CopyState state);
+  // Server directories (server/catalog.h): the directory recorded at
+  // `address` (0: none), and recording one where none is.
+  Result<uint64_t> directory_at(const std::string& address);
+  Result<uint64_t> record_directory(const std::string& address, uint64_t directory);
   // Puts `new_server` in `old_server`'s place in every file that has it:
   // its copies there stale (to be resynced), its placement keys kept (no
   // page moves). All files or none: kInvalidArgument naming the first file

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <random>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/page_bounds.h"
+#include "core/random_id.h"
 #include "server/lock_rules.h"
 
 namespace pagefile::net {
@@ -232,12 +232,33 @@ Status EtcdCatalog::load_cluster_id() {
       cluster_id_ = *id;
       return Status::ok();
     }
-    std::random_device random;
-    uint64_t id = (static_cast<uint64_t>(random()) << 32 | random()) | 1;  // never 0
+    uint64_t id = random_id();
     auto done = commit(*seen, {"cluster"}, {}, {Op{Op::kPut, "cluster", std::to_string(id)}});
     if (!done) return done.status();
   }
   return too_busy("etcd key cluster");
+}
+
+Result<uint64_t> EtcdCatalog::directory_at(const std::string& address) {
+  const std::string key = "directory/" + address;
+  auto seen = read({key});
+  if (!seen) return seen.status();
+  const Kv* kv = seen->find(key);
+  return kv != nullptr ? decimal(key, kv->value) : Result<uint64_t>(uint64_t{0});
+}
+
+Result<uint64_t> EtcdCatalog::record_directory(const std::string& address, uint64_t directory) {
+  const std::string key = "directory/" + address;
+  if (directory == 0) return Status::invalid_argument(address, "directory id 0 names no directory");
+  for (int attempt = 0; attempt < kMaxConflicts; ++attempt) {
+    auto seen = read({key});
+    if (!seen) return seen.status();
+    if (const Kv* kv = seen->find(key)) return decimal(key, kv->value);
+    auto done = commit(*seen, {key}, {}, {Op{Op::kPut, key, std::to_string(directory)}});
+    if (!done) return done.status();
+    if (*done) return directory;
+  }
+  return too_busy("etcd key " + key);
 }
 
 Result<FileRecord> EtcdCatalog::record_of(const Snapshot& seen, uint64_t id) const {

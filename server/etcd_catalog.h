@@ -17,6 +17,8 @@
 //   lock/ID/OWNER    -> the owner's level, under the owner's lease
 //   owner/OWNER      -> the owner's etcd lease, under that lease
 //   server/ADDRESS   a live page server, under the server's lease
+//   directory/ADDRESS  the directory id of the server at ADDRESS, recorded
+//                    by the first client that reached it
 // Every change is one etcd transaction that compares the mod revisions of
 // what it read (optimistic concurrency; a conflict reads again), so two
 // fronts deciding at once cannot both win. A lock's lease is an etcd lease,
@@ -61,6 +63,8 @@ class EtcdCatalog final : public Catalog {
   Result<FileRecord> remove(uint64_t token, std::string_view name) override;
   Result<FileRecord> set_copy_state(uint64_t token, uint64_t id, const std::string& server, CopyState state) override;
   Result<std::vector<FileRecord>> replace_server(const std::string& old_server, const std::string& new_server) override;
+  Result<uint64_t> directory_at(const std::string& address) override;
+  Result<uint64_t> record_directory(const std::string& address, uint64_t directory) override;
   Result<LockGrant> lock(uint64_t id, uint64_t owner, LockLevel level) override;
   Status renew(uint64_t owner) override;
   Status release_owner(uint64_t owner) override;

@@ -2,11 +2,11 @@
 
 #include <cassert>
 #include <iterator>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "core/random_id.h"
 
 namespace pagefile::net {
 
@@ -14,8 +14,7 @@ LeaseTable::LeaseTable(std::chrono::milliseconds lease, Clock clock)
     : lease_(lease), clock_(std::move(clock)) {
   assert(lease_.count() > 0);
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
-  std::random_device random;
-  base_ = (static_cast<uint64_t>(random()) << 32 | random()) | 1;  // never 0: clients use 0 for "unknown"
+  base_ = random_id();  // never 0: clients use 0 for "unknown"
 }
 
 uint64_t LeaseTable::version(uint64_t file_id) {

@@ -38,6 +38,10 @@ class LocalCatalog final : public Catalog {
   Result<std::vector<FileRecord>> replace_server(const std::string& old_server, const std::string& new_server) override {
     return store_->replace_server(old_server, new_server);
   }
+  Result<uint64_t> directory_at(const std::string& address) override { return store_->directory_at(address); }
+  Result<uint64_t> record_directory(const std::string& address, uint64_t directory) override {
+    return store_->record_directory(address, directory);
+  }
   Result<LockGrant> lock(uint64_t id, uint64_t owner, LockLevel level) override;
   Status renew(uint64_t owner) override { return leases_.renew(owner); }
   Status release_owner(uint64_t owner) override;

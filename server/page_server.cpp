@@ -21,7 +21,7 @@ namespace {
 // What page work needs of a request's share (it points into the request).
 ShareRef share_ref(wire::Share::Reader share) {
   return {share.getFileId(), share.getPageSize(), std::string_view(share.getPolicy().cStr()), share.getFence(),
-          share.getCluster(), share.getSectorChecksums()};
+          share.getCluster(), share.getSectorChecksums(), share.getDirectory()};
 }
 
 ShareLayout layout_of(wire::Share::Reader share) {
@@ -237,7 +237,7 @@ std::optional<Frame> PageServer::Impl::answer_from_pool(wire::Request::Reader re
     uint32_t count = req.getCount();
     // Anything unusual goes to the work pool, which answers it with the error.
     if (!shares_.pool_enabled() || !check_read(page_size, req.getPage(), count) ||
-        req.getShare().getCluster() != cluster_.cluster()) {
+        !cluster_.serves(req.getShare().getCluster(), req.getShare().getDirectory())) {
       return std::nullopt;
     }
     {
@@ -298,14 +298,25 @@ Frame PageServer::Impl::respond(const Frame& frame, uint32_t* error) {
 
 Status PageServer::Impl::check_cluster(wire::Request::Reader request) {
   switch (request.which()) {
-    case wire::Request::READ: return cluster_.check(request.getRead().getShare().getCluster());
-    case wire::Request::WRITE: return cluster_.check(request.getWrite().getShare().getCluster());
-    case wire::Request::SYNC: return cluster_.check(request.getSync().getCluster());
-    case wire::Request::FENCE: return cluster_.check(request.getFence().getCluster());
-    case wire::Request::TRUNCATE: return cluster_.check(request.getTruncate().getShare().getCluster());
-    case wire::Request::DROP_SHARE: return cluster_.check(request.getDropShare().getCluster());
+    case wire::Request::READ: return check_share(request.getRead().getShare());
+    case wire::Request::WRITE: return check_share(request.getWrite().getShare());
+    case wire::Request::SYNC: return check_share(request.getSync());
+    case wire::Request::FENCE: return check_share(request.getFence());
+    case wire::Request::TRUNCATE: return check_share(request.getTruncate().getShare());
+    case wire::Request::SCRUB: return check_share(request.getScrub().getShare());
+    case wire::Request::DROP_SHARE: {
+      // Removing what is not here anyway is done: a directory that lost
+      // its pages must not keep the file's removal from finishing.
+      auto share = request.getDropShare();
+      Status s = check_share(share);
+      return s.is(Code::kIOError) && cluster_.directory() != share.getDirectory() ? Status::ok() : s;
+    }
     default: return Status::ok();  // the catalog checks its own (catalog_service.cpp)
   }
+}
+
+Status PageServer::Impl::check_share(wire::Share::Reader share) {
+  return cluster_.check(share.getCluster(), share.getDirectory());
 }
 
 void PageServer::Impl::execute(wire::Request::Reader request,
@@ -353,6 +364,12 @@ void PageServer::Impl::execute(wire::Request::Reader request,
     case wire::Request::DROP_SHARE: s = shares_.drop(request.getDropShare().getFileId()); break;
     case wire::Request::STATS: fill_stats(response.initStats()); break;
     case wire::Request::METRICS: response.setMetrics(metrics_.prometheus(snapshot())); break;
+    case wire::Request::JOIN: {
+      auto joined = cluster_.join(request.getJoin());
+      if (joined) response.setDirectory(*joined);
+      s = joined.status();
+      break;
+    }
     case wire::Request::DISK_READ_LOG: {
       // The newest entries that fit a frame (16 bytes each and a word of
       // list overhead).
@@ -370,7 +387,8 @@ void PageServer::Impl::execute(wire::Request::Reader request,
   if (!s) {
     to_wire(s, response.initError());
   } else if (response.isPages() || response.isFile() || response.isFiles() || response.isStats() ||
-             response.isLockState() || response.isLocks() || response.isDiskReadLog() || response.isScrub()) {
+             response.isLockState() || response.isLocks() || response.isDiskReadLog() || response.isScrub() ||
+             response.isDirectory()) {
     // the handler filled in its answer
   } else {
     response.setOk();
@@ -462,7 +480,7 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
   if (out.size() != share.page_size || !check_read(share.page_size, page, 1)) {
     return std::nullopt;  // sent the usual way, it gets the usual error
   }
-  if (share.cluster != impl_->cluster_.cluster()) return std::nullopt;  // the usual way judges it
+  if (!impl_->cluster_.serves(share.cluster, share.directory)) return std::nullopt;  // the usual way judges it
   if (!impl_->enter_direct()) return std::nullopt;
   std::optional<Status> done;
   if (impl_->shares_.read_pooled(share, page, 1, out, {})) {
@@ -481,7 +499,8 @@ std::optional<Status> PageServer::read_direct(const ShareRef& share, int64_t pag
 
 std::optional<Status> PageServer::write_direct(const ShareRef& share, int64_t page, std::span<const std::byte> data,
                                                uint64_t checksum) {
-  if (share.cluster != impl_->cluster_.cluster() || !impl_->shares_.writes_at_once() || !impl_->enter_direct()) {
+  if (!impl_->cluster_.serves(share.cluster, share.directory) || !impl_->shares_.writes_at_once() ||
+      !impl_->enter_direct()) {
     return std::nullopt;
   }
   impl_->tally_.requests++;

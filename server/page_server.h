@@ -62,6 +62,7 @@ struct ShareRef {
   uint64_t fence = 0;       // the writer's fencing token (wire Share.fence)
   uint64_t cluster = 0;     // the file's cluster (wire Share.cluster)
   bool sector_checksums = false;  // for a share made by a write (wire Share.sectorChecksums)
+  uint64_t directory = 0;   // the directory the catalog knows here (wire Share.directory)
 };
 
 struct ServerOptions {

@@ -92,6 +92,8 @@ class PageServer::Impl : public std::enable_shared_from_this<PageServer::Impl> {
   void execute(wire::Request::Reader request, capnp::MallocMessageBuilder& response_message);
   // A page request of another cluster than this directory's: kStale.
   Status check_cluster(wire::Request::Reader request);
+  // A share's cluster and directory (ClusterMembership::check).
+  Status check_share(wire::Share::Reader share);
   void fill_stats(wire::ServerStats::Builder out) const;
   // Verifies a run of a share's pages on disk (pagefile scrub).
   Status scrub(wire::ScrubShare::Reader request, wire::Response::Builder response);

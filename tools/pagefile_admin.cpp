@@ -226,12 +226,17 @@ constexpr uint32_t kScrubStep = 4096;
 // could not be asked. Returns the problems found.
 int64_t scrub_file(net::BusClient& bus, const FileRecord& record, tools::ProgressLine& progress, int64_t& done) {
   int64_t problems = 0;
-  for (const auto& server : record.servers) {
+  for (size_t i = 0; i < record.servers.size(); ++i) {
+    const std::string& server = record.servers[i];
     for (int64_t first = 0;;) {
       auto reply = bus.call_sync(server, [&](net::wire::Request::Builder r) {
         auto scrub = r.initScrub();
         scrub.getShare().setFileId(record.id);
         scrub.getShare().setPageSize(record.page_size);
+        // (A directory that is not the one that held the pages says so,
+        // rather than report none bad.)
+        scrub.getShare().setCluster(record.cluster);
+        scrub.getShare().setDirectory(directory_of(record, i));
         scrub.setFirst(first);
         scrub.setCount(kScrubStep);
       });

@@ -51,6 +51,17 @@ struct FileRecord {
   replicaVersion @13 :UInt64;
   # FileRecord::placement_keys (empty: the servers).
   placementKeys @14 :List(Text);
+  # FileRecord::directories: the directory id the catalog knows for each
+  # of `servers` (0: none yet). Not stored with the record: the catalog
+  # adds them as it sends it.
+  directories @15 :List(UInt64);
+}
+
+# A server's directory, known to the catalog by the server's address
+# (doc/architecture.md, "Server directories").
+struct ServerDirectory {
+  address @0 :Text;
+  directory @1 :UInt64;
 }
 
 # Every file's copies on `old` move to `new` (a server put in place of a
@@ -97,6 +108,11 @@ struct Share {
   # whose first copy is at serverIndex or at most replicas - 1 before it.
   # 0: 1.
   replicas @9 :UInt8;
+  # The directory the catalog knows at this server's address
+  # (FileRecord.directories): a server whose directory is another (emptied,
+  # replaced, not mounted) refuses the request (IOError) rather than answer
+  # zeros for the pages it lost. 0: unchecked.
+  directory @10 :UInt64;
 }
 
 struct ReadPages {
@@ -274,6 +290,12 @@ struct Request {
     # Any server: its metrics, as GET /metrics serves them (pagefile
     # status --metrics).
     metrics @25 :Void;
+    # Any server: joins the cluster given (one with none joins it; one of
+    # another refuses, Stale) and answers with its directory id.
+    join @26 :UInt64;
+    # The catalog: the directory at an address, recorded by the first
+    # client to see it; answers with the one recorded.
+    recordDirectory @27 :ServerDirectory;
   }
   # Catalog requests that change a file (setSize, unlink) made under a
   # write lock: its fencing token, refused (Stale) once the lock has passed
@@ -300,6 +322,7 @@ struct Response {
     diskReadLog @10 :List(DiskRead);
     scrub @12 :ScrubReport;
     metrics @13 :Text;         # Prometheus's text format
+    directory @14 :UInt64;     # join, recordDirectory
   }
   # With `pages`: each page's checksum, for the client to check; empty
   # when the server runs without checksums (pagefiled --no-checksums).

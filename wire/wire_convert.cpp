@@ -62,6 +62,10 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   out.setReplicaVersion(record.replica_version);
   auto keys = out.initPlacementKeys(static_cast<unsigned>(record.placement_keys.size()));
   for (unsigned i = 0; i < record.placement_keys.size(); ++i) keys.set(i, record.placement_keys[i]);
+  if (!record.directories.empty()) {
+    auto directories = out.initDirectories(static_cast<unsigned>(record.directories.size()));
+    for (unsigned i = 0; i < record.directories.size(); ++i) directories.set(i, record.directories[i]);
+  }
 }
 
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
@@ -81,6 +85,7 @@ Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   for (auto s : record.getResyncing()) out.resyncing.emplace_back(s);
   out.replica_version = record.getReplicaVersion();
   for (auto s : record.getPlacementKeys()) out.placement_keys.emplace_back(s);
+  for (uint64_t d : record.getDirectories()) out.directories.push_back(d);
   // The catalog's own check of what it creates.
   if (Status s = check_file_record(out); !s) {
     return Status::corruption(out.name, fmt::format("the catalog's record is unusable: {}", s.message()));

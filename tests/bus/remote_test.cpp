@@ -561,6 +561,68 @@ TEST_CASE("a file opened before its cluster was created again on empty directori
   CHECK(got == b);
 }
 
+TEST_CASE("a server whose directory was emptied refuses the pages it lost instead of answering zeros") {
+  PagefiledCluster servers(3);
+  const auto lost_dir = servers.dir() / "s1";
+  constexpr int64_t kPages = 12;
+  auto client = servers.client(client_options());
+  auto one = client->open("one", remote(Placement::kStripe, 1, 4096));
+  REQUIRE_OK(one);
+  OpenOptions copied = remote(Placement::kStripe, 1, 4096);
+  copied.replicas = 2;
+  auto two = client->open("two", copied);
+  REQUIRE_OK(two);
+  for (int64_t p = 0; p < kPages; ++p) {
+    REQUIRE_OK(client->write(*one, p, page_pattern(4096, p, 1)));
+    REQUIRE_OK(client->write(*two, p, page_pattern(4096, p, 2)));
+  }
+  REQUIRE_OK(client->sync(*one));
+  REQUIRE_OK(client->sync(*two));
+  // The directory names its cluster and itself.
+  const std::string membership = read_text(lost_dir / "cluster");
+  CHECK(std::count(membership.begin(), membership.end(), '\n') == 2);
+
+  // Its disk did not mount: the server starts on an empty directory.
+  servers.server(1).kill();
+  std::filesystem::remove_all(lost_dir);
+  std::filesystem::create_directories(lost_dir);
+  servers.start_again(1);
+
+  // Every page reads as written, or fails saying why; never as zeros. The
+  // file open before (its first request may meet the broken connection)
+  // and a client that opens it now alike.
+  auto later = servers.client(client_options());
+  auto later_one = later->open("one", {.location = Location::kRemote});
+  REQUIRE_OK(later_one);
+  for (auto [c, fd] : {std::pair{client.get(), *one}, std::pair{later.get(), *later_one}}) {
+    int refused = 0;
+    std::vector<std::byte> got(4096);
+    for (int64_t p = 0; p < kPages; ++p) {
+      Result<PageRead> read = c->read(fd, p, got);
+      for (int attempt = 0; attempt < 3 && read.status().is(Code::kDisconnected); ++attempt) read = c->read(fd, p, got);
+      if (read) {
+        CHECK_MESSAGE(got == page_pattern(4096, p, 1), "page " << p);
+        continue;
+      }
+      ++refused;
+      CHECK_CODE(read.status(), Code::kIOError);
+      CHECK_MESSAGE(read.status().message().find("emptied") != std::string::npos, read.status().to_string());
+    }
+    CHECK(refused == kPages / 3);  // the server's third of the pages
+  }
+  // It joined no cluster meanwhile: what the catalog knows of it still holds.
+  CHECK_FALSE(std::filesystem::exists(lost_dir / "cluster"));
+
+  // Where each page has another copy, that one serves it.
+  auto later_two = later->open("two", {.location = Location::kRemote});
+  REQUIRE_OK(later_two);
+  std::vector<std::byte> got(4096);
+  for (int64_t p = 0; p < kPages; ++p) {
+    REQUIRE_OK(later->read(*later_two, p, got));
+    CHECK_MESSAGE(got == page_pattern(4096, p, 2), "page " << p);
+  }
+}
+
 TEST_CASE("a bus that lists a server holding pages first makes no catalog there: the cluster's files stay whole") {
   PagefiledCluster servers(2);
   auto client = servers.client(client_options());

@@ -149,6 +149,28 @@ TEST_CASE("records: create, look up, list, remove; ids never given twice") {
   CHECK(*seen == *b);
 }
 
+TEST_CASE("server directories: recorded once per address, the first one for good, seen by every front") {
+  FOR_EACH_CATALOG(f, c);
+  const std::string a = "tcp://127.0.0.1:7001", b = "unix:/run/pagefile/b.sock";
+  auto none = c.directory_at(a);
+  REQUIRE(none);
+  CHECK(*none == 0);
+  auto first = c.record_directory(a, 0xa1);
+  REQUIRE(first);
+  CHECK(*first == 0xa1);
+  // Another front, another client that reached another directory there:
+  // told the first.
+  auto other = f.front();
+  auto second = other->record_directory(a, 0xb2);
+  REQUIRE(second);
+  CHECK(*second == 0xa1);
+  auto high = other->record_directory(b, 0x8000000000000001ull);
+  REQUIRE(high);
+  CHECK(*high == 0x8000000000000001ull);
+  CHECK(*c.directory_at(b) == 0x8000000000000001ull);
+  CHECK(*c.directory_at(a) == 0xa1);
+}
+
 TEST_CASE("sizes: set, grow only, bounds, unknown files") {
   FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db"));

@@ -345,16 +345,49 @@ TEST_CASE("a catalog from a newer build is not opened") {
   test::TempDir dir;
   auto path = dir / "catalog.db";
   { open_ok(path); }
-  run_sql(path, "PRAGMA user_version = 4;");
+  run_sql(path, "PRAGMA user_version = 5;");
   auto store = CatalogStore::open(path);
   CHECK_CODE(store, Code::kNotSupported);
 }
 
-// What version 3 added.
+// What version 4 added.
+constexpr const char* kDropVersion4 = "DROP TABLE servers; ";
+// What versions 3 and 4 added.
 constexpr const char* kDropVersion3 =
+    "DROP TABLE servers; "
     "ALTER TABLE files DROP COLUMN replicas; ALTER TABLE files DROP COLUMN stale; "
     "ALTER TABLE files DROP COLUMN resyncing; ALTER TABLE files DROP COLUMN replica_version; "
     "ALTER TABLE files DROP COLUMN placement_keys; ";
+
+TEST_CASE("server directories: the first recorded at an address stays; a version 3 catalog gains the table") {
+  test::TempDir dir;
+  auto path = catalog_holding(dir, "old");
+  run_sql(path, (std::string(kDropVersion4) + "PRAGMA user_version = 3;").c_str());
+  {
+    auto store = open_ok(path);
+    CHECK(store->lookup("old").is_ok());
+    auto none = store->directory_at("tcp://127.0.0.1:1");
+    REQUIRE_OK(none);
+    CHECK(*none == 0);
+    auto first = store->record_directory("tcp://127.0.0.1:1", 0x1234);
+    REQUIRE_OK(first);
+    CHECK(*first == 0x1234);
+    // A second client that reached another directory there is told the
+    // first: its requests then meet the directory's refusal.
+    auto second = store->record_directory("tcp://127.0.0.1:1", 0x5678);
+    REQUIRE_OK(second);
+    CHECK(*second == 0x1234);
+    CHECK_CODE(store->record_directory("tcp://127.0.0.1:2", 0), Code::kInvalidArgument);
+    // The high bit set: an id is any 64-bit number.
+    auto high = store->record_directory("unix:/run/pf.sock", 0xfedcba9876543210ull);
+    REQUIRE_OK(high);
+    CHECK(*high == 0xfedcba9876543210ull);
+  }
+  auto again = open_ok(path);  // read back from disk
+  CHECK(*again->directory_at("tcp://127.0.0.1:1") == 0x1234);
+  CHECK(*again->directory_at("unix:/run/pf.sock") == 0xfedcba9876543210ull);
+  CHECK(*again->directory_at("tcp://127.0.0.1:2") == 0);
+}
 
 TEST_CASE("a version 1 catalog is upgraded, its files keep their access type and gain a policy name") {
   test::TempDir dir;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/page_checksum.h"
@@ -709,4 +710,87 @@ TEST_CASE("catalog: write locks carry fencing tokens; a new owner gets a higher 
   auto [t5, a5] = lock(3, kReserved);
   CHECK(t5 == t3);
   CHECK_FALSE(a5);
+}
+
+namespace {
+
+// Sends request `id`: a read of page 0 of share 7 of cluster `cluster`, as
+// a client that expects directory `directory` at the server.
+ReplyPtr read_as(RawClient& c, uint64_t id, uint64_t cluster, uint64_t directory) {
+  capnp::MallocMessageBuilder m;
+  auto r = request(m, id).getRoot<wire::Request>().initRead();
+  r.getShare().setFileId(7);
+  r.getShare().setPageSize(4096);
+  r.getShare().setCluster(cluster);
+  r.getShare().setDirectory(directory);
+  r.setCount(1);
+  c.send(m);
+  return c.next();
+}
+
+Result<uint64_t> join(RawClient& c, uint64_t id, uint64_t cluster) {
+  capnp::MallocMessageBuilder m;
+  request(m, id).getRoot<wire::Request>().setJoin(cluster);
+  c.send(m);
+  auto reply = c.next();
+  if (Status s = error_of(reply); !s) return s;
+  REQUIRE(reply->root().isDirectory());
+  return reply->root().getDirectory();
+}
+
+}  // namespace
+
+TEST_CASE("server directories: a join says which directory it is; requests that expect another are refused") {
+  TempDir dir;
+  // A directory from before directory ids: its cluster alone.
+  const auto old_dir = dir / "old";
+  std::filesystem::create_directories(old_dir);
+  { std::ofstream(old_dir / "cluster") << "00000000000000aa\n"; }
+  auto server = start_page_server(old_dir);
+  std::string text;
+  {
+    std::ifstream in(old_dir / "cluster");
+    std::stringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  REQUIRE(text.size() == 34);  // given an id of its own, kept with the cluster
+  CHECK(text.substr(0, 17) == "00000000000000aa\n");
+  const uint64_t mine = std::stoull(text.substr(17, 16), nullptr, 16);
+  CHECK(mine != 0);
+
+  RawClient c(server->address());
+  auto joined = join(c, 1, 0xaa);
+  REQUIRE_OK(joined);
+  CHECK(*joined == mine);
+  CHECK_CODE(join(c, 2, 0xbb), Code::kStale);  // another cluster's
+  CHECK_CODE(join(c, 3, 0), Code::kInvalidArgument);
+  CHECK(error_of(read_as(c, 4, 0xaa, mine)).is_ok());
+  CHECK(error_of(read_as(c, 5, 0xaa, 0)).is_ok());  // a client that does not know it: unchecked
+  Status other = error_of(read_as(c, 6, 0xaa, mine + 1));
+  CHECK_CODE(other, Code::kIOError);
+  CHECK(other.message().find("replaced") != std::string::npos);
+
+  // An empty directory where the catalog knows one: refused, and it joins
+  // nothing (a later client's join is what makes it a member again).
+  auto empty = start_page_server(dir / "empty");
+  RawClient e(empty->address());
+  Status lost = error_of(read_as(e, 1, 0xaa, mine));
+  CHECK_CODE(lost, Code::kIOError);
+  CHECK(lost.message().find("emptied") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "empty" / "cluster"));
+  {
+    capnp::MallocMessageBuilder m;
+    auto drop = request(m, 2).getRoot<wire::Request>().initDropShare();
+    drop.setFileId(7);
+    drop.setCluster(0xaa);
+    drop.setDirectory(mine);
+    e.send(m);
+    CHECK(error_of(e.next()).is_ok());  // nothing here to remove: done
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "empty" / "cluster"));
+  auto fresh = join(e, 3, 0xaa);
+  REQUIRE_OK(fresh);
+  CHECK(*fresh != mine);
+  CHECK(error_of(read_as(e, 4, 0xaa, *fresh)).is_ok());
 }

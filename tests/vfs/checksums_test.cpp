@@ -8,7 +8,9 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -55,17 +57,22 @@ uint64_t file_id(const TempDir& dir, const std::string& bus, const std::string& 
   return std::stoull(stat.out.substr(at + 6));
 }
 
-}  // namespace
-
-TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the page; scrub reports it") {
-  register_without_bus();
-  // No server pool: every read goes to the disk.
-  PagefiledCluster cluster(2, {"--cache-pages", "0"});
+// app.db, its table filled and read back whole, on two pagefiled without a
+// pool (every read goes to the disk).
+struct FilledCluster {
+  FilledCluster() {
+    register_without_bus();
+    fill(uri);
+    CHECK(read_all(uri).first == SQLITE_OK);
+  }
+  PagefiledCluster cluster{2, {"--cache-pages", "0"}};
   const TempDir& dir = cluster.dir();
   std::string uri = "file:app.db?vfs=pagefile&bus=" + cluster.bus();
-  fill(uri);
-  CHECK(read_all(uri).first == SQLITE_OK);
+};
 
+}  // namespace
+
+TEST_CASE_FIXTURE(FilledCluster, "a byte flipped in a server's data file: SQLITE_CORRUPT naming the page; scrub reports it") {
   Outcome clean = pagefile_admin(dir.path(), {"scrub", "--bus", cluster.bus()});
   INFO(clean.err);
   CHECK(clean.exit_status == 0);
@@ -93,6 +100,27 @@ TEST_CASE("a byte flipped in a server's data file: SQLITE_CORRUPT naming the pag
   // Only that page: the ones beside it still read.
   SqliteDb db(uri);
   CHECK(db.query("SELECT body FROM t WHERE id = 1").rfind("row 1 ", 0) == 0);
+}
+
+TEST_CASE_FIXTURE(FilledCluster, "a server's directory emptied (its disk not mounted): SQLite gets an I/O error naming it, never other rows; scrub reports it") {
+  cluster.server(1).kill();
+  std::filesystem::remove_all(dir / "s1");
+  std::filesystem::create_directories(dir / "s1");
+  cluster.start_again(1);
+
+  // (The first read may meet the connection the kill broke.)
+  auto [rc, said] = read_all(uri);
+  for (int attempt = 0; attempt < 3 && said.find("Disconnected") != std::string::npos; ++attempt) {
+    std::tie(rc, said) = read_all(uri);
+  }
+  CHECK((rc & 0xff) == SQLITE_IOERR);
+  CHECK_MESSAGE(said.find("emptied") != std::string::npos, said);
+  Outcome scrub = pagefile_admin(dir.path(), {"scrub", "--bus", cluster.bus()});
+  INFO(scrub.out);
+  INFO(scrub.err);
+  CHECK(scrub.exit_status == 1);
+  CHECK(scrub.out.find("app.db: server " + cluster.server(1).address() + " could not scrub") != std::string::npos);
+  CHECK(scrub.out.find("emptied") != std::string::npos);
 }
 
 TEST_CASE("a byte flipped in a local database: SQLITE_CORRUPT naming the page") {
