@@ -36,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,13 @@ class BusClient {
   // records that (or says which it had recorded meanwhile). One that
   // cannot be reached stays 0: its requests are not checked.
   void learn_directories(FileRecord& record);
+  // The same for `servers` of cluster `cluster`, whose directories (by
+  // index) are 0 where unknown.
+  void learn_directories(uint64_t cluster, std::span<const std::string> servers, std::span<uint64_t> directories);
+  // The same for one server, without waiting: `done` gets its directory
+  // (0 when it or the catalog could not be reached), on whichever thread
+  // delivers the answer.
+  void learn_directory_async(uint64_t cluster, const std::string& server, std::function<void(uint64_t)> done);
 
   // Sets request_timeout_ms for requests sent from now on. REQUIRES: ms > 0.
   void set_request_timeout(int ms);

@@ -42,6 +42,9 @@ Status RemotePageIo::take_copy_states(const FileRecord& record) {
     }
     return Status::stale(record_.name, "its servers changed (pagefile replace-server) since it was opened: open it again");
   }
+  for (uint32_t i = 0; i < record_.servers.size(); ++i) {
+    if (uint64_t known = directory_of(record, i); known != 0) directories_[i].store(known, std::memory_order_release);
+  }
   if (record.replica_version < replica_version_.load()) return Status::ok();  // older news
   for (uint32_t i = 0; i < record_.servers.size(); ++i) {
     copy_states_[i].store(static_cast<uint8_t>(copy_state(record, record_.servers[i])), std::memory_order_release);

@@ -17,11 +17,12 @@ namespace pagefile::net {
 
 namespace {
 
-// The share of `record` on `server` (its index in the record), for a
-// request made under fencing token `fence` (0: none, as a drop carries).
-void set_share(wire::Share::Builder share, const FileRecord& record, size_t server, uint64_t fence = 0) {
+// The share of `record` on a server whose directory is `directory` (0:
+// unknown), for a request made under fencing token `fence` (0: none, as a
+// drop carries).
+void set_share(wire::Share::Builder share, const FileRecord& record, uint64_t directory, uint64_t fence = 0) {
   share.setCluster(record.cluster);
-  share.setDirectory(directory_of(record, server));
+  share.setDirectory(directory);
   share.setFileId(record.id);
   share.setPageSize(record.page_size);
   share.setFence(fence);
@@ -102,7 +103,7 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
   Barrier barrier(bus);
   for (size_t i = 0; i < record.servers.size(); ++i) {
     const std::string& server = record.servers[i];
-    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record, i); }, barrier.arm(server));
+    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record, directory_of(record, i)); }, barrier.arm(server));
   }
   Status s = barrier.wait();
   auto failures = barrier.failures();
@@ -126,14 +127,43 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
       owner_(bus_->new_owner()),
       size_(record_.size_pages),
       catalog_size_(record_.size_pages),
-      copy_states_(new std::atomic<uint8_t>[record_.servers.size()]) {
+      copy_states_(new std::atomic<uint8_t>[record_.servers.size()]),
+      directories_(new std::atomic<uint64_t>[record_.servers.size()]) {
+  for (size_t i = 0; i < record_.servers.size(); ++i) directories_[i] = directory_of(record_, i);
   (void)take_copy_states(record_);
+}
+
+bool RemotePageIo::directories_known(const ReplicaSet& set) const {
+  if (record_.cluster == 0) return true;  // (nothing to learn from a catalog before clusters)
+  for (uint32_t server : set) {
+    if (directory(server) == 0) return false;
+  }
+  return true;
+}
+
+void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()> then) {
+  ReplicaSet unknown;
+  for (uint32_t server : set) {
+    if (directory(server) == 0) unknown.index[unknown.count++] = server;
+  }
+  // A server that could not be reached at open: asked now, before it takes
+  // pages whose loss it could otherwise not tell; without waiting, since
+  // this may run where answers are delivered. One that still cannot be
+  // reached is written unchecked (and most likely misses the write).
+  auto left = std::make_shared<std::atomic<uint32_t>>(unknown.count);
+  auto go = std::make_shared<std::function<void()>>(std::move(then));
+  for (uint32_t server : unknown) {
+    bus_->learn_directory_async(record_.cluster, record_.servers[server], [this, server, left, go](uint64_t found) {
+      if (found != 0) directories_[server].store(found, std::memory_order_release);
+      if (left->fetch_sub(1) == 1) (*go)();
+    });
+  }
 }
 
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
 void RemotePageIo::set_page_share(wire::Share::Builder share, uint32_t server) const {
-  set_share(share, record_, server, fence_->load());
+  set_share(share, record_, directory(server), fence_->load());
   share.setPolicy(policy_);
   share.setSectorChecksums(sector_checksums_);
   // A server reading ahead for global-sequential keeps to its own pages,
@@ -330,7 +360,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
   Barrier barrier(*bus_);
   for (size_t i = 0; i < record_.servers.size(); ++i) {
     const std::string& server = record_.servers[i];
-    bus_->call(server, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, i, token); },
+    bus_->call(server, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, directory(i), token); },
                barrier.arm(server));
   }
   (void)barrier.wait();
@@ -340,7 +370,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
 Status RemotePageIo::tell_fence(uint32_t server, uint64_t token) {
   const std::string& address = record_.servers[server];
   Barrier barrier(*bus_);
-  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, server, token); },
+  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, directory(server), token); },
              barrier.arm(address));
   return barrier.wait();
 }
@@ -348,15 +378,6 @@ Status RemotePageIo::tell_fence(uint32_t server, uint64_t token) {
 void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, WriteDone done) {
   // Every copy that is not stale at once; done when the last answers: OK
   // when all took it, or when those that missed it could be left behind.
-  struct Join {
-    std::atomic<uint32_t> left{0};
-    Mutex mu;
-    Status first GUARDED_BY(mu);         // the first failure
-    bool fatal GUARDED_BY(mu) = false;   // a failure that is not a missed write
-    uint32_t took GUARDED_BY(mu) = 0;
-    std::vector<uint32_t> missed GUARDED_BY(mu);
-    WriteDone done;
-  };
   ReplicaSet all = placement_.replicas_for(page);
   ReplicaSet set;
   for (uint32_t server : all) {
@@ -366,6 +387,22 @@ void RemotePageIo::write_async(int64_t page, std::span<const std::byte> data, Wr
     return done(Status::io_error(record_.name, fmt::format("write page {}: every copy of it is stale here; open the "
                                                            "file again", page)));
   }
+  if (directories_known(set)) return send_write(page, data, set, std::move(done));
+  know_directories(set, [this, page, data, set, done = std::move(done)]() mutable {
+    send_write(page, data, set, std::move(done));
+  });
+}
+
+void RemotePageIo::send_write(int64_t page, std::span<const std::byte> data, const ReplicaSet& set, WriteDone done) {
+  struct Join {
+    std::atomic<uint32_t> left{0};
+    Mutex mu;
+    Status first GUARDED_BY(mu);         // the first failure
+    bool fatal GUARDED_BY(mu) = false;   // a failure that is not a missed write
+    uint32_t took GUARDED_BY(mu) = 0;
+    std::vector<uint32_t> missed GUARDED_BY(mu);
+    WriteDone done;
+  };
   auto join = std::make_shared<Join>();
   join->left = set.count;
   join->done = std::move(done);
@@ -408,6 +445,7 @@ std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const s
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   for (uint32_t server : placement_.replicas_for(page)) {
     if (state_of(server) == CopyState::kStale) continue;
+    if (record_.cluster != 0 && directory(server) == 0) return std::nullopt;  // the usual way learns it first
     std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(server), page, data, checksum);
     // A failure goes the usual way, which reports it (writing a page twice,
     // or a copy of it again, is harmless).
@@ -466,7 +504,7 @@ Status RemotePageIo::sync() {
   Barrier barrier(*bus_);
   for (size_t server : dirty) {
     bus_->call(record_.servers[server],
-               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, server, fence_->load()); },
+               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, directory(server), fence_->load()); },
                barrier.arm(record_.servers[server]));
   }
   (void)barrier.wait();
@@ -489,7 +527,7 @@ Status RemotePageIo::truncate(int64_t pages) {
     bus_->call(server,
                [&](wire::Request::Builder r) {
                  auto t = r.initTruncate();
-                 set_share(t.initShare(), record_, i, fence_->load());
+                 set_share(t.initShare(), record_, directory(i), fence_->load());
                  t.setPages(pages);
                },
                barrier.arm(server));

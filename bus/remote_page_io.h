@@ -193,6 +193,16 @@ class RemotePageIo final : public PageIo {
   Status settle(const std::vector<std::pair<std::string, Status>>& failures);
   // The index of `server` in the record's list.
   uint32_t index_of(const std::string& server) const;
+  // The directory `server` (by index) is known to be (0: not known).
+  uint64_t directory(uint32_t server) const { return directories_[server].load(std::memory_order_acquire); }
+  // Whether the directories of `set`'s servers are known (or need not be).
+  bool directories_known(const ReplicaSet& set) const;
+  // Learns the directories of `set`'s servers that are not known yet (a
+  // server that could not be reached at open), then calls `then`: before
+  // a write goes to them. Does not wait.
+  void know_directories(const ReplicaSet& set, std::function<void()> then);
+  // write_async to the copies `set` of `page`.
+  void send_write(int64_t page, std::span<const std::byte> data, const ReplicaSet& set, WriteDone done);
   CopyState state_of(uint32_t server) const {
     return static_cast<CopyState>(copy_states_[server].load(std::memory_order_acquire));
   }
@@ -215,7 +225,7 @@ class RemotePageIo final : public PageIo {
   // on server `server` (its index in the record).
   ShareRef share_ref(uint32_t server) const {
     return {record_.id,       record_.page_size,  policy_, fence_->load(), record_.cluster,
-            sector_checksums_, directory_of(record_, server)};
+            sector_checksums_, directory(server)};
   }
   // Tells every server of the file that `token` is now the one to beat;
   // returns when all have answered.
@@ -282,6 +292,10 @@ class RemotePageIo final : public PageIo {
   std::unique_ptr<std::atomic<uint8_t>[]> copy_states_;
   Mutex copies_mu_;  // one record's states taken at a time
   std::atomic<uint64_t> replica_version_{0};
+
+  // Each server's directory id (by index), from the record at open, the
+  // records the catalog sends since, and know_directory.
+  std::unique_ptr<std::atomic<uint64_t>[]> directories_;
 
   // With R > 1: per page with requests in flight, how many wait on each
   // server (by index), so a waiter reads the connection its answer comes on.

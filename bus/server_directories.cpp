@@ -9,41 +9,61 @@
 
 namespace pagefile::net {
 
+namespace {
+
+void set_record(wire::Request::Builder r, const std::string& address, uint64_t directory) {
+  auto recorded = r.initRecordDirectory();
+  recorded.setAddress(address);
+  recorded.setDirectory(directory);
+}
+
+// The directory an answer to a join or a record names; 0 for a failure.
+uint64_t directory_in(const Result<ReplyPtr>& reply) {
+  return reply && (*reply)->root().isDirectory() ? (*reply)->root().getDirectory() : 0;
+}
+
+}  // namespace
+
 void BusClient::learn_directories(FileRecord& record) {
-  if (record.cluster == 0) return;  // (a catalog from before clusters: nothing to join)
   if (record.directories.size() != record.servers.size()) record.directories.assign(record.servers.size(), 0);
+  learn_directories(record.cluster, record.servers, record.directories);
+}
+
+void BusClient::learn_directories(uint64_t cluster, std::span<const std::string> servers,
+                                  std::span<uint64_t> directories) {
+  if (cluster == 0) return;  // (a catalog from before clusters: nothing to join)
   std::vector<size_t> unknown;
-  for (size_t i = 0; i < record.servers.size(); ++i) {
-    if (record.directories[i] == 0) unknown.push_back(i);
+  for (size_t i = 0; i < servers.size(); ++i) {
+    if (directories[i] == 0) unknown.push_back(i);
   }
   if (unknown.empty()) return;
   // (What fails here is left unknown: a server that cannot be reached now
-  // is asked again at the next open, and its requests meanwhile go
-  // unchecked, as before directories were known.)
-  std::vector<uint64_t> found(record.servers.size(), 0);
+  // is asked again before this client writes to it, and at the next open.)
+  std::vector<uint64_t> found(servers.size(), 0);
   Barrier joins(*this);
   for (size_t i : unknown) {
-    call(record.servers[i], [&](wire::Request::Builder r) { r.setJoin(record.cluster); },
-         joins.arm(record.servers[i], [&found, i](Result<ReplyPtr> reply) {
-           if (reply && (*reply)->root().isDirectory()) found[i] = (*reply)->root().getDirectory();
-         }));
+    call(servers[i], [&](wire::Request::Builder r) { r.setJoin(cluster); },
+         joins.arm(servers[i], [&found, i](Result<ReplyPtr> reply) { found[i] = directory_in(reply); }));
   }
   (void)joins.wait();
   Barrier records(*this);
   for (size_t i : unknown) {
     if (found[i] == 0) continue;
-    call(
-        catalog(),
-        [&](wire::Request::Builder r) {
-          auto recorded = r.initRecordDirectory();
-          recorded.setAddress(record.servers[i]);
-          recorded.setDirectory(found[i]);
-        },
-        records.arm(catalog(), [&record, i](Result<ReplyPtr> reply) {
-          if (reply && (*reply)->root().isDirectory()) record.directories[i] = (*reply)->root().getDirectory();
-        }));
+    call(catalog(), [&](wire::Request::Builder r) { set_record(r, servers[i], found[i]); },
+         records.arm(catalog(), [directories, i](Result<ReplyPtr> reply) { directories[i] = directory_in(reply); }));
   }
   (void)records.wait();
+}
+
+void BusClient::learn_directory_async(uint64_t cluster, const std::string& server,
+                                      std::function<void(uint64_t)> done) {
+  call(server, [&](wire::Request::Builder r) { r.setJoin(cluster); },
+       [this, server, done = std::move(done)](Result<ReplyPtr> joined) mutable {
+         uint64_t found = directory_in(joined);
+         if (found == 0) return done(0);
+         call(catalog(), [&](wire::Request::Builder r) { set_record(r, server, found); },
+              [done = std::move(done)](Result<ReplyPtr> recorded) { done(directory_in(recorded)); });
+       });
 }
 
 }  // namespace pagefile::net

@@ -623,6 +623,47 @@ TEST_CASE("a server whose directory was emptied refuses the pages it lost instea
   }
 }
 
+TEST_CASE("a server that was down when a file was opened is asked its directory before it takes a write") {
+  PagefiledCluster servers(3);
+  const auto lost_dir = servers.dir() / "s1";
+  constexpr int64_t kPages = 12;
+  servers.server(1).kill();
+  auto client = servers.client(client_options());
+  auto fd = client->open("f", remote(Placement::kStripe, 1, 4096));
+  REQUIRE_OK(fd);  // the catalog is on server 0; server 1's directory stays unknown
+  servers.start_again(1);
+  for (int64_t p = 0; p < kPages; ++p) {
+    Status written = client->write(*fd, p, page_pattern(4096, p));
+    for (int attempt = 0; attempt < 3 && written.is(Code::kDisconnected); ++attempt) {
+      written = client->write(*fd, p, page_pattern(4096, p));
+    }
+    REQUIRE_OK(written);
+  }
+  REQUIRE_OK(client->sync(*fd));
+
+  // Emptied: a client that opens the file now finds the directory the
+  // catalog learned before the writes, not the empty one.
+  servers.server(1).kill();
+  std::filesystem::remove_all(lost_dir);
+  std::filesystem::create_directories(lost_dir);
+  servers.start_again(1);
+  auto later = servers.client(client_options());
+  auto later_fd = later->open("f", {.location = Location::kRemote});
+  REQUIRE_OK(later_fd);
+  int refused = 0;
+  std::vector<std::byte> got(4096);
+  for (int64_t p = 0; p < kPages; ++p) {
+    Result<PageRead> read = later->read(*later_fd, p, got);
+    if (read) {
+      CHECK_MESSAGE(got == page_pattern(4096, p), "page " << p);
+      continue;
+    }
+    ++refused;
+    CHECK_CODE(read.status(), Code::kIOError);
+  }
+  CHECK(refused == kPages / 3);
+}
+
 TEST_CASE("a bus that lists a server holding pages first makes no catalog there: the cluster's files stay whole") {
   PagefiledCluster servers(2);
   auto client = servers.client(client_options());
