@@ -146,6 +146,7 @@ void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()>
   for (uint32_t server : set) {
     if (directory(server) == 0) unknown.index[unknown.count++] = server;
   }
+  if (unknown.count == 0) return then();  // (learned by another write since the caller looked)
   // A server that could not be reached at open: asked now, before it takes
   // pages whose loss it could otherwise not tell; without waiting, since
   // this may run where answers are delivered. One that still cannot be

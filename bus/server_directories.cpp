@@ -11,7 +11,10 @@ namespace pagefile::net {
 
 namespace {
 
-void set_record(wire::Request::Builder r, const std::string& address, uint64_t directory) {
+// A recordDirectory of `address` in `cluster`: a catalog of another
+// cluster (made again since) refuses it.
+void set_record(wire::Request::Builder r, uint64_t cluster, const std::string& address, uint64_t directory) {
+  r.setCluster(cluster);
   auto recorded = r.initRecordDirectory();
   recorded.setAddress(address);
   recorded.setDirectory(directory);
@@ -49,7 +52,7 @@ void BusClient::learn_directories(uint64_t cluster, std::span<const std::string>
   Barrier records(*this);
   for (size_t i : unknown) {
     if (found[i] == 0) continue;
-    call(catalog(), [&](wire::Request::Builder r) { set_record(r, servers[i], found[i]); },
+    call(catalog(), [&](wire::Request::Builder r) { set_record(r, cluster, servers[i], found[i]); },
          records.arm(catalog(), [directories, i](Result<ReplyPtr> reply) { directories[i] = directory_in(reply); }));
   }
   (void)records.wait();
@@ -58,10 +61,10 @@ void BusClient::learn_directories(uint64_t cluster, std::span<const std::string>
 void BusClient::learn_directory_async(uint64_t cluster, const std::string& server,
                                       std::function<void(uint64_t)> done) {
   call(server, [&](wire::Request::Builder r) { r.setJoin(cluster); },
-       [this, server, done = std::move(done)](Result<ReplyPtr> joined) mutable {
+       [this, cluster, server, done = std::move(done)](Result<ReplyPtr> joined) mutable {
          uint64_t found = directory_in(joined);
          if (found == 0) return done(0);
-         call(catalog(), [&](wire::Request::Builder r) { set_record(r, server, found); },
+         call(catalog(), [&](wire::Request::Builder r) { set_record(r, cluster, server, found); },
               [done = std::move(done)](Result<ReplyPtr> recorded) { done(directory_in(recorded)); });
        });
 }

@@ -64,23 +64,27 @@ Frame CatalogService::respond(wire::Request::Reader request) {
   return to_frame(message);
 }
 
-void CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Builder out) {
+Status CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Builder out) {
   record.cluster = catalog_->cluster_id();
   record.directories.clear();
-  for (const std::string& server : record.servers) record.directories.push_back(directory_at(server));
+  Status first;
+  for (const std::string& server : record.servers) {
+    auto known = directory_at(server);
+    if (!known && first.is_ok()) first = known.status().with_context(fmt::format("directory of server {}", server));
+    record.directories.push_back(known ? *known : 0);
+  }
   to_wire(record, out);
+  return first;
 }
 
-uint64_t CatalogService::directory_at(const std::string& address) {
+Result<uint64_t> CatalogService::directory_at(const std::string& address) {
   // (A directory once recorded is recorded for good: kept here, it is
   // never out of date. One not recorded yet is asked for each time, since
   // another front of a shared catalog may record it.)
   if (auto it = directories_.find(address); it != directories_.end()) return it->second;
   auto known = catalog_->directory_at(address);
-  // Unknown when the catalog cannot say: the client then asks the server
-  // and records what it says, which the catalog answers with what it has.
-  if (!known || *known == 0) return 0;
-  directories_.emplace(address, *known);
+  if (!known) return known.status();
+  if (*known != 0) directories_.emplace(address, *known);
   return *known;
 }
 
@@ -88,8 +92,11 @@ Status CatalogService::records_to_wire(const Result<std::vector<FileRecord>>& re
                                        wire::Response::Builder response) {
   if (!records) return records.status();
   auto files = response.initFiles(static_cast<unsigned>(records->size()));
-  for (unsigned i = 0; i < records->size(); ++i) record_to_wire((*records)[i], files[i]);
-  return Status::ok();
+  Status first;
+  for (unsigned i = 0; i < records->size(); ++i) {
+    if (Status s = record_to_wire((*records)[i], files[i]); !s && first.is_ok()) first = s;
+  }
+  return first;
 }
 
 Status CatalogService::open() {
@@ -204,8 +211,7 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
     case wire::Request::STAT: {
       auto found = catalog_->lookup(std::string(request.getStat()));
       if (!found) return found.status();
-      record_to_wire(*found, response.initFile());
-      return Status::ok();
+      return record_to_wire(*found, response.initFile());
     }
     case wire::Request::SET_SIZE: {
       auto req = request.getSetSize();
@@ -214,7 +220,9 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
     case wire::Request::UNLINK: {
       auto removed = catalog_->remove(token, std::string(request.getUnlink()));
       if (!removed) return removed.status();
-      record_to_wire(*removed, response.initFile());
+      // (Removed now: its pages are dropped with what can be said of their
+      // directories, unchecked where nothing can.)
+      (void)record_to_wire(*removed, response.initFile());
       return Status::ok();
     }
     case wire::Request::LIST: return records_to_wire(catalog_->list(), response);
@@ -226,8 +234,7 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       auto record = catalog_->set_copy_state(token, req.getFileId(), req.getServer(),
                                              static_cast<CopyState>(req.getState()));
       if (!record) return record.status();
-      record_to_wire(*record, response.initFile());
-      return Status::ok();
+      return record_to_wire(*record, response.initFile());
     }
     case wire::Request::REPLACE_SERVER: {
       auto req = request.getReplaceServer();
@@ -279,10 +286,7 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
                      : req.getCreateReplicas() != 0 ? req.getCreateReplicas()
                                                     : 1;
     auto created = catalog_->create(proto);
-    if (created) {
-      record_to_wire(*created, response.initFile());
-      return Status::ok();
-    }
+    if (created) return record_to_wire(*created, response.initFile());
     // Another client (of a shared catalog) made it first: open that one.
     if (!created.status().is(Code::kAlreadyExists) || req.getExclusive()) return created.status();
     found = catalog_->lookup(name);
@@ -303,8 +307,7 @@ Status CatalogService::open_file(wire::OpenFile::Reader req, wire::Response::Bui
     return Status::invalid_argument(name, fmt::format("keeps {} copies of each page, opened with replicas={}",
                                                       found->replicas, req.getReplicas()));
   }
-  record_to_wire(*found, response.initFile());
-  return Status::ok();
+  return record_to_wire(*found, response.initFile());
 }
 
 Status CatalogService::set_lock(wire::Lock::Reader req, wire::Response::Builder response) {

@@ -76,11 +76,12 @@ class CatalogService {
   Status open_file(wire::OpenFile::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   Status set_lock(wire::Lock::Reader req, wire::Response::Builder response) REQUIRES(mu_);
   // A record as the catalog sends it: with the cluster id and its servers'
-  // directories.
-  void record_to_wire(FileRecord record, wire::FileRecord::Builder out) REQUIRES(mu_);
-  // The directory recorded at `address`; 0 when none is (or the catalog
-  // cannot say now).
-  uint64_t directory_at(const std::string& address) REQUIRES(mu_);
+  // directories. An error when the catalog cannot say which directories
+  // it recorded: a record sent without them would have its requests go
+  // unchecked (`out` is filled all the same, with 0 for those).
+  Status record_to_wire(FileRecord record, wire::FileRecord::Builder out) REQUIRES(mu_);
+  // The directory recorded at `address`; 0 when none is.
+  Result<uint64_t> directory_at(const std::string& address) REQUIRES(mu_);
   Status records_to_wire(const Result<std::vector<FileRecord>>& records, wire::Response::Builder response)
       REQUIRES(mu_);
 

@@ -51,8 +51,8 @@ class ClusterMembership {
   // Whether check(cluster, directory) passes without recording anything:
   // for the paths that answer without the full one, which says why not.
   bool serves(uint64_t cluster, uint64_t directory) const {
-    return cluster != 0 && cluster == cluster_.load(std::memory_order_relaxed) &&
-           (directory == 0 || directory == directory_.load(std::memory_order_relaxed));
+    return cluster != 0 && cluster == cluster_.load(std::memory_order_acquire) &&
+           (directory == 0 || directory == directory_.load(std::memory_order_acquire));
   }
 
   // Joins `cluster` as check(cluster, 0) does, and returns this
@@ -63,9 +63,9 @@ class ClusterMembership {
   // whatever a request brought before.
   Status set(uint64_t cluster);
 
-  uint64_t cluster() const { return cluster_.load(std::memory_order_relaxed); }
+  uint64_t cluster() const { return cluster_.load(std::memory_order_acquire); }
   // 0 until the directory joins a cluster.
-  uint64_t directory() const { return directory_.load(std::memory_order_relaxed); }
+  uint64_t directory() const { return directory_.load(std::memory_order_acquire); }
 
  private:
   // Records `cluster`, with this directory's id (made now when it has none).
