@@ -100,7 +100,7 @@ Result<std::optional<FileRecord>> with_copy_state(const FileRecord& record, cons
 }
 
 Status check_replacement(const std::string& old_server, const std::string& new_server) {
-  if (old_server == new_server || new_server.empty() || new_server.find('\n') != std::string::npos) {
+  if (new_server.empty() || new_server.find('\n') != std::string::npos) {
     return Status::invalid_argument(fmt::format("server {}", new_server), "cannot replace " + old_server);
   }
   return Status::ok();
@@ -112,9 +112,26 @@ Result<std::optional<FileRecord>> with_server_replaced(const FileRecord& record,
   auto at = std::find(r.servers.begin(), r.servers.end(), old_server);
   if (at == r.servers.end()) return std::optional<FileRecord>();
   if (r.replicas == 1) {
-    return Status::invalid_argument(r.name, fmt::format("keeps one copy of each page: replacing {} would lose "
-                                                        "its pages (export and import the file instead)",
-                                                        old_server));
+    return Status::invalid_argument(
+        r.name, old_server == new_server
+                    ? fmt::format("keeps one copy of each page, and its pages on {} are lost with its directory "
+                                  "(restore the directory, or remove the file and import it from a backup)",
+                                  old_server)
+                    : fmt::format("keeps one copy of each page: replacing {} would lose its pages (export and "
+                                  "import the file instead)",
+                                  old_server));
+  }
+  if (old_server == new_server) {
+    // A new directory at the same address: its copies there are gone.
+    if (copy_state(r, old_server) == CopyState::kStale) return std::optional<FileRecord>();
+    std::erase(r.resyncing, old_server);
+    r.stale.push_back(old_server);
+    r.replica_version++;
+    if (copies_not_current(r) >= r.replicas) {
+      return Status::io_error(r.name, fmt::format("its copies on {} are the only current ones of some pages",
+                                                  old_server));
+    }
+    return std::optional<FileRecord>(std::move(r));
   }
   if (std::find(r.servers.begin(), r.servers.end(), new_server) != r.servers.end()) {
     return Status::invalid_argument(r.name, fmt::format("{} is one of its servers already", new_server));

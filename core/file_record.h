@@ -103,6 +103,11 @@ Result<std::optional<FileRecord>> with_copy_state(const FileRecord& record, cons
 // a file with one copy (its pages would be lost) or one that has the new
 // server already, kIOError when the old server holds the only current
 // copies of some pages. check_replacement checks the two addresses first.
+//
+// `new_server` the same as `old_server` says that the directory at that
+// address is a new one (a disk replaced): its copies are stale (nullopt
+// when they are already), and a file with one copy is kInvalidArgument
+// (its pages there are lost).
 Status check_replacement(const std::string& old_server, const std::string& new_server);
 Result<std::optional<FileRecord>> with_server_replaced(const FileRecord& record, const std::string& old_server,
                                                        const std::string& new_server);

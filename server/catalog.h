@@ -64,6 +64,9 @@ class Catalog {
   virtual Result<FileRecord> remove(uint64_t token, std::string_view name) = 0;
   virtual Result<FileRecord> set_copy_state(uint64_t token, uint64_t id, const std::string& server,
                                             CopyState state) = 0;
+  // With old_server == new_server (a new directory at the same address),
+  // also forgets the directory recorded there, once every file's copies
+  // on it are stale: the next client to reach it records the new one.
   virtual Result<std::vector<FileRecord>> replace_server(const std::string& old_server,
                                                          const std::string& new_server) = 0;
 

@@ -78,13 +78,19 @@ Status CatalogService::record_to_wire(FileRecord record, wire::FileRecord::Build
 }
 
 Result<uint64_t> CatalogService::directory_at(const std::string& address) {
-  // (A directory once recorded is recorded for good: kept here, it is
-  // never out of date. One not recorded yet is asked for each time, since
-  // another front of a shared catalog may record it.)
-  if (auto it = directories_.find(address); it != directories_.end()) return it->second;
+  // Kept a while: a directory changes only at a replace-server of its
+  // address (to itself), which this front forgets at once and another
+  // front of a shared catalog within kDirectoriesKept; a record sent
+  // meanwhile names the old directory, which the new one refuses (an
+  // error, never other bytes). One not recorded yet is asked for each
+  // time, since another front may record it.
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = directories_.find(address); it != directories_.end() && now - it->second.read_at < kDirectoriesKept) {
+    return it->second.directory;
+  }
   auto known = catalog_->directory_at(address);
   if (!known) return known.status();
-  if (*known != 0) directories_.emplace(address, *known);
+  if (*known != 0) directories_[address] = {*known, now};
   return *known;
 }
 
@@ -238,6 +244,7 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
     }
     case wire::Request::REPLACE_SERVER: {
       auto req = request.getReplaceServer();
+      directories_.clear();
       return records_to_wire(catalog_->replace_server(req.getOld(), req.getNew()), response);
     }
     case wire::Request::RECORD_DIRECTORY: {
@@ -247,7 +254,7 @@ Status CatalogService::answer(wire::Request::Reader request, wire::Response::Bui
       }
       auto recorded = catalog_->record_directory(req.getAddress(), req.getDirectory());
       if (!recorded) return recorded.status();
-      directories_.emplace(std::string(req.getAddress()), *recorded);
+      directories_[std::string(req.getAddress())] = {*recorded, std::chrono::steady_clock::now()};
       response.setDirectory(*recorded);
       return Status::ok();
     }

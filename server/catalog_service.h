@@ -94,7 +94,13 @@ class CatalogService {
   mutable Mutex mu_;
   std::unique_ptr<Catalog> catalog_ GUARDED_BY(mu_);  // opened on first use
   bool closed_ GUARDED_BY(mu_) = false;
-  std::map<std::string, uint64_t> directories_ GUARDED_BY(mu_);  // recorded ones, by address
+  // The directories recorded, by address, and when each was read.
+  struct KnownDirectory {
+    uint64_t directory = 0;
+    std::chrono::steady_clock::time_point read_at;
+  };
+  static constexpr std::chrono::seconds kDirectoriesKept{2};
+  std::map<std::string, KnownDirectory> directories_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile::net

@@ -646,6 +646,12 @@ Result<std::vector<FileRecord>> CatalogStore::replace_server(const std::string& 
     if (Status s = write_copies(r, fmt::format("replace {} in '{}'", old_server, r.name)); !s) return s;
     changed.push_back(std::move(r));
   }
+  if (old_server == new_server) {
+    auto forget = Statement::prepare(db_, "DELETE FROM servers WHERE address = ?1", what);
+    if (!forget) return forget.status();
+    forget->bind(1, old_server);
+    if (Status s = forget->run(what, fmt::format("forget the directory of {}", old_server)); !s) return s;
+  }
   if (Status s = tx.commit(what); !s) return s;
   for (const FileRecord& r : changed) remember(r);
   return changed;

@@ -427,7 +427,7 @@ Result<std::vector<FileRecord>> EtcdCatalog::replace_server(const std::string& o
       if (!next) return next.status();
       if (*next) todo.emplace_back(key, std::move(**next));
     }
-    if (todo.empty()) return changed;
+    if (todo.empty()) return forget_directory(old_server, new_server, std::move(changed));
     bool conflict = false;
     for (size_t first = 0; first < todo.size() && !conflict; first += kBatch) {
       std::vector<std::string> keys;
@@ -444,9 +444,23 @@ Result<std::vector<FileRecord>> EtcdCatalog::replace_server(const std::string& o
       }
       for (size_t i = first; i < std::min(todo.size(), first + kBatch); ++i) changed.push_back(todo[i].second);
     }
-    if (!conflict) return changed;
+    if (!conflict) return forget_directory(old_server, new_server, std::move(changed));
   }
   return too_busy("replace-server");
+}
+
+Result<std::vector<FileRecord>> EtcdCatalog::forget_directory(const std::string& old_server,
+                                                              const std::string& new_server,
+                                                              std::vector<FileRecord> changed) {
+  if (old_server != new_server) return changed;
+  // After the records: every copy there is stale before a client may
+  // record the new directory.
+  const std::string key = "directory/" + old_server;
+  auto seen = read({key});
+  if (!seen) return seen.status();
+  auto done = commit(*seen, {}, {}, {Op{Op::kDelete, key}});
+  if (!done) return done.status();
+  return changed;
 }
 
 Result<int64_t> EtcdCatalog::grant_lease() {

@@ -113,6 +113,10 @@ class EtcdCatalog final : public Catalog {
                                         const std::vector<std::string>& prefixes, const std::vector<Op>& ops);
   // Reads the record of file `id`: kNotFound when there is none.
   Result<FileRecord> record_of(const Snapshot& seen, uint64_t id) const;
+  // replace_server's end: `changed`, after forgetting the directory at
+  // the address when it is the same (a new directory there).
+  Result<std::vector<FileRecord>> forget_directory(const std::string& old_server, const std::string& new_server,
+                                                   std::vector<FileRecord> changed);
   // kStale when `token` was superseded by a later write lock of the file.
   Status check_token(const Snapshot& seen, uint64_t id, uint64_t token) const;
   // The owner's etcd lease: its own, renewed, or a new one.

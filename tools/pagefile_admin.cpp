@@ -17,7 +17,8 @@
 //   pagefile resync [FILE] [--wait [--timeout-s N]] [--bus BUS]
 //                                            stale copies brought up to date
 //   pagefile replace-server OLD NEW [--bus BUS]
-//                                            NEW takes OLD's copies (stale until resync)
+//                                            NEW takes OLD's copies (stale until resync);
+//                                            NEW = OLD: a new directory at OLD
 //   pagefile keygen [--role reader|writer|admin] FILE
 //                                            a new key for tls:// links, mode 0600
 //
@@ -352,9 +353,17 @@ int cmd_replace_server(net::BusClient& bus, const std::string& old_server, const
   });
   if (!reply) return fail(reply.status());
   auto files = (*reply)->root().getFiles();
-  for (auto f : files) fmt::print("{}: its copies on {} go to {}\n", f.getName().cStr(), old_server, address->text());
+  const bool same = address->text() == old_server;
+  for (auto f : files) {
+    if (same) {
+      fmt::print("{}: its copies on {} are stale (a new directory there)\n", f.getName().cStr(), old_server);
+    } else {
+      fmt::print("{}: its copies on {} go to {}\n", f.getName().cStr(), old_server, address->text());
+    }
+  }
   fmt::print("{} file(s) changed; their copies on {} are stale until `pagefile resync`\n", files.size(),
              address->text());
+  if (same) fmt::print("the catalog records the directory now at {} when a client next reaches it\n", old_server);
   return 0;
 }
 
@@ -838,7 +847,8 @@ int main(int argc, char** argv) {
   resync->add_flag("--wait", wait, "wait for servers that are down to come back (up to --timeout-s)");
   resync->add_option("--timeout-s", timeout_s, "how long --wait waits")->capture_default_str()->check(CLI::Range(1, 86400));
   std::string old_server, new_server;
-  auto* replace = app.add_subcommand("replace-server", "put server NEW in OLD's place in every file (then resync)");
+  auto* replace = app.add_subcommand("replace-server", "put server NEW in OLD's place in every file (then resync); NEW = OLD: "
+                                   "OLD's directory is a new one (its disk replaced)");
   replace->add_option("OLD", old_server)->required();
   replace->add_option("NEW", new_server)->required();
   std::string role = "admin";

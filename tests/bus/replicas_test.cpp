@@ -514,6 +514,77 @@ TEST_CASE("resync: only what changed is copied; a server still down is said so, 
   CHECK(again.out == "every copy is current, or goes with its file\n");
 }
 
+TEST_CASE("replace-server A A: a disk replaced at its own address is marked stale, resynced and served again") {
+  PagefiledCluster cluster(3, {"--cache-pages", "0"});
+  constexpr int64_t kPages = 120;
+  {
+    auto client = cluster.client();
+    (void)replicated_file(*client, "copied", kPages, 7);
+    auto single = client->open("single", replicated(1));
+    REQUIRE_OK(single);
+    write_all(*client, *single, 12, 8);
+  }
+  // A client with the file open from before: it names the old directory.
+  auto before = cluster.client();
+  auto before_fd = before->open("copied", {.location = Location::kRemote});
+  REQUIRE_OK(before_fd);
+
+  // Server 2's disk is replaced: it comes back at its address, empty.
+  const std::string address = cluster.server(2).address();
+  const auto dir = cluster.dir() / "s2";
+  cluster.server(2).kill();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  cluster.start_again(2);
+  {
+    // Readable meanwhile from the other copies; it refuses, not zeros.
+    auto client = cluster.client();
+    auto fd = client->open("copied", {.location = Location::kRemote});
+    REQUIRE_OK(fd);
+    CHECK(wrong_pages(*client, *fd, kPages, 7) == 0);
+  }
+
+  // A file with one copy lost its pages there: the replacement says so and
+  // changes nothing until it is dealt with.
+  const std::vector<std::string> replace = {"replace-server", address, address, "--bus", cluster.bus()};
+  Outcome refused = pagefile_admin(cluster.dir().path(), replace);
+  CHECK(refused.exit_status == 1);
+  CHECK_MESSAGE(refused.err.find("single: keeps one copy of each page, and its pages on " + address +
+                                 " are lost with its directory") != std::string::npos,
+                refused.err);
+  {
+    auto client = cluster.client();
+    REQUIRE_OK(client->unlink("single", Location::kRemote));  // the emptied directory's share counts as dropped
+  }
+  Outcome replaced = pagefile_admin(cluster.dir().path(), replace);
+  INFO(replaced.out, replaced.err);
+  REQUIRE(replaced.exit_status == 0);
+  CHECK(replaced.out.find("copied: its copies on " + address + " are stale (a new directory there)") !=
+        std::string::npos);
+  Outcome stat = pagefile_admin(cluster.dir().path(), {"stat", "copied", "--bus", cluster.bus()});
+  CHECK(stat.out.find("DEGRADED: stale on " + address) != std::string::npos);
+
+  Outcome resync = pagefile_admin(cluster.dir().path(), {"resync", "--bus", cluster.bus()});
+  INFO(resync.out, resync.err);
+  CHECK(resync.exit_status == 0);
+  CHECK(resync.out.find("copied: " + address + " is up to date") != std::string::npos);
+  Outcome scrub = pagefile_admin(cluster.dir().path(), {"scrub", "--bus", cluster.bus()});
+  CHECK_MESSAGE(scrub.exit_status == 0, scrub.out, scrub.err);
+
+  // Server 1 dies: the pages it shared with server 2 come from the new
+  // directory, to a new client and to the one from before (which learns
+  // the new directory with its next lock).
+  cluster.server(1).kill();
+  auto client = cluster.client();
+  auto fd = client->open("copied", {.location = Location::kRemote});
+  REQUIRE_OK(fd);
+  CHECK(wrong_pages(*client, *fd, kPages, 7) == 0);
+  REQUIRE_OK(before->lock(*before_fd, LockMode::kShared, LockWait::kBlock));
+  CHECK(wrong_pages(*before, *before_fd, kPages, 7) == 0);
+  REQUIRE_OK(before->unlock(*before_fd));
+  cluster.start_again(1);
+}
+
 TEST_CASE("replace-server: an empty server takes a dead one's place, resync fills it, and no page moves") {
   PagefiledCluster cluster(3, {"--cache-pages", "0"});
   constexpr int64_t kPages = 120;

@@ -374,6 +374,41 @@ TEST_CASE("leases: renewal keeps locks past their lease") {
   CHECK(all->size() == 2);
 }
 
+TEST_CASE("replacing a server by itself: a new directory at its address; its copies stale, its directory forgotten") {
+  FOR_EACH_CATALOG(f, c);
+  auto a = c.create(sample("a.db", 2));
+  REQUIRE(a);
+  auto one = c.create(sample("one.db", 1));
+  REQUIRE(one);
+  const std::string s1 = a->servers[0];
+  REQUIRE(c.record_directory(s1, 0xa1));
+  REQUIRE(c.record_directory(a->servers[1], 0xb2));
+  // one.db keeps one copy: its pages there are lost, and nothing changes.
+  auto refused = c.replace_server(s1, s1);
+  CHECK_CODE(refused.status(), Code::kInvalidArgument);
+  CHECK(refused.status().message().find("lost with its directory") != std::string::npos);
+  CHECK(*c.directory_at(s1) == 0xa1);
+  REQUIRE(c.remove(0, "one.db"));
+  auto replaced = c.replace_server(s1, s1);
+  REQUIRE(replaced);
+  REQUIRE(replaced->size() == 1);
+  auto after = c.lookup("a.db");
+  REQUIRE(after);
+  CHECK(after->servers == a->servers);
+  CHECK(after->stale == std::vector<std::string>{s1});
+  CHECK(after->replica_version == a->replica_version + 1);
+  // Every front sees it forgotten, and the next directory recorded holds.
+  auto other = f.front();
+  CHECK(*other->directory_at(s1) == 0);
+  CHECK(*other->directory_at(a->servers[1]) == 0xb2);
+  CHECK(*other->record_directory(s1, 0xc3) == 0xc3);
+  // Again, with the copies already stale: nothing more changes.
+  auto again = c.replace_server(s1, s1);
+  REQUIRE(again);
+  CHECK(again->empty());
+  CHECK(c.lookup("a.db")->replica_version == after->replica_version);
+}
+
 TEST_CASE("copies: stale, resyncing, current; replacing a server") {
   FOR_EACH_CATALOG(f, c);
   auto a = c.create(sample("a.db", 2));
