@@ -36,7 +36,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -174,19 +173,16 @@ class BusClient {
   // The lease length the catalog reported; renewals come every third of it.
   void note_lease(std::chrono::milliseconds lease);
 
-  // Fills in the directory ids of `record`'s servers that its catalog did
-  // not know (FileRecord::directories): each such server joins the
-  // record's cluster and says which directory it is, and the catalog
-  // records that (or says which it had recorded meanwhile). One that
-  // cannot be reached stays 0: its requests are not checked.
-  void learn_directories(FileRecord& record);
-  // The same for `servers` of cluster `cluster`, whose directories (by
-  // index) are 0 where unknown.
-  void learn_directories(uint64_t cluster, std::span<const std::string> servers, std::span<uint64_t> directories);
-  // The same for one server, without waiting: `done` gets its directory
-  // (0 when it or the catalog could not be reached), on whichever thread
-  // delivers the answer.
+  // Learns the directory id of `server`, one its catalog does not know
+  // (FileRecord::directories): the server joins cluster `cluster` and says
+  // which directory it is, and the catalog records that (or says which it
+  // had recorded meanwhile). Does not wait: `done` gets the directory, 0
+  // when the server or the catalog could not be reached, on whichever
+  // thread delivers the answer.
   void learn_directory_async(uint64_t cluster, const std::string& server, std::function<void(uint64_t)> done);
+  // The same, waiting; the failure when the server or the catalog says
+  // none. Not where answers are delivered.
+  Result<uint64_t> learn_directory(uint64_t cluster, const std::string& server);
 
   // Sets request_timeout_ms for requests sent from now on. REQUIRES: ms > 0.
   void set_request_timeout(int ms);

@@ -71,13 +71,14 @@ Result<std::unique_ptr<RemotePageIo>> RemotePageIo::open(std::shared_ptr<BusClie
   auto checked = from_wire((*reply)->root().getFile());
   if (!checked) return checked.status();
   FileRecord record = std::move(*checked);
-  bus->learn_directories(record);
   // The servers' pools run the policy this descriptor runs: the one given at
   // open, else the one the file was created with.
   std::string policy(policy_name(options.policy.value_or(record.policy)));
   auto fence = options.lock_token ? options.lock_token : std::make_shared<std::atomic<uint64_t>>(0);
-  return std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), std::move(policy),
-                                                        options, std::move(fence)));
+  auto io = std::unique_ptr<RemotePageIo>(new RemotePageIo(std::move(bus), std::move(record), std::move(policy),
+                                                            options, std::move(fence)));
+  io->learn_directories();
+  return io;
 }
 
 Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock_token) {
@@ -139,6 +140,21 @@ bool RemotePageIo::directories_known(const ReplicaSet& set) const {
     if (directory(server) == 0) return false;
   }
   return true;
+}
+
+void RemotePageIo::learn_directories() {
+  if (record_.cluster == 0) return;
+  // Reads need not wait: a server whose directory the catalog does not know
+  // answers them as the directory it has now, which is what would be
+  // recorded. (The answers come after this descriptor may be gone: they
+  // keep the directories alive.)
+  for (uint32_t server = 0; server < record_.servers.size(); ++server) {
+    if (directory(server) != 0) continue;
+    bus_->learn_directory_async(record_.cluster, record_.servers[server],
+                                [directories = directories_, server](uint64_t found) {
+                                  if (found != 0) directories[server].store(found, std::memory_order_release);
+                                });
+  }
 }
 
 void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()> then) {

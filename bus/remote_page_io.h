@@ -195,6 +195,10 @@ class RemotePageIo final : public PageIo {
   uint32_t index_of(const std::string& server) const;
   // The directory `server` (by index) is known to be (0: not known).
   uint64_t directory(uint32_t server) const { return directories_[server].load(std::memory_order_acquire); }
+  // Starts learning the directories the record did not bring (servers the
+  // catalog knows none of: doc/architecture.md, "Server directories"),
+  // without waiting.
+  void learn_directories();
   // Whether the directories of `set`'s servers are known (or need not be).
   bool directories_known(const ReplicaSet& set) const;
   // Learns the directories of `set`'s servers that are not known yet (a
@@ -295,7 +299,7 @@ class RemotePageIo final : public PageIo {
 
   // Each server's directory id (by index), from the record at open, the
   // records the catalog sends since, and know_directory.
-  std::unique_ptr<std::atomic<uint64_t>[]> directories_;
+  const std::shared_ptr<std::atomic<uint64_t>[]> directories_;
 
   // With R > 1: per page with requests in flight, how many wait on each
   // server (by index), so a waiter reads the connection its answer comes on.

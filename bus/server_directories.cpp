@@ -4,7 +4,8 @@
 // catalog record that, so that from then on every client's requests name
 // it and a directory that is not that one (emptied, replaced, not mounted)
 // refuses them instead of answering zeros.
-#include "bus/barrier.h"
+#include <fmt/format.h>
+
 #include "bus/bus_client.h"
 
 namespace pagefile::net {
@@ -27,35 +28,15 @@ uint64_t directory_in(const Result<ReplyPtr>& reply) {
 
 }  // namespace
 
-void BusClient::learn_directories(FileRecord& record) {
-  if (record.directories.size() != record.servers.size()) record.directories.assign(record.servers.size(), 0);
-  learn_directories(record.cluster, record.servers, record.directories);
-}
-
-void BusClient::learn_directories(uint64_t cluster, std::span<const std::string> servers,
-                                  std::span<uint64_t> directories) {
-  if (cluster == 0) return;  // (a catalog from before clusters: nothing to join)
-  std::vector<size_t> unknown;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    if (directories[i] == 0) unknown.push_back(i);
-  }
-  if (unknown.empty()) return;
-  // (What fails here is left unknown: a server that cannot be reached now
-  // is asked again before this client writes to it, and at the next open.)
-  std::vector<uint64_t> found(servers.size(), 0);
-  Barrier joins(*this);
-  for (size_t i : unknown) {
-    call(servers[i], [&](wire::Request::Builder r) { r.setJoin(cluster); },
-         joins.arm(servers[i], [&found, i](Result<ReplyPtr> reply) { found[i] = directory_in(reply); }));
-  }
-  (void)joins.wait();
-  Barrier records(*this);
-  for (size_t i : unknown) {
-    if (found[i] == 0) continue;
-    call(catalog(), [&](wire::Request::Builder r) { set_record(r, cluster, servers[i], found[i]); },
-         records.arm(catalog(), [directories, i](Result<ReplyPtr> reply) { directories[i] = directory_in(reply); }));
-  }
-  (void)records.wait();
+Result<uint64_t> BusClient::learn_directory(uint64_t cluster, const std::string& server) {
+  auto joined = call_sync(server, [&](wire::Request::Builder r) { r.setJoin(cluster); });
+  if (!joined) return joined.status().with_context(fmt::format("join server {}", server));
+  uint64_t found = directory_in(joined);
+  if (found == 0) return Status::corruption(server, "answered a join without its directory");
+  auto recorded = call_sync(catalog(), [&](wire::Request::Builder r) { set_record(r, cluster, server, found); });
+  if (!recorded) return recorded.status().with_context(fmt::format("record the directory of {}", server));
+  if (directory_in(recorded) == 0) return Status::corruption("catalog", "answered recordDirectory without one");
+  return directory_in(recorded);
 }
 
 void BusClient::learn_directory_async(uint64_t cluster, const std::string& server,
