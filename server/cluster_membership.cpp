@@ -36,12 +36,18 @@ Status write_durably(const std::filesystem::path& path, const std::string& text)
   temp += ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::io_error(temp.string(), fmt::format("cannot create: {}", std::strerror(errno)));
+  errno = 0;
   bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  int error = errno;
+  int error = errno != 0 ? errno : ENOSPC;  // (a short write sets none: the disk is full)
   ::close(fd);
-  if (!written) return Status::io_error(temp.string(), fmt::format("cannot write: {}", std::strerror(error)));
+  if (!written) {
+    ::unlink(temp.c_str());
+    return Status::io_error(temp.string(), fmt::format("cannot write: {}", std::strerror(error)));
+  }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
-    return Status::io_error(path.string(), fmt::format("rename: {}", std::strerror(errno)));
+    error = errno;
+    ::unlink(temp.c_str());
+    return Status::io_error(path.string(), fmt::format("rename: {}", std::strerror(error)));
   }
   int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return Status::io_error(path.parent_path().string(), std::strerror(errno));
