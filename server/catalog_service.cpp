@@ -82,15 +82,16 @@ Result<uint64_t> CatalogService::directory_at(const std::string& address) {
   // address (to itself), which this front forgets at once and another
   // front of a shared catalog within kDirectoriesKept; a record sent
   // meanwhile names the old directory, which the new one refuses (an
-  // error, never other bytes). One not recorded yet is asked for each
-  // time, since another front may record it.
+  // error, never other bytes). One not recorded yet is kept as unknown as
+  // long: another front may record it meanwhile, and a list of many files
+  // asks once, not once a file.
   const auto now = std::chrono::steady_clock::now();
   if (auto it = directories_.find(address); it != directories_.end() && now - it->second.read_at < kDirectoriesKept) {
     return it->second.directory;
   }
   auto known = catalog_->directory_at(address);
   if (!known) return known.status();
-  if (*known != 0) directories_[address] = {*known, now};
+  directories_[address] = {*known, now};
   return *known;
 }
 
