@@ -17,17 +17,6 @@ namespace pagefile::net {
 
 namespace {
 
-// The share of `record` on a server whose directory is `directory` (0:
-// unknown), for a request made under fencing token `fence` (0: none, as a
-// drop carries).
-void set_share(wire::Share::Builder share, const FileRecord& record, uint64_t directory, uint64_t fence = 0) {
-  share.setCluster(record.cluster);
-  share.setDirectory(directory);
-  share.setFileId(record.id);
-  share.setPageSize(record.page_size);
-  share.setFence(fence);
-}
-
 // A setSize request of `record` to `pages`, under fencing token `fence`.
 void set_size(wire::Request::Builder r, const FileRecord& record, int64_t pages, bool grow_only, uint64_t fence) {
   auto set = r.initSetSize();
@@ -104,7 +93,7 @@ Status RemotePageIo::unlink(BusClient& bus, std::string_view name, uint64_t lock
   Barrier barrier(bus);
   for (size_t i = 0; i < record.servers.size(); ++i) {
     const std::string& server = record.servers[i];
-    bus.call(server, [&](wire::Request::Builder r) { set_share(r.initDropShare(), record, directory_of(record, i)); }, barrier.arm(server));
+    bus.call(server, [&](wire::Request::Builder r) { share_to_wire(record, directory_of(record, i), 0, r.initDropShare()); }, barrier.arm(server));
   }
   Status s = barrier.wait();
   auto failures = barrier.failures();
@@ -135,32 +124,32 @@ RemotePageIo::RemotePageIo(std::shared_ptr<BusClient> bus, FileRecord record, st
 }
 
 bool RemotePageIo::directories_known(const ReplicaSet& set) const {
-  if (record_.cluster == 0) return true;  // (nothing to learn from a catalog before clusters)
-  for (uint32_t server : set) {
-    if (directory(server) == 0) return false;
-  }
-  return true;
+  return std::all_of(set.begin(), set.end(), [this](uint32_t server) { return directory_known(server); });
+}
+
+void RemotePageIo::learn_directory(uint32_t server, std::function<void()> then) {
+  // (The answer may come after this descriptor is gone: it keeps the
+  // directories alive.)
+  bus_->learn_directory_async(record_.cluster, record_.servers[server],
+                              [directories = directories_, server, then = std::move(then)](uint64_t found) {
+                                if (found != 0) directories[server].store(found, std::memory_order_release);
+                                if (then) then();
+                              });
 }
 
 void RemotePageIo::learn_directories() {
-  if (record_.cluster == 0) return;
   // Reads need not wait: a server whose directory the catalog does not know
   // answers them as the directory it has now, which is what would be
-  // recorded. (The answers come after this descriptor may be gone: they
-  // keep the directories alive.)
+  // recorded.
   for (uint32_t server = 0; server < record_.servers.size(); ++server) {
-    if (directory(server) != 0) continue;
-    bus_->learn_directory_async(record_.cluster, record_.servers[server],
-                                [directories = directories_, server](uint64_t found) {
-                                  if (found != 0) directories[server].store(found, std::memory_order_release);
-                                });
+    if (!directory_known(server)) learn_directory(server, nullptr);
   }
 }
 
 void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()> then) {
   ReplicaSet unknown;
   for (uint32_t server : set) {
-    if (directory(server) == 0) unknown.index[unknown.count++] = server;
+    if (!directory_known(server)) unknown.index[unknown.count++] = server;
   }
   if (unknown.count == 0) return then();  // (learned by another write since the caller looked)
   // A server that could not be reached at open: asked now, before it takes
@@ -170,8 +159,7 @@ void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()>
   auto left = std::make_shared<std::atomic<uint32_t>>(unknown.count);
   auto go = std::make_shared<std::function<void()>>(std::move(then));
   for (uint32_t server : unknown) {
-    bus_->learn_directory_async(record_.cluster, record_.servers[server], [this, server, left, go](uint64_t found) {
-      if (found != 0) directories_[server].store(found, std::memory_order_release);
+    learn_directory(server, [left, go] {
       if (left->fetch_sub(1) == 1) (*go)();
     });
   }
@@ -180,7 +168,7 @@ void RemotePageIo::know_directories(const ReplicaSet& set, std::function<void()>
 RemotePageIo::~RemotePageIo() { (void)close(); }
 
 void RemotePageIo::set_page_share(wire::Share::Builder share, uint32_t server) const {
-  set_share(share, record_, directory(server), fence_->load());
+  share_to_wire(record_, directory(server), fence_->load(), share);
   share.setPolicy(policy_);
   share.setSectorChecksums(sector_checksums_);
   // A server reading ahead for global-sequential keeps to its own pages,
@@ -377,7 +365,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
   Barrier barrier(*bus_);
   for (size_t i = 0; i < record_.servers.size(); ++i) {
     const std::string& server = record_.servers[i];
-    bus_->call(server, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, directory(i), token); },
+    bus_->call(server, [&](wire::Request::Builder r) { share_to_wire(record_, directory(i), token, r.initFence()); },
                barrier.arm(server));
   }
   (void)barrier.wait();
@@ -387,7 +375,7 @@ Status RemotePageIo::announce_fence(uint64_t token) {
 Status RemotePageIo::tell_fence(uint32_t server, uint64_t token) {
   const std::string& address = record_.servers[server];
   Barrier barrier(*bus_);
-  bus_->call(address, [&](wire::Request::Builder r) { set_share(r.initFence(), record_, directory(server), token); },
+  bus_->call(address, [&](wire::Request::Builder r) { share_to_wire(record_, directory(server), token, r.initFence()); },
              barrier.arm(address));
   return barrier.wait();
 }
@@ -462,7 +450,7 @@ std::optional<Status> RemotePageIo::write_direct(int64_t page, std::span<const s
   uint64_t checksum = checksums_ ? page_checksum(data, page) : kNoChecksum;
   for (uint32_t server : placement_.replicas_for(page)) {
     if (state_of(server) == CopyState::kStale) continue;
-    if (record_.cluster != 0 && directory(server) == 0) return std::nullopt;  // the usual way learns it first
+    if (!directory_known(server)) return std::nullopt;  // the usual way learns it first
     std::optional<Status> done = bus_->write_direct(record_.servers[server], share_ref(server), page, data, checksum);
     // A failure goes the usual way, which reports it (writing a page twice,
     // or a copy of it again, is harmless).
@@ -521,7 +509,7 @@ Status RemotePageIo::sync() {
   Barrier barrier(*bus_);
   for (size_t server : dirty) {
     bus_->call(record_.servers[server],
-               [&](wire::Request::Builder r) { set_share(r.initSync(), record_, directory(server), fence_->load()); },
+               [&](wire::Request::Builder r) { share_to_wire(record_, directory(server), fence_->load(), r.initSync()); },
                barrier.arm(record_.servers[server]));
   }
   (void)barrier.wait();
@@ -544,7 +532,7 @@ Status RemotePageIo::truncate(int64_t pages) {
     bus_->call(server,
                [&](wire::Request::Builder r) {
                  auto t = r.initTruncate();
-                 set_share(t.initShare(), record_, directory(i), fence_->load());
+                 share_to_wire(record_, directory(i), fence_->load(), t.initShare());
                  t.setPages(pages);
                },
                barrier.arm(server));

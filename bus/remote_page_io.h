@@ -195,12 +195,18 @@ class RemotePageIo final : public PageIo {
   uint32_t index_of(const std::string& server) const;
   // The directory `server` (by index) is known to be (0: not known).
   uint64_t directory(uint32_t server) const { return directories_[server].load(std::memory_order_acquire); }
+  // Whether `server`'s directory is known, or need not be (a catalog from
+  // before clusters, whose servers join none).
+  bool directory_known(uint32_t server) const { return record_.cluster == 0 || directory(server) != 0; }
+  // The same for each of `set`'s servers.
+  bool directories_known(const ReplicaSet& set) const;
+  // Learns `server`'s directory (BusClient::learn_directory_async), then
+  // calls `then` when given; does not wait.
+  void learn_directory(uint32_t server, std::function<void()> then);
   // Starts learning the directories the record did not bring (servers the
   // catalog knows none of: doc/architecture.md, "Server directories"),
   // without waiting.
   void learn_directories();
-  // Whether the directories of `set`'s servers are known (or need not be).
-  bool directories_known(const ReplicaSet& set) const;
   // Learns the directories of `set`'s servers that are not known yet (a
   // server that could not be reached at open), then calls `then`: before
   // a write goes to them. Does not wait.
@@ -298,7 +304,7 @@ class RemotePageIo final : public PageIo {
   std::atomic<uint64_t> replica_version_{0};
 
   // Each server's directory id (by index), from the record at open, the
-  // records the catalog sends since, and know_directory.
+  // records the catalog sends since, and what this descriptor learns.
   const std::shared_ptr<std::atomic<uint64_t>[]> directories_;
 
   // With R > 1: per page with requests in flight, how many wait on each

@@ -92,7 +92,7 @@ Result<RemotePageIo::ResyncReport> RemotePageIo::resync(const std::string& serve
   auto fail = [&](Status why) REQUIRES(meta_mu_) { return resync_failed(server, std::move(why)); };
   if (Status s = hold_write_lock(); !s) return fail(s);
   if (Status s = refresh_copy_states(); !s) return fail(s);
-  if (directory(server) == 0 && record_.cluster != 0) {
+  if (!directory_known(server)) {
     // The pages copied there must be in a directory the catalog knows.
     auto learned = bus_->learn_directory(record_.cluster, server_name);
     if (!learned) return fail(learned.status());

@@ -455,10 +455,8 @@ Result<std::vector<FileRecord>> EtcdCatalog::forget_directory(const std::string&
   if (old_server != new_server) return changed;
   // After the records: every copy there is stale before a client may
   // record the new directory.
-  const std::string key = "directory/" + old_server;
-  auto seen = read({key});
-  if (!seen) return seen.status();
-  auto done = commit(*seen, {}, {}, {Op{Op::kDelete, key}});
+  // (Unconditional: compared with nothing, it needs no snapshot read.)
+  auto done = commit(Snapshot{}, {}, {}, {Op{Op::kDelete, "directory/" + old_server}});
   if (!done) return done.status();
   return changed;
 }

@@ -232,12 +232,9 @@ int64_t scrub_file(net::BusClient& bus, const FileRecord& record, tools::Progres
     for (int64_t first = 0;;) {
       auto reply = bus.call_sync(server, [&](net::wire::Request::Builder r) {
         auto scrub = r.initScrub();
-        scrub.getShare().setFileId(record.id);
-        scrub.getShare().setPageSize(record.page_size);
-        // (A directory that is not the one that held the pages says so,
-        // rather than report none bad.)
-        scrub.getShare().setCluster(record.cluster);
-        scrub.getShare().setDirectory(directory_of(record, i));
+        // (With the directory: one that is not the one that held the pages
+        // says so, rather than report none bad.)
+        net::share_to_wire(record, directory_of(record, i), 0, scrub.getShare());
         scrub.setFirst(first);
         scrub.setCount(kScrubStep);
       });

@@ -68,6 +68,14 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out) {
   }
 }
 
+void share_to_wire(const FileRecord& record, uint64_t directory, uint64_t fence, wire::Share::Builder out) {
+  out.setCluster(record.cluster);
+  out.setDirectory(directory);
+  out.setFileId(record.id);
+  out.setPageSize(record.page_size);
+  out.setFence(fence);
+}
+
 Result<FileRecord> from_wire(wire::FileRecord::Reader record) {
   FileRecord out;
   out.name = std::string(record.getName().asArray().begin(), record.getName().size());

@@ -26,6 +26,11 @@ void to_wire(const FileRecord& record, wire::FileRecord::Builder out);
 // so that no size from the wire reaches arithmetic unchecked.
 Result<FileRecord> from_wire(wire::FileRecord::Reader record);
 
+// The share of `record` on a server whose directory is `directory` (0:
+// unknown), for a request made under fencing token `fence` (0: none, as a
+// drop or a scrub carries).
+void share_to_wire(const FileRecord& record, uint64_t directory, uint64_t fence, wire::Share::Builder out);
+
 // The frame holding `message` (one copy, into word-aligned memory).
 Frame to_frame(capnp::MessageBuilder& message);
 
