@@ -9,20 +9,18 @@
 
 namespace pagefile {
 
-namespace {
-
-// Buffers kept for reuse (BufferPool::spare_).
-constexpr size_t kMaxSpare = 8;
-
-}  // namespace
-
-BufferPool::BufferPool(uint32_t capacity_pages) : capacity_(capacity_pages) {
+BufferPool::BufferPool(uint32_t capacity_pages) : capacity_(capacity_pages), arena_(capacity_pages) {
   assert(capacity_pages > 0);
 }
 
 uint32_t BufferPool::size() const {
   MutexLock lock(mu_);
   return size_;
+}
+
+size_t BufferPool::mapped_bytes() const {
+  MutexLock lock(mu_);
+  return arena_.mapped_bytes();
 }
 
 BufferPool::PoolFile* BufferPool::find(uint64_t file) {
@@ -226,12 +224,10 @@ bool BufferPool::admit(PoolFile& f, int64_t page, std::span<const std::byte> dat
   while (size_ >= capacity_) {
     if (!evict_for(f)) return false;
   }
+  PageArena::Buffer buffer = arena_.take(f.page_size);
+  std::memcpy(buffer.data(), data.data(), data.size());
   Frame& frame = f.frames[page];
-  if (!spare_.empty()) {
-    frame.data = std::move(spare_.back());  // of another page size: assign reallocates
-    spare_.pop_back();
-  }
-  frame.data.assign(data.begin(), data.end());
+  frame.data = std::move(buffer);
   frame.checksum = checksum;
   frame.prefetched_unread = prefetched;
   ++size_;
@@ -268,7 +264,6 @@ void BufferPool::remove_frame(PoolFile& f, int64_t page, Why why) {
   if (it->second.prefetched_unread) ++f.counters.prefetch_wasted;
   if (why == Why::kEvicted) ++f.counters.evictions;
   if (why == Why::kTossed) ++f.counters.tossed;
-  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(it->second.data));
   f.frames.erase(it);
   --size_;
   f.policy->removed(page);

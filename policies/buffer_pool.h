@@ -25,6 +25,10 @@
 // that arrived with the page, to send with it. The client's pool keeps none
 // (0): it holds pages already checked.
 //
+// Memory. The pages lie in a PageArena (policies/page_arena.h): side by
+// side in chunks the kernel may back with huge pages, so that a hit on a
+// large pool costs no walk of the page tables.
+//
 // Thread-safety: thread-safe (one internal mutex). Policies are called under
 // it.
 #pragma once
@@ -39,6 +43,7 @@
 #include "core/mutex.h"
 #include "pagefile/pagefile.h"
 #include "pagefile/policy.h"
+#include "policies/page_arena.h"
 
 namespace pagefile {
 
@@ -50,6 +55,9 @@ class BufferPool {
   uint32_t capacity() const { return capacity_; }
   // Pages held for all files.
   uint32_t size() const;
+  // Bytes of memory mapped for pages now: what is held, plus at most one
+  // chunk (PageArena) for each page size held since.
+  size_t mapped_bytes() const;
 
   // Adds file `file` (an id unique in this pool) with its policy. A
   // max_pages of 0, or one above the capacity, becomes the capacity.
@@ -103,7 +111,7 @@ class BufferPool {
 
  private:
   struct Frame {
-    std::vector<std::byte> data;
+    PageArena::Buffer data;
     uint64_t checksum = 0;
     bool prefetched_unread = false;
   };
@@ -144,11 +152,11 @@ class BufferPool {
   const uint32_t capacity_;
   mutable Mutex mu_;
   uint32_t size_ GUARDED_BY(mu_) = 0;
+  // The frames' buffers. Declared before files_, so that it outlives the
+  // frames, which give their buffers back when they go. A full pool admits
+  // one page for each it evicts, into the buffer just given back.
+  PageArena arena_ GUARDED_BY(mu_);
   std::map<uint64_t, PoolFile> files_ GUARDED_BY(mu_);
-  // Buffers of frames removed, for the next admit: a full pool admits one
-  // page for each it evicts, and reusing the buffer saves an allocation and
-  // the page faults of fresh memory on every write.
-  std::vector<std::vector<std::byte>> spare_ GUARDED_BY(mu_);
 };
 
 }  // namespace pagefile
