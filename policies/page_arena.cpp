@@ -55,9 +55,11 @@ void PageArena::Buffer::reset() {
 
 size_t PageArena::chunk_bytes(uint32_t size) const {
   const size_t wanted = size_t{max_pages_} * size;
-  if (wanted >= kChunkBytes) return kChunkBytes;
+  if (wanted >= kChunkBytes && size <= kChunkBytes) return kChunkBytes;
+  // A small pool's pages, or a buffer larger than a chunk (one a chunk).
+  const size_t bytes = std::min(wanted, std::max<size_t>(size, kChunkBytes));
   const size_t system_page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return (wanted + system_page - 1) / system_page * system_page;
+  return (bytes + system_page - 1) / system_page * system_page;
 }
 
 PageArena::Chunk* PageArena::map_chunk(uint32_t size) {
@@ -102,7 +104,7 @@ void PageArena::unmap_chunk(Chunk* chunk) {
 }
 
 PageArena::Buffer PageArena::take(uint32_t size) {
-  assert(size > 0 && size <= kChunkBytes);
+  assert(size > 0);
   std::vector<Chunk*>& open = open_[size];
   if (open.empty()) {
     Chunk* chunk = map_chunk(size);

@@ -15,8 +15,8 @@
 // smaller pool gets one chunk of just its size, so that a pool of a few
 // pages does not commit a huge page. A buffer given back is reused by the
 // next take of its size; a chunk whose buffers are all back is unmapped
-// unless it is the only one of its size with room, so memory follows what
-// the pool holds, page size by page size.
+// unless it is then the only one of its size with room, so memory follows
+// what the pool holds, page size by page size.
 //
 // Checking. Under AddressSanitizer the buffers that are not taken are
 // poisoned: a use after give-back is reported as on the heap.
@@ -70,7 +70,9 @@ class PageArena {
   };
 
   // A buffer of `size` bytes, its contents undefined. Throws std::bad_alloc
-  // when no memory can be mapped. REQUIRES: 0 < size <= kChunkBytes.
+  // when no memory can be mapped. A size above kChunkBytes gets a chunk of
+  // its own (pages are at most kMaxPageSize; this only keeps the arena
+  // right for any size). REQUIRES: size > 0.
   Buffer take(uint32_t size);
 
   // Bytes mapped now, all chunks together.

@@ -81,6 +81,17 @@ TEST_CASE("a small pool's chunk is its own size, not a huge page") {
   CHECK(stamped(held[3], 3));
 }
 
+TEST_CASE("a buffer larger than a chunk gets a chunk of its own") {
+  PageArena arena(4);
+  PageArena::Buffer big = arena.take(3 * 1024 * 1024);
+  PageArena::Buffer other = arena.take(3 * 1024 * 1024);
+  CHECK(arena.mapped_bytes() == 2 * size_t{3 * 1024 * 1024});
+  stamp(big, 1);
+  stamp(other, 2);
+  CHECK(stamped(big, 1));
+  CHECK(stamped(other, 2));
+}
+
 TEST_CASE("a chunk whose buffers all came back is unmapped, but the last with room stays") {
   PageArena arena(1000);
   std::vector<PageArena::Buffer> first, second;
