@@ -55,8 +55,8 @@ class BufferPool {
   uint32_t capacity() const { return capacity_; }
   // Pages held for all files.
   uint32_t size() const;
-  // Bytes of memory mapped for pages now: what is held, plus at most one
-  // chunk (PageArena) for each page size held since.
+  // Bytes of memory mapped for pages now: the chunks (PageArena) that hold
+  // its pages, and at most one empty chunk for each page size held since.
   size_t mapped_bytes() const;
 
   // Adds file `file` (an id unique in this pool) with its policy. A

@@ -8,14 +8,9 @@
 #include <new>
 #include <utility>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PAGEFILE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PAGEFILE_ASAN 1
-#endif
-#endif
-#if defined(PAGEFILE_ASAN)
+#include "core/sanitizers.h"
+
+#if PAGEFILE_ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(at, bytes) ASAN_POISON_MEMORY_REGION(at, bytes)
 #define UNPOISON(at, bytes) ASAN_UNPOISON_MEMORY_REGION(at, bytes)
@@ -106,11 +101,7 @@ void PageArena::unmap_chunk(Chunk* chunk) {
 PageArena::Buffer PageArena::take(uint32_t size) {
   assert(size > 0);
   std::vector<Chunk*>& open = open_[size];
-  if (open.empty()) {
-    Chunk* chunk = map_chunk(size);
-    chunk->open = true;
-    open.push_back(chunk);
-  }
+  if (open.empty()) open.push_back(map_chunk(size));
   Chunk* chunk = open.back();
   std::byte* data = nullptr;
   if (!chunk->free.empty()) {
@@ -119,10 +110,7 @@ PageArena::Buffer PageArena::take(uint32_t size) {
   } else {
     data = chunk->base + size_t{chunk->carved++} * size;
   }
-  if (++chunk->used == chunk->slots) {
-    chunk->open = false;
-    open.pop_back();
-  }
+  if (++chunk->used == chunk->slots) open.pop_back();  // full: no room to offer
   UNPOISON(data, size);
   Buffer buffer;
   buffer.arena_ = this;
@@ -138,12 +126,8 @@ void PageArena::give_back(std::byte* data, uint32_t size) {
   assert(chunk->slot == size && data < chunk->base + chunk->bytes);
   POISON(data, size);
   chunk->free.push_back(data);
-  --chunk->used;
   std::vector<Chunk*>& open = open_[size];
-  if (!chunk->open) {
-    chunk->open = true;
-    open.push_back(chunk);
-  }
+  if (chunk->used-- == chunk->slots) open.push_back(chunk);  // was full: has room again
   // An empty chunk goes unless it is the last with room for its size: a pool
   // that gives one back and takes one (every admit of a full pool) keeps it.
   if (chunk->used == 0 && open.size() > 1) {

@@ -87,7 +87,6 @@ class PageArena {
     uint32_t carved = 0;   // buffers handed out at least once: [0, carved)
     uint32_t used = 0;     // handed out now
     std::vector<std::byte*> free;  // given back, for reuse before carving
-    bool open = false;     // listed in its size's open chunks
   };
   void give_back(std::byte* data, uint32_t size);
   // A new chunk for buffers of `size` bytes. Throws std::bad_alloc.
@@ -100,7 +99,8 @@ class PageArena {
   // Every chunk by the address of its first byte: a buffer's chunk is the
   // last one that starts at or below it.
   std::map<uintptr_t, std::unique_ptr<Chunk>> chunks_;
-  // By buffer size: the chunks with a buffer to spare, the newest last.
+  // By buffer size: the chunks with a buffer to spare (used < slots), the
+  // newest last.
   std::map<uint32_t, std::vector<Chunk*>> open_;
 };
 

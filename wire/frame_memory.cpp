@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "core/sanitizers.h"
+
 namespace pagefile::net::internal {
 
 namespace {
@@ -55,17 +57,7 @@ void* take_block(size_t i) {
 bool frame_blocks_kept() noexcept {
   // Under AddressSanitizer every block goes back to malloc, so a use after
   // free of a frame is still caught.
-#if defined(__SANITIZE_ADDRESS__)
-  return false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  return false;
-#else
-  return true;
-#endif
-#else
-  return true;
-#endif
+  return !kAddressSanitizer;
 }
 
 void* allocate_frame_bytes(size_t bytes) {

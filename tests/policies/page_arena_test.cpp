@@ -3,7 +3,6 @@
 // reused, and unmapped once empty (memory follows what the pool holds).
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <vector>
 
 #include "policies/buffer_pool.h"

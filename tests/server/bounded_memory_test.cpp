@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bus/bus_client.h"
+#include "core/sanitizers.h"
 #include "pagefile/pagefile.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
@@ -38,17 +39,7 @@ namespace {
 // Under AddressSanitizer pagefiled's resident memory holds the sanitizer's
 // shadow and quarantine too, so there the bounds are not checked; what the
 // server does (every answer, in order) is.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMemoryMeasured = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMemoryMeasured = false;
-#else
-constexpr bool kMemoryMeasured = true;
-#endif
-#else
-constexpr bool kMemoryMeasured = true;
-#endif
+constexpr bool kMemoryMeasured = !pagefile::kAddressSanitizer;
 
 // Checks that pagefiled (`pid`) holds less than 100 MiB resident, after
 // `what`.
