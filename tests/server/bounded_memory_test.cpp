@@ -283,11 +283,14 @@ Status error_of(const ReplyPtr& reply) {
 }  // namespace
 
 TEST_CASE_FIXTURE(UnixSocketDir, "--max-frame-bytes and --max-inflight: past them a request gets a clear error, the connection goes on") {
-  ServerProcess server = start_pagefiled({"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000",
-                                            "--cache-pages", "0"});
   // A page on the server's disk (a page never written is zeros at once,
   // with no disk access): file m's page 0, in its share shares/ID.pf.
+  // Written through a server without the limits, then stopped: a client's
+  // own requests around an open (learning the server's directory) may still
+  // be in flight at its first write, and more than two in flight on one
+  // connection is what the limited server refuses.
   {
+    ServerProcess setup = start_pagefiled();
     ClientOptions options;
     options.bus = "unix:" + socket_path;
     auto client = Client::start(options);
@@ -295,7 +298,7 @@ TEST_CASE_FIXTURE(UnixSocketDir, "--max-frame-bytes and --max-inflight: past the
     OpenOptions open;
     open.location = Location::kRemote;
     open.create = true;
-    open.page_size = 1024;  // its writes' frames under --max-frame-bytes
+    open.page_size = 1024;  // as the reads below ask for
     auto m = (*client)->open("m", open);
     REQUIRE_MESSAGE(m, m.status().to_string());
     std::vector<std::byte> page(1024, std::byte{7});
@@ -303,7 +306,10 @@ TEST_CASE_FIXTURE(UnixSocketDir, "--max-frame-bytes and --max-inflight: past the
     REQUIRE_MESSAGE(written, written.to_string());
     REQUIRE((*client)->close(*m));
     REQUIRE((*client)->stop());
+    REQUIRE(setup.stop() == 0);
   }
+  ServerProcess server = start_pagefiled({"--max-frame-bytes", "4096", "--max-inflight", "2", "--disk-latency", "1000",
+                                            "--cache-pages", "0"});
   uint64_t share_id = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir / "server" / "shares")) {
     if (entry.path().extension() == ".pf") share_id = std::stoull(entry.path().stem().string());
