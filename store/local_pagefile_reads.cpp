@@ -59,8 +59,9 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
     // checksum, or a version once written, as a read just before the write
     // would; and what was read is not recorded as the page's checksum on
     // disk (note_on_disk), which the write may have changed since.
-    Attempt a;
     auto bytes = out.subspan(static_cast<size_t>(i) * size, size);
+    if (matches_kept(first + i, bytes)) continue;
+    Attempt a;
     if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, nullptr, a); !s) {
       return s;
     }
@@ -136,6 +137,12 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     std::memset(out.data(), 0, out.size());
     if (checksum) *checksum = page_checksum(out, page);
     a.read = PageRead::kBeyondEnd;
+    return Status::ok();
+  }
+  UnitSums sums;
+  if (trust_kept && matches_kept(page, out, &sums[0])) {
+    if (checksum) *checksum = sums[0];
+    note_on_disk(page, sums, gen);
     return Status::ok();
   }
   return check_read(page, out, checksum, trust_kept, use_cache, &gen, a);
