@@ -326,16 +326,22 @@ class LocalPagefile {
   void unmap_from(off_t end) REQUIRES(maps_mu_);
   // The checksums of the page's units (units_ of `sums`).
   void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
-  // Whether the bytes of a page of one checksum (checked_, units_ 1) hash
-  // to the checksum kept for it (kept_sums: a version once written, which
-  // is all check_read asks of a page kept), the hash stored in `sum`. The
-  // common case of every read, checked here before check_read, which took
-  // as long again as the hash (bench/README.md, "A page's check").
-  bool matches_kept(int64_t page, std::span<const std::byte> bytes, uint64_t* sum = nullptr) const {
-    if (!checked_ || units_ != 1) return false;
-    const uint64_t hash = page_checksum(bytes, page);
-    if (sum) *sum = hash;
-    return sums_.get(static_cast<size_t>(page)) == hash;
+  // Whether the page's bytes hash to the checksums kept for it (kept_sums:
+  // a version once written, which is all check_read asks of a page kept),
+  // the hashes stored in `sums` (units_ of them). The common case of every
+  // read, checked here before check_read, whose call took as long again as
+  // the hash (bench/README.md, "A page's check"). REQUIRES: checked_.
+  bool matches_kept(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
+    if (units_ == 1) {
+      sums[0] = page_checksum(bytes, page);
+      return sums_.get(static_cast<size_t>(page)) == sums[0];
+    }
+    unit_sums(page, bytes, sums);
+    const auto first = static_cast<size_t>(page) * units_;
+    for (uint32_t u = 0; u < units_; ++u) {
+      if (sums_.get(first + u) != sums[u]) return false;
+    }
+    return true;
   }
   // The page's checksums as last written or verified by this object, or
   // read from its checksum block: false when not all are known. A sole

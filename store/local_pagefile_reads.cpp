@@ -53,6 +53,7 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
       pread_full(fd_, out.first(static_cast<size_t>(count) * size), page_offset(first), name_, nullptr, read_map());
   if (!got) return got.status();
   const auto whole = static_cast<int64_t>(*got / size);  // (a tail cut short is no page)
+  UnitSums sums;
   for (int64_t i = 0; i < whole; ++i) {
     // As read_attempt checks a page, but read without the page's stripe: a
     // write of this descriptor's meanwhile leaves bytes that match no
@@ -60,7 +61,7 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
     // would; and what was read is not recorded as the page's checksum on
     // disk (note_on_disk), which the write may have changed since.
     auto bytes = out.subspan(static_cast<size_t>(i) * size, size);
-    if (matches_kept(first + i, bytes)) continue;
+    if (checked_ && matches_kept(first + i, bytes, sums)) continue;
     Attempt a;
     if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, nullptr, a); !s) {
       return s;
@@ -140,8 +141,8 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     return Status::ok();
   }
   UnitSums sums;
-  if (trust_kept && matches_kept(page, out, &sums[0])) {
-    if (checksum) *checksum = sums[0];
+  if (checked_ && trust_kept && matches_kept(page, out, sums)) {
+    if (checksum) *checksum = units_ == 1 ? sums[0] : page_checksum(out, page);
     note_on_disk(page, sums, gen);
     return Status::ok();
   }
