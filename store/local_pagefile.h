@@ -327,10 +327,10 @@ class LocalPagefile {
   // The checksums of the page's units (units_ of `sums`).
   void unit_sums(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const;
   // Whether the page's bytes hash to the checksums kept for it (kept_sums:
-  // a version once written, which is all check_read asks of a page kept),
+  // a version once written, accepted with no read of its entries),
   // the hashes stored in `sums` (units_ of them). The common case of every
-  // read, checked here before check_read, whose call took as long again as
-  // the hash (bench/README.md, "A page's check"). REQUIRES: checked_.
+  // read, checked here before check_read is called, whose call took as long
+  // again as the hash (bench/README.md, "A page's check"). REQUIRES: checked_.
   bool matches_kept(int64_t page, std::span<const std::byte> bytes, UnitSums& sums) const {
     if (units_ == 1) {
       sums[0] = page_checksum(bytes, page);
@@ -405,11 +405,14 @@ class LocalPagefile {
   // to the end of the system's page, not a short read).
   Status read_attempt(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
                       bool* would_block, bool use_cache, Attempt& attempt) const;
-  // read_attempt's check of a whole page read into `out`, with `gen` the
-  // span_gen_ of before the read; nullptr for bytes read without the
-  // page's stripe, which are then not noted as on disk (note_on_disk).
-  Status check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept, bool use_cache,
-                    const uint64_t* gen, Attempt& attempt) const;
+  // The check of a whole page read into `out` whose hashes (attempt.hash,
+  // computed by the caller) match no checksum kept for it, or that trusts
+  // none (verify_page): against its entries on disk. `gen` is the
+  // span_gen_ of before the read; nullptr for bytes read without the page's
+  // stripe, which are then not noted as on disk (note_on_disk).
+  // REQUIRES: checked_.
+  Status check_read(int64_t page, std::span<std::byte> out, bool use_cache, const uint64_t* gen,
+                    Attempt& attempt) const;
 
   // Reads the page's whole checksum block from disk, keeps the current
   // checksums of its pages (keep_sums: one read serves the group's 256

@@ -61,11 +61,10 @@ Result<int64_t> LocalPagefile::read_pages(int64_t first, int64_t count, std::spa
     // would; and what was read is not recorded as the page's checksum on
     // disk (note_on_disk), which the write may have changed since.
     auto bytes = out.subspan(static_cast<size_t>(i) * size, size);
-    if (checked_ && matches_kept(first + i, bytes, sums)) continue;
+    if (!checked_ || matches_kept(first + i, bytes, sums)) continue;
     Attempt a;
-    if (Status s = check_read(first + i, bytes, nullptr, /*trust_kept=*/true, /*use_cache=*/true, nullptr, a); !s) {
-      return s;
-    }
+    a.hash = sums;
+    if (Status s = check_read(first + i, bytes, /*use_cache=*/true, nullptr, a); !s) return s;
     if (!a.mismatch) continue;
     if (i > 0) return i;  // the pages before it; the caller asks for it alone
     // The first: read again alone, as any failing read is (read_checked).
@@ -140,30 +139,28 @@ Status LocalPagefile::read_attempt(int64_t page, std::span<std::byte> out, uint6
     a.read = PageRead::kBeyondEnd;
     return Status::ok();
   }
-  UnitSums sums;
-  if (checked_ && trust_kept && matches_kept(page, out, sums)) {
-    if (checksum) *checksum = units_ == 1 ? sums[0] : page_checksum(out, page);
-    note_on_disk(page, sums, gen);
-    return Status::ok();
-  }
-  return check_read(page, out, checksum, trust_kept, use_cache, &gen, a);
-}
-
-Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, uint64_t* checksum, bool trust_kept,
-                                 bool use_cache, const uint64_t* gen, Attempt& a) const {
   if (!checked_) {
     if (checksum) *checksum = page_checksum(out, page);
     return Status::ok();
   }
-  unit_sums(page, out, a.hash);
+  bool kept = false;
+  if (trust_kept) {
+    kept = matches_kept(page, out, a.hash);
+  } else {
+    unit_sums(page, out, a.hash);
+  }
   if (checksum) *checksum = units_ == 1 ? a.hash[0] : page_checksum(out, page);
-  UnitSums kept;
-  if (trust_kept && kept_sums(page, kept) && std::equal(a.hash.begin(), a.hash.begin() + units_, kept.begin())) {
-    if (gen) note_on_disk(page, a.hash, *gen);
+  if (kept) {
+    note_on_disk(page, a.hash, gen);
     return Status::ok();
   }
+  return check_read(page, out, use_cache, &gen, a);
+}
+
+Status LocalPagefile::check_read(int64_t page, std::span<std::byte> out, bool use_cache, const uint64_t* gen,
+                                 Attempt& a) const {
   // A reader that is not the sole writer keeps the checksums of each block
-  // it reads (read_block, kept_sums above): one read of a block serves its
+  // it reads (read_block; matches_kept looks them up): one read of a block serves its
   // 256 pages, with no lock. The file may have changed since, through
   // another descriptor; a page that matches no kept checksum is checked
   // against the block read again, then against its entries on disk
