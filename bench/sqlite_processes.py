@@ -6,8 +6,8 @@
 Each process runs TXNS write transactions (BEGIN IMMEDIATE, add one to the
 counter, insert a ~PAD-byte row, COMMIT) with READS point reads of the log
 between two of them, waiting on the others' locks with a busy timeout. The
-parent makes the database (in --journal-mode), starts the processes at once
-and times them from start to the last one's exit; then the counter must be
+parent makes the database, every connection in --journal-mode, starts the
+processes at once and times them from start to the last one's exit; then the counter must be
 PROCS * TXNS and integrity_check ok. Prints "processes-PROCS SECONDS TXNS_ALL".
 Run it with Debian's /usr/bin/python3 (its sqlite3 module loads extensions).
 """
@@ -26,6 +26,11 @@ def connect(args):
     db = sqlite3.connect(args.db, uri=args.db.startswith("file:"), isolation_level=None, timeout=60)
     if args.synchronous:
         db.execute(f"PRAGMA synchronous={args.synchronous}")
+    # WAL is the database's, kept in its file; the rollback journal's modes
+    # (TRUNCATE, PERSIST) are each connection's, set on every one.
+    mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
+    if mode != args.journal_mode:
+        raise SystemExit(f"journal_mode={args.journal_mode} gave {mode}")
     return db
 
 
@@ -80,9 +85,6 @@ def main():
         raise SystemExit(f"--block-device: no /sys/block/{args.block_device}/stat (see lsblk)")
     load_pagefile(args.extension)
     db = connect(args)
-    mode = db.execute(f"PRAGMA journal_mode={args.journal_mode}").fetchone()[0]
-    if mode != args.journal_mode:
-        raise SystemExit(f"journal_mode={args.journal_mode} gave {mode}")
     db.execute("CREATE TABLE c(n INTEGER)")
     db.execute("INSERT INTO c VALUES(0)")
     db.execute("CREATE TABLE log(id INTEGER PRIMARY KEY, pad BLOB)")
@@ -90,7 +92,8 @@ def main():
     db.close()
 
     command = [sys.executable, __file__, "--worker", "--db", args.db, "--txns", str(args.txns),
-               "--reads", str(args.reads), "--pad", str(args.pad), "--synchronous", args.synchronous]
+               "--reads", str(args.reads), "--pad", str(args.pad), "--synchronous", args.synchronous,
+               "--journal-mode", args.journal_mode]
     if args.extension:
         command += ["--extension", args.extension]
     # Timed from here to the last worker's own finishing time, not to when
