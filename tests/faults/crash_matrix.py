@@ -42,17 +42,19 @@ LEASE_MS = 600
 FAULTS = ["writer-kill", "local-kill", "local-wal-kill", "server-kill", "catalog-kill", "writer-stop", "server-freeze"]
 
 
-def free_port():
-    """A free port below the kernel's ephemeral range. A server here is
-    killed and started again on its port; a port from that range may be
-    taken meanwhile as the source port of some connection (a client that
-    keeps reconnecting to the dead server can even connect to itself on
-    it), and the server then cannot start again."""
+def free_port(taken=()):
+    """A free port below the kernel's ephemeral range, none of `taken`. A
+    server here is killed and started again on its port; a port from that
+    range may be taken meanwhile as the source port of some connection (a
+    client that keeps reconnecting to the dead server can even connect to
+    itself on it), and the server then cannot start again."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         low = int(f.read().split()[0])
     rng = random.Random()
     for _ in range(200):
         port = rng.randrange(max(1024, low - 12000), low)
+        if port in taken:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -67,7 +69,10 @@ class Server:
         self.pagefiled, self.directory, self.port = pagefiled, directory, port
         self.proc = None
 
-    def start(self):
+    def start(self, taken=None):
+        """Started on its port; the first time (`taken`: the ports of the
+        trial's other servers), on another free one if something else took
+        its port since free_port found it free (another test's server)."""
         why = ""
         for _ in range(50):  # the port may linger a moment after a kill
             self.proc = subprocess.Popen(
@@ -79,6 +84,9 @@ class Server:
                 return
             self.proc.wait()
             why = self.proc.stderr.read().strip()
+            if taken is not None and "address in use" in why:
+                self.port = free_port(taken)
+                continue
             time.sleep(0.1)
         raise RuntimeError(f"pagefiled on port {self.port} did not start: {why}")
 
@@ -177,11 +185,13 @@ def trial(args, fault, n, rng, work):
     directory = os.path.join(work, f"{fault}-{n}")
     os.makedirs(directory)
     local = fault in ("local-kill", "local-wal-kill")
-    servers = [] if local else [Server(args.pagefiled, os.path.join(directory, f"s{i}"), free_port()) for i in range(3)]
+    servers = [] if local else [Server(args.pagefiled, os.path.join(directory, f"s{i}"), 0) for i in range(3)]
     writers = []
     try:
         for s in servers:
-            s.start()
+            taken = {other.port for other in servers if other is not s}
+            s.port = free_port(taken)
+            s.start(taken)
         bus = ",".join(f"tcp://127.0.0.1:{s.port}" for s in servers)
         uri = (f"file:{directory}/matrix.db?vfs=pagefile" if local
                else f"file:matrix.db?vfs=pagefile&bus={bus}&timeout_ms=2000")
