@@ -7,8 +7,8 @@ Each process runs TXNS write transactions (BEGIN IMMEDIATE, add one to the
 counter, insert a ~PAD-byte row, COMMIT) with READS point reads of the log
 between two of them, waiting on the others' locks with a busy timeout. The
 parent makes the database, every connection in --journal-mode, starts the
-processes at once and times them from start to the last one's exit; then the counter must be
-PROCS * TXNS and integrity_check ok. Prints "processes-PROCS SECONDS TXNS_ALL".
+processes at once and times them from start to the last one's exit; then
+the counter must be PROCS * TXNS and integrity_check ok. Prints "processes-PROCS SECONDS TXNS_ALL".
 Run it with Debian's /usr/bin/python3 (its sqlite3 module loads extensions).
 """
 import argparse

@@ -185,13 +185,13 @@ def trial(args, fault, n, rng, work):
     directory = os.path.join(work, f"{fault}-{n}")
     os.makedirs(directory)
     local = fault in ("local-kill", "local-wal-kill")
-    servers = [] if local else [Server(args.pagefiled, os.path.join(directory, f"s{i}"), 0) for i in range(3)]
+    servers = []
+    for i in range(0 if local else 3):
+        servers.append(Server(args.pagefiled, os.path.join(directory, f"s{i}"), free_port({s.port for s in servers})))
     writers = []
     try:
         for s in servers:
-            taken = {other.port for other in servers if other is not s}
-            s.port = free_port(taken)
-            s.start(taken)
+            s.start({other.port for other in servers if other is not s})
         bus = ",".join(f"tcp://127.0.0.1:{s.port}" for s in servers)
         uri = (f"file:{directory}/matrix.db?vfs=pagefile" if local
                else f"file:matrix.db?vfs=pagefile&bus={bus}&timeout_ms=2000")
